@@ -1,0 +1,44 @@
+# One task runner. `make run` and `make test` are the README's two commands.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.12 || command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: run test bench lint fmt venv chromium clean
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Playwright drives Debian's chromium; its own browser download cannot work here.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+run: venv
+	$(PY) -m anchorgpu.launcher run
+
+test: venv chromium
+	$(PY) -m anchorgpu.launcher exec -- $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) -m anchorgpu.launcher exec -- $(PY) -m pytest -m perf -s tests/perf $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m anchorgpu.launcher exec -- $(PY) manage.py makemigrations --check --dry-run
+
+fmt: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf .data

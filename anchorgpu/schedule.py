@@ -1,0 +1,48 @@
+"""Every periodic task in one place. Exactly one `celery beat` runs this schedule.
+
+Each entry expires after its own interval, so a backlog of stale runs is dropped
+instead of piling up when workers fall behind.
+"""
+
+from datetime import timedelta
+
+from celery.schedules import crontab
+from django.conf import settings
+
+
+def beat_schedule():
+    conf = settings.ANCHORGPU
+    enforce = conf["ENFORCE_INTERVAL"]
+    poll = conf["POLL_INTERVAL"]
+    return {
+        "enforce-allocations": {
+            "task": "rentals.tasks.allocations_enforce_task",
+            "schedule": timedelta(seconds=enforce),
+            "options": {"expires": enforce},
+        },
+        "send-expiry-warnings": {
+            "task": "rentals.tasks.expiry_warnings_send_task",
+            "schedule": timedelta(seconds=enforce),
+            "options": {"expires": enforce},
+        },
+        "poll-nodes": {
+            "task": "rentals.tasks.nodes_poll_task",
+            "schedule": timedelta(seconds=poll),
+            "options": {"expires": poll},
+        },
+        "rollup-telemetry": {
+            "task": "rentals.tasks.telemetry_rollup_task",
+            "schedule": timedelta(minutes=1),
+            "options": {"expires": 60},
+        },
+        "prune-telemetry": {
+            "task": "rentals.tasks.telemetry_prune_task",
+            "schedule": crontab(minute=17),
+            "options": {"expires": 3600},
+        },
+        "purge-idempotency-keys": {
+            "task": "rentals.tasks.idempotency_keys_purge_task",
+            "schedule": crontab(minute=7),
+            "options": {"expires": 3600},
+        },
+    }

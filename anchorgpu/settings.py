@@ -1,0 +1,235 @@
+"""AnchorGPU settings: one module, configured only by the environment.
+
+Every variable is documented in the README. A missing or malformed value stops start-up
+with a message that names the variable, instead of failing later in a request.
+"""
+
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import unquote
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+
+def _read(name, cast, **kwargs):
+    try:
+        return getattr(env, cast)(name, **kwargs)
+    except ImproperlyConfigured as exc:
+        raise ImproperlyConfigured(f"{name} is not set. {_HINTS.get(name, '')}".strip()) from exc
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"{name} has a bad value ({exc}); expected {cast}.") from exc
+
+
+_HINTS = {
+    "DATABASE_URL": "Use `make run` / `make test` (embedded PostgreSQL) or set "
+    "postgres://user:password@host:5432/name.",
+    "REDIS_URL": "Use `make run` / `make test` (embedded Redis) or set redis://host:6379/0.",
+    "DJANGO_SECRET_KEY": "Set a long random string (50+ characters in production).",
+}
+
+DEBUG = _read("DJANGO_DEBUG", "bool", default=False)
+SECRET_KEY = _read("DJANGO_SECRET_KEY", "str")
+ALLOWED_HOSTS = _read("DJANGO_ALLOWED_HOSTS", "list", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = _read("DJANGO_CSRF_TRUSTED_ORIGINS", "list", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.postgres",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "anchorgpu",
+    "catalog",
+    "rentals",
+    "glossary",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "anchorgpu.urls"
+WSGI_APPLICATION = "anchorgpu.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_db = _read("DATABASE_URL", "db_url")
+if not _db["ENGINE"].endswith("postgresql"):
+    raise ImproperlyConfigured(
+        "DATABASE_URL must point at PostgreSQL (the only supported database)."
+    )
+# A Unix-socket directory arrives percent-encoded in the URL's host part.
+_db["HOST"] = unquote(_db["HOST"])
+_db["CONN_MAX_AGE"] = _read("DATABASE_CONN_MAX_AGE", "int", default=60)
+_db["CONN_HEALTH_CHECKS"] = True
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = _read("REDIS_URL", "str")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "anchorgpu",
+        "TIMEOUT": 300,
+    }
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("pl", "Polski")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+# Production transport security, on when served over HTTPS (DJANGO_SECURE=true).
+SECURE = _read("DJANGO_SECURE", "bool", default=False)
+SECURE_SSL_REDIRECT = SECURE
+SESSION_COOKIE_SECURE = SECURE
+CSRF_COOKIE_SECURE = SECURE
+SECURE_HSTS_SECONDS = 31_536_000 if SECURE else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
+SECURE_HSTS_PRELOAD = SECURE
+if _read("DJANGO_BEHIND_PROXY", "bool", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+
+EMAIL_BACKEND = _read(
+    "EMAIL_BACKEND", "str", default="django.core.mail.backends.console.EmailBackend"
+)
+DEFAULT_FROM_EMAIL = _read("DEFAULT_FROM_EMAIL", "str", default="AnchorGPU <noreply@localhost>")
+
+# --- REST API -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "anchorgpu.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "anchorgpu.problems.problem_exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        "auth": _read("AUTH_THROTTLE_RATE", "str", default="10/min"),
+        "purchase": _read("PURCHASE_THROTTLE_RATE", "str", default="120/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AnchorGPU API",
+    "DESCRIPTION": "Rent GPUs for fixed paid periods. Errors are RFC 9457 problem details.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Celery -----------------------------------------------------------------------------
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SOFT_TIME_LIMIT = _read("CELERY_TASK_SOFT_TIME_LIMIT", "int", default=60)
+CELERY_TASK_TIME_LIMIT = _read("CELERY_TASK_TIME_LIMIT", "int", default=90)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+CELERY_TASK_ALWAYS_EAGER = False
+
+# --- The product ------------------------------------------------------------------------
+ANCHORGPU = {
+    "CURRENCY": _read("ANCHORGPU_CURRENCY", "str", default="USD"),
+    "QUOTE_VALIDITY": timedelta(seconds=_read("QUOTE_VALIDITY_SECONDS", "int", default=900)),
+    "MAX_PERIOD_COUNT": _read("MAX_PERIOD_COUNT", "int", default=52),
+    "MAX_SCHEDULE_AHEAD": timedelta(days=_read("MAX_SCHEDULE_AHEAD_DAYS", "int", default=365)),
+    "IDEMPOTENCY_RETENTION": timedelta(
+        hours=_read("IDEMPOTENCY_RETENTION_HOURS", "int", default=24)
+    ),
+    "ENFORCE_INTERVAL": _read("ENFORCE_INTERVAL_SECONDS", "float", default=60.0),
+    "POLL_INTERVAL": _read("POLL_INTERVAL_SECONDS", "float", default=15.0),
+    "POLL_CONNECT_TIMEOUT": _read("POLL_CONNECT_TIMEOUT_SECONDS", "float", default=2.0),
+    "POLL_READ_TIMEOUT": _read("POLL_READ_TIMEOUT_SECONDS", "float", default=5.0),
+    "POLL_MAX_BYTES": _read("POLL_MAX_BYTES", "int", default=4 * 1024 * 1024),
+    "POLL_SHARD_SIZE": _read("POLL_SHARD_SIZE", "int", default=250),
+    "STALE_AFTER_POLLS": _read("STALE_AFTER_POLLS", "int", default=4),
+    "RAW_RETENTION": timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7)),
+    "ROLLUP_RETENTION": timedelta(
+        days=_read("TELEMETRY_ROLLUP_RETENTION_DAYS", "int", default=400)
+    ),
+    "HOT_TEMPERATURE_C": _read("HOT_TEMPERATURE_C", "float", default=85.0),
+    "ACTIVE_UTILISATION_PCT": _read("ACTIVE_UTILISATION_PCT", "float", default=5.0),
+    "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": _read("LOG_LEVEL", "str", default="INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}},
+}

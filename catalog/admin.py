@@ -1,0 +1,220 @@
+"""Catalog admin: models with price history, options, fleet with CSV import.
+
+Prices are append-only: a change is a new row (now or scheduled) made through the same
+service as everywhere else, and only users with `catalog.change_prices` may add one.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import redirect, render
+from django.urls import path
+from django.utils import timezone
+
+from catalog.models import (
+    Gpu,
+    GpuModel,
+    GpuPrice,
+    Node,
+    Option,
+    OptionPrice,
+    PriceChange,
+    Region,
+    RentalPeriod,
+)
+from catalog.services import fleet_import, gpu_price_set, option_price_set
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class GpuPriceHistoryInline(ReadOnlyInline):
+    model = GpuPrice
+    fields = ["period", "unit_price", "currency", "effective_from", "created_by", "created_at"]
+    readonly_fields = fields
+    ordering = ["period__duration", "-effective_from"]
+    verbose_name_plural = "price history and scheduled changes"
+
+
+class PriceForm(forms.ModelForm):
+    effective_from = forms.DateTimeField(
+        required=False, help_text="Empty: now. A future time schedules the change."
+    )
+
+
+class PriceAdminMixin:
+    """Append-only prices: add through the service, never edit or delete."""
+
+    form = PriceForm
+    list_filter = ["currency"]
+    date_hierarchy = "effective_from"
+
+    def has_add_permission(self, request):
+        return request.user.has_perm("catalog.change_prices")
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and request.user.has_perm("catalog.change_prices")
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields] if obj else ["currency"]
+
+
+@admin.register(GpuPrice)
+class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
+    list_display = ["gpu_model", "period", "unit_price", "currency", "effective_from", "created_by"]
+    list_filter = ["gpu_model", "period", "currency"]
+    fields = ["gpu_model", "period", "unit_price", "effective_from"]
+
+    def save_model(self, request, obj, form, change):
+        saved = gpu_price_set(
+            gpu_model=obj.gpu_model,
+            period=obj.period,
+            unit_price=obj.unit_price,
+            effective_from=form.cleaned_data.get("effective_from") or timezone.now(),
+            user=request.user,
+        )
+        obj.pk = saved.pk
+
+
+@admin.register(OptionPrice)
+class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
+    list_display = ["option", "period", "unit_price", "currency", "effective_from", "created_by"]
+    list_filter = ["option", "period"]
+    fields = ["option", "period", "unit_price", "effective_from"]
+
+    def save_model(self, request, obj, form, change):
+        saved = option_price_set(
+            option=obj.option,
+            period=obj.period,
+            unit_price=obj.unit_price,
+            effective_from=form.cleaned_data.get("effective_from") or timezone.now(),
+            user=request.user,
+        )
+        obj.pk = saved.pk
+
+
+@admin.register(GpuModel)
+class GpuModelAdmin(admin.ModelAdmin):
+    list_display = ["name", "vendor", "memory_gb", "stack", "compute_target", "fp8", "is_active"]
+    list_filter = ["vendor", "stack", "fp8", "is_active"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [GpuPriceHistoryInline]
+
+
+@admin.register(RentalPeriod)
+class RentalPeriodAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "duration", "is_active"]
+
+    def get_readonly_fields(self, request, obj=None):
+        from rentals.models import Quote
+
+        if obj and Quote.objects.filter(period=obj).exists():
+            return ["duration"]  # quoted or sold: its length is part of a contract
+        return []
+
+
+class OptionPriceHistoryInline(ReadOnlyInline):
+    model = OptionPrice
+    fields = ["period", "unit_price", "currency", "effective_from", "created_by"]
+    readonly_fields = fields
+
+
+@admin.register(Option)
+class OptionAdmin(admin.ModelAdmin):
+    list_display = ["name", "billing", "unit", "max_quantity", "is_active"]
+    list_filter = ["billing", "is_active"]
+    search_fields = ["name", "slug"]
+    filter_horizontal = ["gpu_models"]
+    inlines = [OptionPriceHistoryInline]
+
+
+@admin.register(PriceChange)
+class PriceChangeAdmin(admin.ModelAdmin):
+    list_display = ["at", "user", "subject", "old_price", "new_price", "effective_from"]
+    list_filter = ["user"]
+    search_fields = ["subject"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Region)
+class RegionAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug"]
+
+
+class GpuInline(admin.TabularInline):
+    model = Gpu
+    extra = 0
+
+
+class FleetImportForm(forms.Form):
+    file = forms.FileField(
+        help_text="CSV: hostname,region,gpu_model,telemetry_url,exporter,gpu_ids[,state]"
+    )
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = [
+        "hostname",
+        "region",
+        "gpu_model",
+        "exporter",
+        "state",
+        "health",
+        "last_good_poll_at",
+    ]
+    list_filter = ["state", "health", "region", "gpu_model", "exporter"]
+    search_fields = ["hostname", "gpus__uuid"]
+    inlines = [GpuInline]
+    readonly_fields = ["health", "health_detail", "last_poll_at", "last_good_poll_at"]
+    change_list_template = "admin/catalog/node/change_list.html"
+
+    def get_urls(self):
+        return [
+            path(
+                "import/", self.admin_site.admin_view(self.import_view), name="catalog_node_import"
+            ),
+            *super().get_urls(),
+        ]
+
+    def import_view(self, request):
+        if not request.user.has_perm("catalog.add_node"):
+            messages.error(request, "You may not add nodes.")
+            return redirect("admin:catalog_node_changelist")
+        form = FleetImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                text = form.cleaned_data["file"].read().decode("utf-8")
+                result = fleet_import(text=text)
+            except (UnicodeDecodeError, ValidationError) as exc:
+                for message in getattr(exc, "messages", [str(exc)]):
+                    messages.error(request, message)
+            else:
+                messages.success(
+                    request,
+                    f"{result['created']} nodes created, {result['updated']} updated, "
+                    f"{result['gpus']} GPUs.",
+                )
+                return redirect("admin:catalog_node_changelist")
+        context = {**self.admin_site.each_context(request), "form": form, "title": "Import fleet"}
+        return render(request, "admin/catalog/node/import.html", context)

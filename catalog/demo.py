@@ -1,0 +1,216 @@
+"""Demo data: a realistic catalog and fleet (sizing.md §3), four demo accounts, a few rentals.
+
+Every step is an upsert, so running it again changes nothing that is already there.
+"""
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.models import (
+    ExporterKind,
+    Gpu,
+    GpuModel,
+    GpuPrice,
+    Node,
+    Option,
+    OptionBilling,
+    OptionPrice,
+    Region,
+    RentalPeriod,
+)
+from catalog.services import gpu_price_set, option_price_set
+
+PERIODS = [
+    ("day", "day", timedelta(hours=24)),
+    ("week", "week", timedelta(days=7)),
+    ("month", "month", timedelta(days=30)),
+]
+
+# slug, name, vendor, GB, MiB reported, GB/s, stack, target, fp8, bf16, link, $/GPU-hour
+MODELS = [
+    ("h200", "NVIDIA H200 SXM", "nvidia", 141, 143771, 4800, "cuda", "9.0", True, True,
+     "NVLink 4, 900 GB/s", "3.60"),
+    ("h100-sxm", "NVIDIA H100 SXM", "nvidia", 80, 81559, 3350, "cuda", "9.0", True, True,
+     "NVLink 4, 900 GB/s", "2.40"),
+    ("a100-80gb", "NVIDIA A100 80GB SXM", "nvidia", 80, 81920, 2039, "cuda", "8.0", False, True,
+     "NVLink 3, 600 GB/s", "1.40"),
+    ("l40s", "NVIDIA L40S", "nvidia", 48, 46068, 864, "cuda", "8.9", True, True,
+     "none (PCIe Gen4 ×16)", "1.05"),
+    ("l4", "NVIDIA L4", "nvidia", 24, 23034, 300, "cuda", "8.9", True, True,
+     "none (PCIe)", "0.55"),
+    ("mi300x", "AMD Instinct MI300X", "amd", 192, 196592, 5300, "rocm", "gfx942", True, True,
+     "Infinity Fabric, 896 GB/s", "1.90"),
+]  # fmt: skip
+
+NOTES = {
+    "mi300x": "FP8 is the FNUZ variant (e4m3fnuz/e5m2fnuz); check your checkpoints.",
+    "a100-80gb": "No FP8 tensor cores: W8A16 only.",
+}
+
+# Longer commitments are cheaper per hour.
+PERIOD_DISCOUNT = {"day": Decimal("1.00"), "week": Decimal("0.90"), "month": Decimal("0.75")}
+
+OPTIONS = [
+    ("nvme-scratch", "NVMe scratch", "TB", OptionBilling.PER_PERIOD, 16,
+     "Local NVMe scratch space, wiped at the end of the rental.",
+     {"day": "4.00", "week": "25.00", "month": "90.00"}, None),
+    ("public-ipv4", "Public IPv4 address", "address", OptionBilling.PER_PERIOD, 4,
+     "A routable IPv4 address on the node.", {"day": "1.00", "week": "5.00", "month": "18.00"}, None),
+    ("priority-support", "Priority support", "plan", OptionBilling.PER_PERIOD, 1,
+     "A 1-hour response target from our engineers.",
+     {"day": "30.00", "week": "150.00", "month": "500.00"}, None),
+    ("custom-image", "Custom image setup", "setup", OptionBilling.ONE_TIME, 1,
+     "We build and verify your OS image before the start.", {None: "150.00"}, None),
+]  # fmt: skip
+
+REGIONS = [("pl-waw", "Warsaw"), ("de-fra", "Frankfurt"), ("us-east", "Ashburn")]
+
+# region, model, nodes, GPUs per node
+FLEET = [
+    ("pl-waw", "h200", 2, 8), ("pl-waw", "h100-sxm", 2, 8), ("pl-waw", "l40s", 1, 4),
+    ("de-fra", "h100-sxm", 1, 8), ("de-fra", "a100-80gb", 2, 8), ("de-fra", "l4", 2, 4),
+    ("us-east", "mi300x", 2, 8), ("us-east", "h200", 1, 8), ("us-east", "l40s", 1, 4),
+]  # fmt: skip
+
+USERS = [
+    ("alice", "alice@example.com", False, False),
+    ("bob", "bob@example.com", False, False),
+    ("staff", "staff@example.com", True, False),
+    ("admin", "admin@example.com", True, True),
+]
+
+
+def gpu_identity(hostname: str, index: int, vendor: str) -> str:
+    digest = uuid.uuid5(uuid.NAMESPACE_DNS, f"{hostname}/{index}")
+    if vendor == "amd":
+        return f"6924{digest.int % 10**8:08d}"
+    return f"GPU-{digest}"
+
+
+@transaction.atomic
+def seed_catalog(*, simulator_url: str | None = None) -> None:
+    periods = {}
+    for slug, name, duration in PERIODS:
+        periods[slug], _ = RentalPeriod.objects.get_or_create(
+            slug=slug, defaults={"name": name, "duration": duration}
+        )
+    now = timezone.now()
+    models = {}
+    for slug, name, vendor, gb, mib, bw, stack, target, fp8, bf16, link, hourly in MODELS:
+        models[slug], _ = GpuModel.objects.update_or_create(
+            slug=slug,
+            defaults=dict(
+                name=name, vendor=vendor, memory_gb=gb, memory_reported_mib=mib,
+                bandwidth_gbps=bw, stack=stack, compute_target=target, fp8=fp8, bf16=bf16,
+                interconnect=link, notes=NOTES.get(slug, ""),
+            ),
+        )  # fmt: skip
+        for period in periods.values():
+            if not GpuPrice.objects.filter(gpu_model=models[slug], period=period).exists():
+                hours = Decimal(int(period.duration.total_seconds() // 3600))
+                price = (Decimal(hourly) * hours * PERIOD_DISCOUNT[period.slug]).quantize(
+                    Decimal("1.00")
+                )
+                gpu_price_set(
+                    gpu_model=models[slug], period=period, unit_price=price,
+                    effective_from=now - timedelta(days=30),
+                )  # fmt: skip
+    for slug, name, unit, billing, max_q, description, prices, applies in OPTIONS:
+        option, _ = Option.objects.update_or_create(
+            slug=slug,
+            defaults=dict(
+                name=name, unit=unit, billing=billing, max_quantity=max_q, description=description
+            ),
+        )
+        if applies:
+            option.gpu_models.set([models[s] for s in applies])
+        for period_slug, amount in prices.items():
+            period = periods.get(period_slug)
+            if not OptionPrice.objects.filter(option=option, period=period).exists():
+                option_price_set(
+                    option=option, period=period, unit_price=Decimal(amount),
+                    effective_from=now - timedelta(days=30),
+                )  # fmt: skip
+    regions = {}
+    for slug, name in REGIONS:
+        regions[slug], _ = Region.objects.get_or_create(slug=slug, defaults={"name": name})
+    for region, model_slug, count, per_node in FLEET:
+        model = models[model_slug]
+        for n in range(1, count + 1):
+            hostname = f"{model_slug}-{region}-{n:02d}"
+            exporter = ExporterKind.AMD if model.vendor == "amd" else ExporterKind.DCGM
+            url = (
+                f"{simulator_url}/nodes/{hostname}/metrics"
+                if simulator_url
+                else f"http://{hostname}:{5000 if exporter == 'amd' else 9400}/metrics"
+            )
+            node, _ = Node.objects.update_or_create(
+                hostname=hostname,
+                defaults={
+                    "region": regions[region],
+                    "gpu_model": model,
+                    "exporter": exporter,
+                    "telemetry_url": url,
+                },
+            )
+            for index in range(per_node):
+                Gpu.objects.get_or_create(
+                    node=node,
+                    index=index,
+                    defaults={"uuid": gpu_identity(hostname, index, model.vendor)},
+                )
+
+
+@transaction.atomic
+def seed_users(*, password: str) -> None:
+    User = get_user_model()
+    pricing, _ = Group.objects.get_or_create(name="Pricing")
+    pricing.permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="catalog",
+            codename__in=[
+                "change_prices",
+                "add_gpuprice",
+                "view_gpuprice",
+                "add_optionprice",
+                "view_optionprice",
+                "view_gpumodel",
+                "view_option",
+            ],
+        )  # fmt: skip
+    )
+    for username, email, is_staff, is_superuser in USERS:
+        user, _ = User.objects.get_or_create(username=username, defaults={"email": email})
+        user.email, user.is_staff, user.is_superuser = email, is_staff, is_superuser
+        user.set_password(password)
+        user.save()
+        if username == "staff":
+            user.groups.add(pricing)
+
+
+def seed_rentals() -> None:
+    """Give alice something to look at: one running allocation and one scheduled."""
+    from rentals.models import Allocation
+    from rentals.services import allocation_book, quote_create
+
+    User = get_user_model()
+    alice = User.objects.get(username="alice")
+    if Allocation.objects.filter(user=alice).exists():
+        return
+    now = timezone.now()
+    running = quote_create(
+        user=alice, gpu_model="h100-sxm", gpu_count=4, period="week", period_count=1,
+        options=[{"option": "nvme-scratch", "quantity": 2}],
+    )  # fmt: skip
+    allocation_book(user=alice, quote=running)
+    scheduled = quote_create(
+        user=alice, gpu_model="l40s", gpu_count=2, period="day", period_count=3,
+        starts_at=now + timedelta(days=2),
+    )  # fmt: skip
+    allocation_book(user=alice, quote=scheduled)

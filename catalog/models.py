@@ -1,0 +1,256 @@
+"""What can be rented: GPU models, rental periods, prices, options, and the fleet."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from catalog.money import CurrencyField, MoneyField
+
+
+class Vendor(models.TextChoices):
+    NVIDIA = "nvidia", "NVIDIA"
+    AMD = "amd", "AMD"
+
+
+class SoftwareStack(models.TextChoices):
+    CUDA = "cuda", "CUDA"
+    ROCM = "rocm", "ROCm"
+
+
+class GpuModel(models.Model):
+    """A kind of GPU that customers rent; specs as the vendor sells and the device reports them."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=80)
+    vendor = models.CharField(max_length=10, choices=Vendor.choices)
+    memory_gb = models.PositiveIntegerField(_("marketed memory (GB)"))
+    memory_reported_mib = models.PositiveIntegerField(_("memory reported by the device (MiB)"))
+    bandwidth_gbps = models.PositiveIntegerField(_("memory bandwidth (GB/s)"))
+    stack = models.CharField(_("software stack"), max_length=10, choices=SoftwareStack.choices)
+    compute_target = models.CharField(
+        _("compute capability or gfx target"), max_length=20, help_text="9.0, 8.9, gfx942…"
+    )
+    fp8 = models.BooleanField(_("FP8"), default=False)
+    bf16 = models.BooleanField(_("BF16"), default=True)
+    interconnect = models.CharField(_("GPU-to-GPU link"), max_length=80, blank=True)
+    notes = models.TextField(blank=True)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["-memory_gb", "name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(stack="cuda", vendor="nvidia") | Q(stack="rocm", vendor="amd"),
+                name="catalog_gpumodel_stack_matches_vendor",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class RentalPeriod(models.Model):
+    """An exact duration (a month is 30 days, never a calendar month)."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=40)
+    duration = models.DurationField()
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["duration"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(duration__gte=timedelta(hours=1)),
+                name="catalog_rentalperiod_duration_at_least_an_hour",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class PriceRow(models.Model):
+    """A price that takes effect at `effective_from`; later rows supersede, none is edited."""
+
+    unit_price = MoneyField()
+    currency = CurrencyField()
+    effective_from = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        abstract = True
+        ordering = ["-effective_from"]
+
+
+class GpuPrice(PriceRow):
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="prices")
+    period = models.ForeignKey(RentalPeriod, on_delete=models.PROTECT, related_name="+")
+
+    class Meta(PriceRow.Meta):
+        permissions = [("change_prices", "Can change prices")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu_model", "period", "effective_from"],
+                name="catalog_gpuprice_one_per_instant",
+            ),
+            models.CheckConstraint(condition=Q(unit_price__gt=0), name="catalog_gpuprice_positive"),
+        ]
+        indexes = [models.Index(fields=["gpu_model", "period", "-effective_from"])]
+
+    def __str__(self):
+        return f"{self.gpu_model} / {self.period}: {self.unit_price} {self.currency}"
+
+
+class OptionBilling(models.TextChoices):
+    PER_PERIOD = "per_period", _("per period")
+    ONE_TIME = "one_time", _("one-time")
+
+
+class Option(models.Model):
+    """A priced add-on to a rental: per period (like the GPUs) or charged once."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=80)
+    description = models.TextField(blank=True)
+    unit = models.CharField(max_length=20, default="unit", help_text="TB, address, setup…")
+    billing = models.CharField(max_length=12, choices=OptionBilling.choices)
+    max_quantity = models.PositiveIntegerField(default=1)
+    gpu_models = models.ManyToManyField(
+        GpuModel, blank=True, related_name="options", help_text=_("Empty: every model.")
+    )
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_quantity__gte=1), name="catalog_option_max_quantity_positive"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class OptionPrice(PriceRow):
+    """Per-period options have a price per rental period; one-time options have period NULL."""
+
+    option = models.ForeignKey(Option, on_delete=models.PROTECT, related_name="prices")
+    period = models.ForeignKey(
+        RentalPeriod, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta(PriceRow.Meta):
+        constraints = [
+            models.UniqueConstraint(
+                fields=["option", "period", "effective_from"],
+                nulls_distinct=False,
+                name="catalog_optionprice_one_per_instant",
+            ),
+            models.CheckConstraint(
+                condition=Q(unit_price__gte=0), name="catalog_optionprice_not_negative"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.option} / {self.period or 'once'}: {self.unit_price} {self.currency}"
+
+
+class PriceChange(models.Model):
+    """Audit trail: who scheduled which price, when. Never edited."""
+
+    at = models.DateTimeField(auto_now_add=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    subject = models.CharField(max_length=200)
+    old_price = models.CharField(max_length=40, blank=True)
+    new_price = models.CharField(max_length=40)
+    effective_from = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.subject}: {self.new_price}"
+
+
+class Region(models.Model):
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=80)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class ExporterKind(models.TextChoices):
+    DCGM = "dcgm", "NVIDIA dcgm-exporter"
+    AMD = "amd", "AMD device metrics exporter"
+
+
+class NodeState(models.TextChoices):
+    ACTIVE = "active", _("active")
+    MAINTENANCE = "maintenance", _("maintenance")
+    RETIRED = "retired", _("retired")
+
+
+class NodeHealth(models.TextChoices):
+    UNKNOWN = "unknown", _("unknown")
+    HEALTHY = "healthy", _("healthy")
+    DEGRADED = "degraded", _("degraded")
+    UNREACHABLE = "unreachable", _("unreachable")
+    MALFORMED = "malformed", _("malformed")
+    STALE = "stale", _("stale")
+
+
+class Node(models.Model):
+    """A machine with GPUs of one model. Only active nodes take new bookings and are polled."""
+
+    hostname = models.CharField(max_length=255, unique=True)
+    region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="nodes")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="nodes")
+    telemetry_url = models.URLField(max_length=500)
+    exporter = models.CharField(max_length=10, choices=ExporterKind.choices)
+    metric_prefix = models.CharField(
+        max_length=20, blank=True, help_text="amd_ for some AMD setups"
+    )
+    state = models.CharField(max_length=12, choices=NodeState.choices, default=NodeState.ACTIVE)
+    health = models.CharField(max_length=12, choices=NodeHealth.choices, default=NodeHealth.UNKNOWN)
+    health_detail = models.TextField(blank=True)
+    last_poll_at = models.DateTimeField(null=True, blank=True)
+    last_good_poll_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["hostname"]
+        indexes = [models.Index(fields=["state", "gpu_model"])]
+
+    def __str__(self):
+        return self.hostname
+
+
+class Gpu(models.Model):
+    """One device; identified by the exporter's UUID (NVIDIA) or serial number (AMD)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(_("UUID or serial"), max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["node_id", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="catalog_gpu_unique_index"),
+            models.CheckConstraint(condition=~Q(uuid=""), name="catalog_gpu_uuid_not_empty"),
+        ]
+
+    def __str__(self):
+        return f"{self.node.hostname}#{self.index}"

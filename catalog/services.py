@@ -1,0 +1,153 @@
+"""Writes to the catalog: price changes (audited) and bulk fleet import."""
+
+import csv
+import io
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.models import (
+    ExporterKind,
+    Gpu,
+    GpuModel,
+    GpuPrice,
+    Node,
+    NodeState,
+    Option,
+    OptionPrice,
+    PriceChange,
+    Region,
+    RentalPeriod,
+)
+from catalog.selectors import gpu_price_at, option_price_at
+
+
+@transaction.atomic
+def gpu_price_set(
+    *,
+    gpu_model: GpuModel,
+    period: RentalPeriod,
+    unit_price,
+    effective_from: datetime | None = None,
+    user=None,
+) -> GpuPrice:
+    """Schedule a new price; earlier rows stay, so nothing quoted or sold is repriced."""
+    effective_from = effective_from or timezone.now()
+    old = gpu_price_at(gpu_model=gpu_model, period=period, at=effective_from)
+    price = GpuPrice(
+        gpu_model=gpu_model,
+        period=period,
+        unit_price=unit_price,
+        effective_from=effective_from,
+        created_by=user,
+    )
+    price.full_clean()
+    price.save()
+    PriceChange.objects.create(
+        user=user,
+        subject=f"{gpu_model.name} per GPU per {period.name}",
+        old_price=str(old.unit_price) if old else "",
+        new_price=f"{price.unit_price} {price.currency}",
+        effective_from=effective_from,
+    )
+    return price
+
+
+@transaction.atomic
+def option_price_set(
+    *,
+    option: Option,
+    period: RentalPeriod | None,
+    unit_price,
+    effective_from: datetime | None = None,
+    user=None,
+) -> OptionPrice:
+    effective_from = effective_from or timezone.now()
+    old = option_price_at(option=option, period=period, at=effective_from)
+    price = OptionPrice(
+        option=option,
+        period=period,
+        unit_price=unit_price,
+        effective_from=effective_from,
+        created_by=user,
+    )
+    price.full_clean()
+    price.save()
+    PriceChange.objects.create(
+        user=user,
+        subject=f"{option.name} per {period.name if period else 'booking'}",
+        old_price=str(old.unit_price) if old else "",
+        new_price=f"{price.unit_price} {price.currency}",
+        effective_from=effective_from,
+    )
+    return price
+
+
+FLEET_COLUMNS = ["hostname", "region", "gpu_model", "telemetry_url", "exporter", "gpu_ids"]
+
+
+@transaction.atomic
+def fleet_import(*, text: str) -> dict:
+    """Add or update nodes and their GPUs from CSV; all rows or none.
+
+    Columns: hostname, region, gpu_model (slugs), telemetry_url, exporter (dcgm|amd),
+    gpu_ids (UUIDs or serials separated by `;`, in index order), optional state.
+    Errors name the line and column.
+    """
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in FLEET_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ValidationError({"file": f"missing columns: {', '.join(missing)}"})
+    regions = {r.slug: r for r in Region.objects.all()}
+    models = {m.slug: m for m in GpuModel.objects.all()}
+    errors = []
+    created = updated = gpus = 0
+    for line, row in enumerate(reader, start=2):
+        row = {k: (v or "").strip() for k, v in row.items() if k}
+        problems = []
+        if row["region"] not in regions:
+            problems.append(f"unknown region {row['region']!r}")
+        if row["gpu_model"] not in models:
+            problems.append(f"unknown GPU model {row['gpu_model']!r}")
+        if row["exporter"] not in ExporterKind.values:
+            problems.append(f"exporter must be one of {', '.join(ExporterKind.values)}")
+        state = row.get("state") or NodeState.ACTIVE
+        if state not in NodeState.values:
+            problems.append(f"state must be one of {', '.join(NodeState.values)}")
+        ids = [g.strip() for g in row["gpu_ids"].split(";") if g.strip()]
+        if not ids:
+            problems.append("gpu_ids is empty")
+        if len(set(ids)) != len(ids):
+            problems.append("gpu_ids repeats an id")
+        if problems:
+            errors.append(f"line {line}: {'; '.join(problems)}")
+            continue
+        node = Node.objects.filter(hostname=row["hostname"]).first() or Node(
+            hostname=row["hostname"]
+        )
+        is_new = node.pk is None
+        node.region = regions[row["region"]]
+        node.gpu_model = models[row["gpu_model"]]
+        node.telemetry_url = row["telemetry_url"]
+        node.exporter = row["exporter"]
+        node.state = state
+        try:
+            node.full_clean()
+        except ValidationError as exc:
+            errors.append(f"line {line}: {'; '.join(exc.messages)}")
+            continue
+        node.save()
+        for index, uuid in enumerate(ids):
+            clash = Gpu.objects.filter(uuid=uuid).exclude(node=node).first()
+            if clash:
+                errors.append(f"line {line}: GPU {uuid} already belongs to {clash.node.hostname}")
+                continue
+            Gpu.objects.update_or_create(node=node, index=index, defaults={"uuid": uuid})
+            gpus += 1
+        created += is_new
+        updated += not is_new
+    if errors:
+        raise ValidationError({"file": errors})
+    return {"created": created, "updated": updated, "gpus": gpus}

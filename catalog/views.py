@@ -1,0 +1,143 @@
+"""Catalog and booking pages. Writes go through the same services as the API."""
+
+import uuid
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from anchorgpu.errors import DomainError, NoCapacity
+from catalog.api.serializers import GpuModelFilterSerializer
+from catalog.forms import QuoteForm
+from catalog.models import GpuModel
+from catalog.selectors import gpu_model_list
+from rentals import selectors as rental_selectors
+from rentals import services
+from rentals.services.idempotency import idempotency_key_parse, request_fingerprint
+
+SPEC_TERMS = {"vram": "vram", "cuda": "cuda", "rocm": "rocm", "fp8": "quantization"}
+
+
+def catalog_page(request):
+    filters = GpuModelFilterSerializer(data={k: v for k, v in request.GET.items() if v})
+    valid = filters.is_valid()
+    models = list(gpu_model_list(filters=filters.validated_data if valid else {}))
+    return render(
+        request,
+        "catalog/catalog.html",
+        {
+            "models": models,
+            "filter_errors": None if valid else filters.errors,
+            "query": request.GET,
+            "nav": "catalog",
+        },
+    )
+
+
+def _apply_errors(form, exc: ValidationError):
+    for field, messages_ in exc.message_dict.items():
+        name = field if field in form.fields else None
+        if field.startswith("options"):
+            name = None
+        for message in messages_:
+            form.add_error(name, message)
+
+
+@login_required
+def book_page(request, slug):
+    gpu_model = get_object_or_404(GpuModel, slug=slug, is_active=True)
+    earliest = None
+    if request.method == "POST":
+        form = QuoteForm(request.POST, gpu_model=gpu_model)
+        if form.is_valid():
+            try:
+                quote = services.quote_create(
+                    user=request.user, gpu_model=gpu_model.slug, **form.quote_input()
+                )
+            except ValidationError as exc:
+                _apply_errors(form, exc)
+            except NoCapacity as exc:
+                form.add_error(None, exc.detail)
+                earliest = exc.earliest_start
+            else:
+                return redirect("quote", pk=quote.pk)
+    else:
+        form = QuoteForm(gpu_model=gpu_model, initial=request.GET.dict() or None)
+    return render(
+        request,
+        "catalog/book.html",
+        {"gpu_model": gpu_model, "form": form, "earliest": earliest, "nav": "catalog"},
+    )
+
+
+@login_required
+def quote_page(request, pk):
+    quote = rental_selectors.quote_get_for_user(user=request.user, pk=pk)
+    if quote is None:
+        raise Http404
+    return render(
+        request,
+        "catalog/quote.html",
+        {"quote": quote, "idempotency_key": uuid.uuid4(), "nav": "catalog"},
+    )
+
+
+@login_required
+@require_POST
+def quote_book(request, pk):
+    """Book from the quote page. The form's own key makes a double submit book once."""
+    quote = rental_selectors.quote_get_for_user(user=request.user, pk=pk)
+    if quote is None:
+        raise Http404
+    try:
+        key = idempotency_key_parse(request.POST.get("idempotency_key"))
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return redirect("quote", pk=pk)
+
+    def book():
+        try:
+            allocation = services.allocation_book(user=request.user, quote=quote)
+        except DomainError as exc:
+            return exc.status, {"error": str(exc.detail), "code": exc.code}
+        return 201, {"allocation": str(allocation.pk)}
+
+    try:
+        outcome = services.idempotent_call(
+            user=request.user,
+            key=key,
+            fingerprint=request_fingerprint(
+                method="POST", path=request.path, data={"quote": str(quote.pk)}
+            ),
+            handler=book,
+        )
+    except DomainError as exc:
+        if exc.code == "in_flight":
+            messages.info(request, _("Your booking is being processed."))
+            return redirect("allocation-list")
+        messages.error(request, exc.detail)
+        return redirect("quote", pk=pk)
+    if "allocation" in outcome.body:
+        if not outcome.replayed:
+            messages.success(request, _("Booked. Your GPUs are reserved for the paid period."))
+        return redirect("allocation-detail", pk=outcome.body["allocation"])
+    messages.error(request, outcome.body["error"])
+    if outcome.body.get("code") in ("quote_expired", "quote_used", "no_capacity"):
+        return redirect(_requote_url(quote))
+    return redirect("quote", pk=pk)
+
+
+def _requote_url(quote):
+    from django.urls import reverse
+    from django.utils.http import urlencode
+
+    params = {
+        "gpu_count": quote.gpu_count,
+        "period": quote.period.slug,
+        "period_count": quote.period_count,
+    }
+    return f"{reverse('book', args=[quote.gpu_model.slug])}?{urlencode(params)}"

@@ -1,0 +1,110 @@
+"""Rentals admin: read-mostly. Money and paid periods are never edited here; state changes
+go through the same services as the API (admin actions)."""
+
+from django.contrib import admin, messages
+
+from anchorgpu.errors import DomainError
+from rentals import services
+from rentals.models import Allocation, AllocationEvent, Flag, LedgerEntry, Quote, QuoteLine
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class QuoteLineInline(admin.TabularInline):
+    model = QuoteLine
+    extra = 0
+    can_delete = False
+    readonly_fields = ["kind", "description", "quantity", "unit_price", "amount"]
+    fields = readonly_fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Quote)
+class QuoteAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "user",
+        "gpu_model",
+        "gpu_count",
+        "period",
+        "period_count",
+        "total",
+        "created_at",
+    ]
+    list_filter = ["gpu_model", "period"]
+    search_fields = ["user__username", "id"]
+    inlines = [QuoteLineInline]
+
+
+class EventInline(admin.TabularInline):
+    model = AllocationEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ["at", "kind", "from_state", "to_state", "actor", "note"]
+    fields = readonly_fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Allocation)
+class AllocationAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "user",
+        "gpu_model",
+        "gpu_count",
+        "node",
+        "state",
+        "paid_from",
+        "paid_until",
+    ]
+    list_filter = ["state", "gpu_model", "node__region"]
+    search_fields = ["user__username", "node__hostname", "id"]
+    inlines = [EventInline]
+    actions = ["stop_selected", "start_selected"]
+
+    def _apply(self, request, queryset, service, verb):
+        done = 0
+        for allocation in queryset:
+            try:
+                service(allocation=allocation, actor=request.user)
+                done += 1
+            except DomainError as exc:
+                messages.warning(request, f"{allocation.pk}: {exc.detail}")
+        messages.info(request, f"{done} allocations {verb}.")
+
+    @admin.action(description="Stop (the paid period keeps running)", permissions=["operate"])
+    def stop_selected(self, request, queryset):
+        self._apply(request, queryset, services.allocation_stop, "stopped")
+
+    @admin.action(description="Start", permissions=["operate"])
+    def start_selected(self, request, queryset):
+        self._apply(request, queryset, services.allocation_start, "started")
+
+    def has_operate_permission(self, request):
+        return request.user.is_superuser
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(ReadOnlyAdmin):
+    list_display = ["at", "user", "kind", "amount", "currency", "description"]
+    list_filter = ["kind", "currency"]
+    search_fields = ["user__username"]
+
+
+@admin.register(Flag)
+class FlagAdmin(ReadOnlyAdmin):
+    list_display = ["gpu", "kind", "detail", "opened_at", "closed_at"]
+    list_filter = ["kind"]

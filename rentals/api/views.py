@@ -1,0 +1,251 @@
+import json
+
+from django.http import Http404
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from anchorgpu.errors import DomainError
+from anchorgpu.problems import problem_response
+from rentals import selectors, services
+from rentals.api.serializers import (
+    AllocationSerializer,
+    BookingInSerializer,
+    BookingSerializer,
+    ExtendInSerializer,
+    LedgerEntrySerializer,
+    QuoteInSerializer,
+    QuoteSerializer,
+)
+from rentals.services.idempotency import idempotency_key_parse, request_fingerprint
+
+PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    type=str,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    description=(
+        "A UUID per purchase. Retrying with the same key and body replays the first response "
+        "(header `Idempotent-Replayed: true`) and charges nothing again; the same key with a "
+        "different body is 422; while the first request runs, 409. Keys are kept 24 hours, "
+        "then purged: a key reused after that is a new request."
+    ),
+)
+
+
+def _jsonable(data):
+    return json.loads(JSONRenderer().render(data))
+
+
+def _idempotent(request, handler):
+    """Run a purchase through the idempotency layer and answer with its (replayed) result."""
+    key = idempotency_key_parse(request.headers.get("Idempotency-Key"))
+    fingerprint = request_fingerprint(method=request.method, path=request.path, data=request.data)
+
+    def run():
+        try:
+            return handler()
+        except DomainError as exc:
+            response = problem_response(
+                status_code=exc.status,
+                title=exc.title,
+                detail=exc.detail,
+                code=exc.code,
+                errors={exc.field: [str(exc.detail)]} if exc.field else None,
+                **exc.extra,
+            )
+            return response.status_code, _jsonable(response.data)
+
+    outcome = services.idempotent_call(
+        user=request.user, key=key, fingerprint=fingerprint, handler=run
+    )
+    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
+    content_type = "application/problem+json" if outcome.status >= 400 else None
+    return Response(outcome.body, status=outcome.status, headers=headers, content_type=content_type)
+
+
+class QuoteCreateApi(APIView):
+    @extend_schema(
+        request=QuoteInSerializer,
+        responses={201: QuoteSerializer, 400: PROBLEM, 401: PROBLEM, 409: PROBLEM},
+    )
+    def post(self, request):
+        data = QuoteInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        quote = services.quote_create(user=request.user, **data.validated_data)
+        quote = selectors.quote_get_for_user(user=request.user, pk=quote.pk)
+        return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
+
+
+class QuoteDetailApi(APIView):
+    @extend_schema(responses={200: QuoteSerializer, 401: PROBLEM, 404: PROBLEM})
+    def get(self, request, pk):
+        quote = selectors.quote_get_for_user(user=request.user, pk=pk)
+        if quote is None:
+            raise Http404
+        return Response(QuoteSerializer(quote).data)
+
+
+class BookingCreateApi(APIView):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "purchase"
+
+    @extend_schema(
+        request=BookingInSerializer,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: BookingSerializer,
+            400: PROBLEM,
+            401: PROBLEM,
+            409: PROBLEM,
+            422: PROBLEM,
+            429: PROBLEM,
+        },
+    )
+    def post(self, request):
+        def book():
+            data = BookingInSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            quote = selectors.quote_get_for_user(user=request.user, pk=data.validated_data["quote"])
+            if quote is None:
+                raise DomainError(_("No such quote."), field="quote")
+            allocation = services.allocation_book(user=request.user, quote=quote)
+            allocation = selectors.allocation_get_for_user(user=request.user, pk=allocation.pk)
+            body = BookingSerializer(
+                {
+                    "id": allocation.pk,
+                    "allocation": allocation,
+                    "amount": quote.total,
+                    "currency": quote.currency,
+                }
+            ).data
+            return status.HTTP_201_CREATED, _jsonable(body)
+
+        return _idempotent(request, book)
+
+
+class AllocationListApi(generics.ListAPIView):
+    serializer_class = AllocationSerializer
+
+    def get_queryset(self):
+        return selectors.allocation_list_for_user(
+            user=self.request.user, state=self.request.query_params.get("state") or None
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "state", str, enum=["scheduled", "running", "stopped", "expired", "cancelled"]
+            )
+        ],
+        responses={200: AllocationSerializer(many=True), 401: PROBLEM},
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class AllocationDetailApi(APIView):
+    @extend_schema(responses={200: AllocationSerializer, 401: PROBLEM, 404: PROBLEM})
+    def get(self, request, pk):
+        allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+        if allocation is None:
+            raise Http404
+        return Response(AllocationSerializer(allocation).data)
+
+
+def _own_allocation(request, pk):
+    allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+    if allocation is None:
+        raise Http404
+    if allocation.user_id != request.user.pk:
+        raise PermissionDenied(_("Staff can read every allocation but change none."))
+    return allocation
+
+
+def _fresh(request, allocation):
+    return AllocationSerializer(
+        selectors.allocation_get_for_user(user=request.user, pk=allocation.pk)
+    ).data
+
+
+class _AllocationActionApi(APIView):
+    service = None
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: AllocationSerializer,
+            401: PROBLEM,
+            403: PROBLEM,
+            404: PROBLEM,
+            409: PROBLEM,
+        },
+    )
+    def post(self, request, pk):
+        allocation = _own_allocation(request, pk)
+        type(self).service(allocation=allocation, actor=request.user)
+        return Response(_fresh(request, allocation))
+
+
+class AllocationStopApi(_AllocationActionApi):
+    service = services.allocation_stop
+
+
+class AllocationStartApi(_AllocationActionApi):
+    service = services.allocation_start
+
+
+class AllocationCancelApi(_AllocationActionApi):
+    service = services.allocation_cancel
+
+
+class AllocationExtendApi(APIView):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "purchase"
+
+    @extend_schema(
+        request=ExtendInSerializer,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            200: AllocationSerializer,
+            400: PROBLEM,
+            401: PROBLEM,
+            403: PROBLEM,
+            404: PROBLEM,
+            409: PROBLEM,
+            422: PROBLEM,
+            429: PROBLEM,
+        },
+    )
+    def post(self, request, pk):
+        allocation = _own_allocation(request, pk)
+
+        def extend():
+            data = ExtendInSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            services.allocation_extend(
+                allocation=allocation,
+                actor=request.user,
+                period_count=data.validated_data["period_count"],
+            )
+            return status.HTTP_200_OK, _jsonable(_fresh(request, allocation))
+
+        return _idempotent(request, extend)
+
+
+class LedgerListApi(generics.ListAPIView):
+    serializer_class = LedgerEntrySerializer
+
+    def get_queryset(self):
+        return selectors.ledger_for_user(user=self.request.user)
+
+    def list(self, request, *args, **kwargs):
+        response = super().list(request, *args, **kwargs)
+        response.data["balance"] = str(selectors.ledger_balance(user=request.user))
+        return response

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RentalsConfig(AppConfig):
+    name = "rentals"
+    verbose_name = "Rentals"

@@ -1,0 +1,32 @@
+import asyncio
+import contextlib
+
+from django.core.management.base import BaseCommand
+
+from rentals.telemetry.simulator import Simulator, fleet_from_database
+
+
+class Command(BaseCommand):
+    help = "Serve simulated dcgm-exporter / AMD exporter text for the fleet's nodes on loopback."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=9400)
+        parser.add_argument(
+            "--fault",
+            action="append",
+            default=[],
+            metavar="HOST=MODE",
+            help="start with a fault (timeout, 500, empty, garbage, html, truncated, reset, "
+            "gpu-gone[:INDEX])",
+        )
+
+    def handle(self, *args, host, port, fault, **options):
+        simulator = Simulator(fleet_from_database, host=host, port=port)
+        for item in fault:
+            hostname, _, mode = item.partition("=")
+            mode, _, gpu = mode.partition(":")
+            simulator.set_fault(hostname, mode, gpu or None)
+        self.stdout.write(f"simulating exporters on http://{host}:{port}/nodes/<hostname>/metrics")
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(simulator.serve())

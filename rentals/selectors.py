@@ -1,0 +1,64 @@
+"""Reads of rentals: what a user may see, ledgers, usage."""
+
+from django.db.models import Prefetch, QuerySet
+
+from rentals.models import Allocation, AllocationEvent, AllocationGpu, LedgerEntry, Quote
+
+
+def _can_see_all(user) -> bool:
+    return user.is_staff
+
+
+def allocation_list_for_user(*, user, state: str | None = None) -> QuerySet[Allocation]:
+    """Customers see their own; staff see every allocation (read-only)."""
+    qs = Allocation.objects.all() if _can_see_all(user) else Allocation.objects.filter(user=user)
+    if state:
+        qs = qs.filter(state=state)
+    return qs.select_related(
+        "gpu_model", "node", "node__region", "period", "user"
+    ).prefetch_related(
+        Prefetch(
+            "held",
+            queryset=AllocationGpu.objects.select_related("gpu").order_by("gpu__index"),
+        ),
+        Prefetch(
+            "events", queryset=AllocationEvent.objects.select_related("actor").order_by("at", "id")
+        ),
+    )
+
+
+def allocation_get_for_user(*, user, pk) -> Allocation | None:
+    return allocation_list_for_user(user=user).filter(pk=pk).first()
+
+
+def quote_get_for_user(*, user, pk) -> Quote | None:
+    return (
+        Quote.objects.filter(user=user, pk=pk)
+        .select_related("gpu_model", "period")
+        .prefetch_related("lines")
+        .first()
+    )
+
+
+def ledger_for_user(*, user) -> QuerySet[LedgerEntry]:
+    return LedgerEntry.objects.filter(user=user).select_related(
+        "allocation", "allocation__gpu_model"
+    )
+
+
+def ledger_balance(*, user):
+    """Charges minus refunds, exact."""
+    from decimal import Decimal
+
+    from django.db.models import Case, DecimalField, F, Sum, When
+
+    total = LedgerEntry.objects.filter(user=user).aggregate(
+        total=Sum(
+            Case(
+                When(kind="refund", then=-F("amount")),
+                default=F("amount"),
+                output_field=DecimalField(max_digits=14, decimal_places=2),
+            )
+        )
+    )["total"]
+    return total if total is not None else Decimal("0.00")

@@ -1,0 +1,219 @@
+"""Complete quotes: every line priced now and frozen, the total exactly their sum."""
+
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from anchorgpu.errors import NoCapacity
+from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
+from catalog.money import Money
+from catalog.selectors import gpu_price_at, max_gpus_per_node, option_price_at
+from rentals.models import Quote, QuoteLine, QuoteLineKind
+from rentals.placement import earliest_start, fits
+
+
+def _get_active(model, slug, field, errors, label):
+    if not isinstance(slug, str) or not slug:
+        errors[field] = _("Choose a %(label)s.") % {"label": label}
+        return None
+    obj = model.objects.filter(slug=slug, is_active=True).first()
+    if obj is None:
+        errors[field] = _("Unknown or unavailable %(label)s: %(slug)s.") % {
+            "label": label,
+            "slug": slug,
+        }
+    return obj
+
+
+@transaction.atomic
+def quote_create(
+    *,
+    user,
+    gpu_model: str,
+    gpu_count: int,
+    period: str,
+    period_count: int,
+    starts_at: datetime | None = None,
+    options: list[dict] | None = None,
+    now: datetime | None = None,
+) -> Quote:
+    """Price a request and store it as a snapshot valid for a limited time.
+
+    Raises ValidationError with field errors for bad input, NoCapacity (with the
+    earliest start that would fit) when no node has enough free GPUs.
+    """
+    now = now or timezone.now()
+    conf = settings.ANCHORGPU
+    errors: dict[str, str] = {}
+    model = _get_active(GpuModel, gpu_model, "gpu_model", errors, _("GPU model"))
+    rental_period = _get_active(RentalPeriod, period, "period", errors, _("rental period"))
+
+    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 1:
+        errors["gpu_count"] = _("GPU count must be a whole number of at least 1.")
+    elif model is not None:
+        per_node = max_gpus_per_node(gpu_model=model)
+        if gpu_count > per_node:
+            errors["gpu_count"] = _(
+                "At most %(n)s GPUs of this model fit on one node; an allocation uses one node."
+            ) % {"n": per_node}
+
+    max_count = conf["MAX_PERIOD_COUNT"]
+    if (
+        not isinstance(period_count, int)
+        or isinstance(period_count, bool)
+        or not 1 <= period_count <= max_count
+    ):
+        errors["period_count"] = _("Period count must be between 1 and %(max)s.") % {
+            "max": max_count
+        }
+
+    starts_now = starts_at is None
+    if not starts_now:
+        if timezone.is_naive(starts_at):
+            errors["starts_at"] = _("Give the start with a time zone (UTC recommended).")
+        elif starts_at < now:
+            errors["starts_at"] = _("The start is in the past; choose now or a later time.")
+        elif starts_at > now + conf["MAX_SCHEDULE_AHEAD"]:
+            errors["starts_at"] = _("The start is too far ahead (at most %(days)s days).") % {
+                "days": conf["MAX_SCHEDULE_AHEAD"].days
+            }
+
+    chosen = _options(options, model, rental_period, errors)
+    if errors:
+        raise ValidationError(errors)
+
+    paid_from = now if starts_now else starts_at
+    paid_from = paid_from.astimezone(UTC)
+    paid_until = paid_from + rental_period.duration * period_count
+
+    gpu_price = gpu_price_at(gpu_model=model, period=rental_period, at=now)
+    if gpu_price is None:
+        raise ValidationError({"period": _("This model is not offered per %s.") % rental_period})
+    unit = Money(gpu_price.unit_price, gpu_price.currency)
+    lines = [
+        QuoteLine(
+            kind=QuoteLineKind.GPU,
+            description=_("%(count)s × %(model)s × %(periods)s %(period)s")
+            % {
+                "count": gpu_count,
+                "model": model.name,
+                "periods": period_count,
+                "period": rental_period.name,
+            },
+            quantity=gpu_count * period_count,
+            unit_price=unit.amount,
+            amount=(unit * (gpu_count * period_count)).amount,
+        )
+    ]
+    total = unit * (gpu_count * period_count)
+    for option, quantity in chosen:
+        price_period = rental_period if option.billing == OptionBilling.PER_PERIOD else None
+        price = option_price_at(option=option, period=price_period, at=now)
+        if price is None:
+            raise ValidationError({"options": _("%s has no price for this period.") % option})
+        option_unit = Money(price.unit_price, price.currency)
+        units = quantity * (period_count if price_period else 1)
+        amount = option_unit * units
+        total = total + amount
+        lines.append(
+            QuoteLine(
+                kind=QuoteLineKind.OPTION,
+                option=option,
+                description=(
+                    _("%(option)s: %(q)s %(unit)s × %(periods)s %(period)s")
+                    if price_period
+                    else _("%(option)s: %(q)s %(unit)s, one-time")
+                )
+                % {
+                    "option": option.name,
+                    "q": quantity,
+                    "unit": option.unit,
+                    "periods": period_count,
+                    "period": rental_period.name,
+                },
+                quantity=units,
+                unit_price=option_unit.amount,
+                amount=amount.amount,
+            )
+        )
+
+    if not fits(gpu_model=model, gpu_count=gpu_count, starts_at=paid_from, ends_at=paid_until):
+        earliest = earliest_start(
+            gpu_model=model,
+            gpu_count=gpu_count,
+            duration=paid_until - paid_from,
+            not_before=paid_from,
+        )
+        raise NoCapacity(
+            _("Not enough free %(model)s GPUs for that period.") % {"model": model.name},
+            earliest_start=earliest,
+            field="starts_at",
+        )
+
+    quote = Quote(
+        user=user,
+        gpu_model=model,
+        gpu_count=gpu_count,
+        period=rental_period,
+        period_count=period_count,
+        paid_from=paid_from,
+        paid_until=paid_until,
+        starts_now=starts_now,
+        total=total.amount,
+        currency=total.currency,
+        valid_until=now + conf["QUOTE_VALIDITY"],
+    )
+    quote.full_clean()
+    quote.save()
+    for position, line in enumerate(lines):
+        line.quote = quote
+        line.position = position
+    QuoteLine.objects.bulk_create(lines)
+    return quote
+
+
+def _options(requested, model, period, errors):
+    """[(Option, quantity)] from [{option: slug, quantity: n}], with field errors."""
+    if requested in (None, []):
+        return []
+    if not isinstance(requested, list):
+        errors["options"] = _("Options must be a list.")
+        return []
+    chosen, seen = [], set()
+    for index, item in enumerate(requested):
+        field = f"options.{index}"
+        if not isinstance(item, dict):
+            errors[field] = _("Each option is {option, quantity}.")
+            continue
+        slug, quantity = item.get("option"), item.get("quantity", 1)
+        option = _get_active(Option, slug, field, errors, _("option"))
+        if option is None:
+            continue
+        if slug in seen:
+            errors[field] = _("%s is chosen twice.") % option
+            continue
+        seen.add(slug)
+        if model is not None:
+            applies = option.gpu_models.all()
+            if applies and model not in applies:
+                errors[field] = _("%(option)s is not available with %(model)s.") % {
+                    "option": option,
+                    "model": model,
+                }
+                continue
+        if (
+            not isinstance(quantity, int)
+            or isinstance(quantity, bool)
+            or not 1 <= quantity <= option.max_quantity
+        ):
+            errors[field] = _("Quantity of %(option)s must be between 1 and %(max)s.") % {
+                "option": option,
+                "max": option.max_quantity,
+            }
+            continue
+        chosen.append((option, quantity))
+    return chosen

@@ -1,0 +1,55 @@
+"""Celery tasks: thin, idempotent wrappers around services. Schedules: anchorgpu/schedule.py."""
+
+from celery import shared_task
+from django.conf import settings
+
+from catalog.models import Node, NodeState
+from rentals import services
+from rentals.telemetry.poll import nodes_mark_stale, poll_nodes
+from rentals.telemetry.rollup import telemetry_prune, telemetry_rollup
+
+
+@shared_task
+def allocations_enforce_task():
+    return services.allocations_enforce()
+
+
+@shared_task
+def expiry_warnings_send_task():
+    return services.expiry_warnings_send()
+
+
+@shared_task
+def idempotency_keys_purge_task():
+    return services.idempotency_keys_purge()
+
+
+@shared_task
+def nodes_poll_task():
+    """Fan the active fleet out into shards; each shard is polled by whichever worker takes it."""
+    conf = settings.ANCHORGPU
+    ids = list(
+        Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").values_list("pk", flat=True)
+    )
+    size = conf["POLL_SHARD_SIZE"]
+    for start in range(0, len(ids), size):
+        nodes_poll_shard_task.apply_async(
+            args=[ids[start : start + size]], expires=conf["POLL_INTERVAL"]
+        )
+    nodes_mark_stale()
+    return len(ids)
+
+
+@shared_task
+def nodes_poll_shard_task(node_ids):
+    return poll_nodes(node_ids)
+
+
+@shared_task
+def telemetry_rollup_task():
+    return telemetry_rollup()
+
+
+@shared_task
+def telemetry_prune_task():
+    return telemetry_prune()

@@ -1,0 +1,185 @@
+"""Exporter text → per-GPU readings in our units (telemetry-formats.md §1, §2, §4).
+
+Families are keyed on `family.name` (the parser renames counter samples), labels are read by
+name (`Hostname`/`hostname` and label order churn), sentinels and non-finite values become
+None: a missing value is missing, never zero. A scrape that fails to parse is rejected whole.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+MIB = 2**20
+DCGM_SENTINEL_64 = 9.2e18
+DCGM_SENTINEL_32 = range(2147483632, 2147483636)
+DCGM_SENTINEL_FP64 = 1.4e14  # DCGM's FP64 blanks sit near 2**47
+
+
+class ScrapeError(ValueError):
+    """The body is not usable exporter text (HTML, truncated, garbage)."""
+
+
+@dataclass
+class Reading:
+    key: str
+    index: int | None = None
+    utilization: float | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+    energy_j: float | None = None
+    xid: int | None = None
+    _fb: dict = field(default_factory=dict, repr=False)
+    _alt: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Scrape:
+    readings: dict[str, Reading]
+    problems: list[str]
+    gpu_families: int
+
+
+def _value(raw, problems, name, key):
+    value = float(raw)
+    if not math.isfinite(value):
+        problems.append(f"{name} for {key} is {raw}: ignored")
+        return None
+    if value >= DCGM_SENTINEL_64 or int(value) in DCGM_SENTINEL_32 or value >= DCGM_SENTINEL_FP64:
+        return None
+    return value
+
+
+DCGM_FIELDS = {
+    "DCGM_FI_DEV_GPU_UTIL": ("utilization", 1.0),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),  # mJ
+    "DCGM_FI_DEV_XID_ERRORS": ("xid", 1.0),
+}
+DCGM_FB = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"}
+DCGM_ALT_UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1; the MIG-capable utilisation
+
+AMD_FIELDS = {
+    "gpu_gfx_activity": ("utilization", 1.0),
+    "gpu_used_vram": ("memory_used_mib", 1e6 / MIB),  # MB
+    "gpu_total_vram": ("memory_total_mib", 1e6 / MIB),
+    "gpu_power_usage": ("power_w", 1.0),
+    "gpu_edge_temperature": ("temperature_c", 1.0),
+    "gpu_energy_consumed": ("energy_j", 1e-6),  # µJ
+}
+AMD_FALLBACKS = {
+    "gpu_package_power": "power_w",
+    "gpu_average_package_power": "power_w",
+    "gpu_junction_temperature": "temperature_c",
+}
+
+
+def _families(text):
+    try:
+        return list(text_string_to_metric_families(text))
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ScrapeError(f"unparseable exporter text: {str(exc)[:200]}") from exc
+
+
+def parse_dcgm(text: str) -> Scrape:
+    readings: dict[str, Reading] = {}
+    problems: list[str] = []
+    seen: set = set()
+    gpu_families = 0
+    for family in _families(text):
+        name = family.name
+        known = name in DCGM_FIELDS or name in DCGM_FB or name == DCGM_ALT_UTIL
+        if not known and not name.startswith("DCGM_"):
+            continue
+        gpu_families += 1
+        if not known:
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            key = labels.get("UUID") or labels.get("uuid")
+            if not key:
+                problems.append(f"{name} sample without UUID: skipped")
+                continue
+            mig = labels.get("GPU_I_ID")
+            identity = (name, key, mig, labels.get("err_code"))
+            if identity in seen:
+                problems.append(f"duplicate series {name} for {key}: last one kept")
+            seen.add(identity)
+            reading = readings.setdefault(key, Reading(key=key))
+            if reading.index is None and labels.get("gpu", "").isdigit():
+                reading.index = int(labels["gpu"])
+            value = _value(sample.value, problems, name, key)
+            if value is None:
+                continue
+            if name in DCGM_FB:
+                # MIG slices of one GPU add up; a repeated series replaces itself.
+                reading._fb[(name, mig)] = value
+            elif name == DCGM_ALT_UTIL:
+                reading._alt[mig] = value * 100
+            else:
+                attr, scale = DCGM_FIELDS[name]
+                setattr(reading, attr, int(value) if attr == "xid" else value * scale)
+    for reading in readings.values():
+        used = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_USED"]
+        free = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_FREE"]
+        reserved = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_RESERVED"]
+        if used:
+            reading.memory_used_mib = sum(used)
+            if free:
+                reading.memory_total_mib = sum(used) + sum(free) + sum(reserved)
+        if reading.utilization is None and reading._alt:
+            reading.utilization = max(reading._alt.values())
+    return Scrape(readings, problems, gpu_families)
+
+
+def parse_amd(text: str, prefix: str = "") -> Scrape:
+    readings: dict[str, Reading] = {}
+    problems: list[str] = []
+    seen: set = set()
+    gpu_families = 0
+    for family in _families(text):
+        name = family.name
+        if prefix and name.startswith(prefix):
+            name = name[len(prefix) :]
+        if not name.startswith("gpu_") or name == "gpu_nodes_total":
+            continue
+        gpu_families += 1
+        if name not in AMD_FIELDS and name not in AMD_FALLBACKS:
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            if labels.get("gpu_partition_id", "0") not in ("0", "NA", ""):
+                continue  # partition metrics are reported on partition 0 only
+            key = labels.get("serial_number") or labels.get("gpu_uuid")
+            if not key:
+                problems.append(f"{name} sample without serial_number or gpu_uuid: skipped")
+                continue
+            identity = (name, key)
+            if identity in seen:
+                problems.append(f"duplicate series {name} for {key}: last one kept")
+            seen.add(identity)
+            reading = readings.setdefault(key, Reading(key=key))
+            if reading.index is None and labels.get("gpu_id", "").isdigit():
+                reading.index = int(labels["gpu_id"])
+            value = _value(sample.value, problems, name, key)
+            if value is None:
+                continue
+            if name in AMD_FIELDS:
+                attr, scale = AMD_FIELDS[name]
+                setattr(reading, attr, value * scale)
+            else:
+                reading._alt.setdefault(AMD_FALLBACKS[name], value)
+    for reading in readings.values():
+        for attr, value in reading._alt.items():
+            if getattr(reading, attr) is None:
+                setattr(reading, attr, value)
+    return Scrape(readings, problems, gpu_families)
+
+
+def parse_exporter(text: str, *, exporter: str, prefix: str = "") -> Scrape:
+    if exporter == "amd":
+        return parse_amd(text, prefix=prefix)
+    return parse_dcgm(text)

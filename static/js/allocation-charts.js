@@ -1,0 +1,49 @@
+// Per-GPU charts on the allocation page; refreshed every 15 s without reloading the page.
+(function () {
+  "use strict";
+  const root = document.getElementById("charts");
+  if (!root || !window.Chart) return;
+  const palette = ["#0f7b6c", "#0f3d5e", "#c2410c", "#7c3aed", "#0891b2", "#be123c", "#4d7c0f", "#a16207"];
+  const specs = [
+    ["chart-util", "util", { min: 0, max: 100 }],
+    ["chart-mem", "mem", { min: 0 }],
+    ["chart-power", "power", { min: 0 }],
+    ["chart-temp", "temp", {}],
+  ];
+  const charts = {};
+  for (const [id, , y] of specs) {
+    charts[id] = new Chart(document.getElementById(id), {
+      type: "line",
+      data: { datasets: [] },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
+        scales: { x: { type: "linear", ticks: { callback: (v) => new Date(v).toISOString().slice(11, 16) } }, y },
+        plugins: { legend: { position: "bottom", labels: { boxWidth: 10 } } },
+        elements: { point: { radius: 0 }, line: { borderWidth: 1.5 } },
+      },
+    });
+  }
+  async function refresh() {
+    const response = await fetch(root.dataset.url, { headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    const data = await response.json();
+    for (const [id, field] of specs) {
+      const datasets = data.gpus.map((gpu, i) => ({
+        label: "GPU " + gpu.index,
+        borderColor: palette[i % palette.length],
+        backgroundColor: palette[i % palette.length],
+        data: gpu.points.filter((p) => p[field] !== null).map((p) => ({ x: Date.parse(p.t), y: p[field] })),
+      }));
+      if (field === "mem" && data.gpus.length) {
+        const totals = data.gpus[0].points.filter((p) => p.mem_total !== null);
+        datasets.push({ label: "total", borderDash: [4, 4], borderColor: "#94a3b8",
+          data: totals.map((p) => ({ x: Date.parse(p.t), y: p.mem_total })) });
+      }
+      charts[id].data.datasets = datasets;
+      charts[id].update();
+    }
+    root.dataset.points = String(data.gpus.reduce((n, g) => n + g.points.length, 0));
+  }
+  refresh();
+  setInterval(refresh, 15000);
+})();
