@@ -1,0 +1,64 @@
+"""A real Celery worker on Redis runs our tasks and their effects land in PostgreSQL."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.db import connection
+
+from anchorgpu.celery import app
+from anchorgpu.schedule import beat_schedule
+from rentals.models import Allocation
+from rentals.tasks import allocations_enforce_task
+from tests.rentals.helpers import book
+
+
+def wait_for(condition, timeout=30.0):
+    """The worker runs in another thread: wait (bounded) for its effect to be visible."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+
+@pytest.fixture
+def worker():
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as w:
+        yield w
+
+
+def test_enforcement_task_runs_on_a_real_worker(catalog, alice, worker):
+    allocation = book(alice, model="l4", count=1, period="day")
+    with connection.cursor() as cursor:  # the paid period ended a minute ago (database clock)
+        cursor.execute("ALTER TABLE rentals_allocation DISABLE TRIGGER rentals_allocation_guard")
+        cursor.execute(
+            "UPDATE rentals_allocation SET paid_from = now() - interval '25 hours', "
+            "paid_until = now() - interval '1 minute'"
+        )
+        cursor.execute("ALTER TABLE rentals_allocation ENABLE TRIGGER rentals_allocation_guard")
+
+    allocations_enforce_task.delay()
+
+    assert wait_for(lambda: Allocation.objects.get(pk=allocation.pk).state == "expired")
+    assert list(allocation.events.values_list("kind", flat=True)) == ["booked", "expire"]
+
+
+def test_beat_schedule_has_every_periodic_job_with_an_expiry():
+    schedule = beat_schedule()
+    assert set(schedule) == {
+        "enforce-allocations",
+        "send-expiry-warnings",
+        "poll-nodes",
+        "rollup-telemetry",
+        "prune-telemetry",
+        "purge-idempotency-keys",
+    }
+    assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
+    assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)
+    assert app.conf.task_acks_late is True and app.conf.worker_prefetch_multiplier == 1

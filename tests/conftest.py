@@ -1,0 +1,73 @@
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from tests.catalog.factories import catalog_setup
+
+
+def pytest_configure(config):
+    # Tests serve static files from the source folders; `make run` serves the collected,
+    # hashed copies (CompressedManifestStaticFilesStorage needs collectstatic first).
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    settings.WHITENOISE_USE_FINDERS = True
+    settings.WHITENOISE_AUTOREFRESH = True
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    """Throttles and lockouts live in Redis; each test starts from a clean slate."""
+    cache.clear()
+    yield
+
+
+@pytest.fixture
+def catalog(db):
+    """Periods, three GPU models with prices, two options, and a small fleet."""
+    return catalog_setup()
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", "alice@example.com", "pw-alice-123456")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", "bob@example.com", "pw-bob-1234567")
+
+
+@pytest.fixture
+def staff(django_user_model):
+    return django_user_model.objects.create_user(
+        "staff", "staff@example.com", "pw-staff-123456", is_staff=True
+    )
+
+
+@pytest.fixture
+def api():
+    return APIClient()
+
+
+@pytest.fixture
+def alice_api(alice):
+    client = APIClient()
+    client.force_authenticate(alice)
+    return client
+
+
+@pytest.fixture
+def bob_api(bob):
+    client = APIClient()
+    client.force_authenticate(bob)
+    return client
+
+
+@pytest.fixture
+def staff_api(staff):
+    client = APIClient()
+    client.force_authenticate(staff)
+    return client

@@ -1,0 +1,235 @@
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.core import mail
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from anchorgpu.errors import Conflict, NoCapacity
+from catalog.services import gpu_price_set
+from rentals.models import Allocation, AllocationEvent, AllocationGpu, LedgerEntry
+from rentals.services import (
+    allocation_book,
+    allocation_cancel,
+    allocation_extend,
+    allocation_start,
+    allocation_stop,
+    allocations_enforce,
+    expiry_warnings_send,
+    quote_create,
+)
+from rentals.services.allocations import QuoteExpired, QuoteUsed
+from tests.rentals.helpers import book
+
+pytestmark = pytest.mark.django_db
+
+OVERLAPS = """
+SELECT count(*) FROM rentals_allocationgpu a JOIN rentals_allocationgpu b
+  ON a.id < b.id AND a.gpu_id = b.gpu_id AND NOT a.released AND NOT b.released
+ AND tstzrange(a.starts_at, a.ends_at) && tstzrange(b.starts_at, b.ends_at)
+"""
+
+
+def overlapping_pairs():
+    with connection.cursor() as cursor:
+        cursor.execute(OVERLAPS)
+        return cursor.fetchone()[0]
+
+
+def test_booking_holds_specific_gpus_and_charges_the_quote_total(catalog, alice):
+    quote = quote_create(
+        user=alice, gpu_model="h100", gpu_count=2, period="week", period_count=1,
+        options=[{"option": "nvme-scratch", "quantity": 1}],
+    )  # fmt: skip
+    allocation = allocation_book(user=alice, quote=quote)
+
+    assert allocation.state == "running"
+    assert allocation.paid_until - allocation.paid_from == timedelta(days=7)
+    held = list(allocation.held.select_related("gpu"))
+    assert len(held) == 2 and len({h.gpu.node_id for h in held}) == 1
+    charge = LedgerEntry.objects.get(allocation=allocation)
+    assert (charge.kind, charge.amount) == ("charge", quote.total) == ("charge", Decimal("750.76"))
+    assert list(allocation.events.values_list("kind", "to_state")) == [("booked", "running")]
+
+
+def test_placement_packs_onto_the_fullest_node(catalog, alice):
+    four_gpu_node = catalog.nodes[2]
+    first = book(alice, count=2)
+    assert first.node == four_gpu_node
+    second = book(alice, count=2)
+    assert second.node == four_gpu_node
+    whole = book(alice, count=8)
+    assert whole.node in catalog.nodes[:2]
+
+
+def test_a_quote_books_once_and_not_after_it_expires(catalog, alice):
+    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
+    allocation_book(user=alice, quote=quote)
+    with pytest.raises(QuoteUsed):
+        allocation_book(user=alice, quote=quote)
+
+    stale = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
+    with pytest.raises(QuoteExpired):
+        allocation_book(user=alice, quote=stale, now=stale.valid_until + timedelta(seconds=1))
+    assert Allocation.objects.count() == 1
+    assert LedgerEntry.objects.count() == 1
+
+
+def test_no_capacity_at_booking_time_changes_nothing(catalog, alice, bob):
+    quote = quote_create(user=alice, gpu_model="l4", gpu_count=4, period="day", period_count=1)
+    taken = book(bob, model="l4", count=1)
+    with pytest.raises(NoCapacity) as error:
+        allocation_book(user=alice, quote=quote)
+    assert error.value.earliest_start == taken.paid_until
+    assert Allocation.objects.filter(user=alice).count() == 0
+    assert LedgerEntry.objects.filter(user=alice).count() == 0
+
+
+def test_database_refuses_overlap_even_without_the_service(catalog, alice):
+    allocation = book(alice, model="l4", count=1)
+    held = allocation.held.get()
+    other = book(alice, model="l4", count=1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        AllocationGpu.objects.filter(allocation=other).update(gpu=held.gpu)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        AllocationGpu.objects.create(
+            allocation=other, gpu=held.gpu, starts_at=held.ends_at, ends_at=held.ends_at
+        )  # empty range
+    assert overlapping_pairs() == 0
+
+
+def test_stop_and_start_never_move_the_paid_period(catalog, alice):
+    allocation = book(alice)
+    before = (allocation.paid_from, allocation.paid_until)
+    with time_machine.travel(timezone.now() + timedelta(hours=5), tick=False):
+        allocation = allocation_stop(allocation=allocation, actor=alice)
+    with time_machine.travel(timezone.now() + timedelta(days=2), tick=False):
+        allocation = allocation_start(allocation=allocation, actor=alice)
+    allocation.refresh_from_db()
+    assert (allocation.paid_from, allocation.paid_until) == before
+    assert list(allocation.events.values_list("kind", flat=True)) == ["booked", "stop", "start"]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE rentals_allocation SET paid_from = paid_from + interval '1 hour'",
+        "UPDATE rentals_allocation SET paid_until = paid_until - interval '1 hour'",
+        "UPDATE rentals_allocation SET state = 'stopped', paid_until = paid_until + interval '1 hour'",
+        "UPDATE rentals_allocation SET state = 'scheduled'",
+        "UPDATE rentals_allocation SET state = 'cancelled'",
+    ],
+)
+def test_database_refuses_every_other_path_that_moves_the_period(catalog, alice, sql):
+    allocation = book(alice)
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql)
+    allocation.refresh_from_db()
+    assert allocation.state == "running"
+
+
+def test_orm_save_cannot_shift_the_period_either(catalog, alice):
+    allocation = book(alice)
+    allocation.paid_until -= timedelta(days=1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        allocation.save()
+
+
+def test_cancel_before_start_refunds_in_full_and_frees_the_gpus(catalog, alice):
+    start = timezone.now() + timedelta(days=3)
+    allocation = book(
+        alice,
+        model="l4",
+        count=4,
+        starts_at=start,
+        options=[{"option": "custom-image", "quantity": 1}],
+    )
+    assert allocation.state == "scheduled"
+    allocation_cancel(allocation=allocation, actor=alice)
+
+    entries = LedgerEntry.objects.filter(allocation=allocation).order_by("at", "id")
+    assert [(e.kind, e.amount) for e in entries] == [
+        ("charge", Decimal("482.64")),
+        ("refund", Decimal("482.64")),
+    ]
+    assert book(alice, model="l4", count=4, starts_at=start).state == "scheduled"
+
+
+def test_no_cancel_after_the_start_only_stop(catalog, alice):
+    allocation = book(alice)
+    with pytest.raises(Conflict):
+        allocation_cancel(allocation=allocation, actor=alice)
+    assert LedgerEntry.objects.filter(kind="refund").count() == 0
+
+
+def test_extend_adds_whole_periods_on_the_same_gpus_at_the_current_price(catalog, alice):
+    allocation = book(alice, model="l4", count=2, period="day")
+    old_until = allocation.paid_until
+    gpus = set(allocation.held.values_list("gpu_id", flat=True))
+    gpu_price_set(gpu_model=catalog.l4, period=catalog.day, unit_price=Decimal("20.00"))
+
+    allocation = allocation_extend(allocation=allocation, actor=alice, period_count=3)
+
+    assert allocation.paid_until == old_until + timedelta(days=3)
+    assert set(allocation.held.values_list("gpu_id", flat=True)) == gpus
+    assert set(allocation.held.values_list("ends_at", flat=True)) == {allocation.paid_until}
+    extension = LedgerEntry.objects.filter(allocation=allocation).order_by("-at", "-id").first()
+    assert extension.amount == Decimal("120.00")
+
+
+def test_extend_refuses_when_the_next_slot_is_taken(catalog, alice, bob):
+    allocation = book(alice, model="l4", count=4, period="day")
+    book(bob, model="l4", count=1, period="day", starts_at=allocation.paid_until)
+    with pytest.raises(Conflict):
+        allocation_extend(allocation=allocation, actor=alice, period_count=1)
+    allocation.refresh_from_db()
+    assert LedgerEntry.objects.filter(allocation=allocation).count() == 1
+    assert allocation.held.first().ends_at == allocation.paid_until
+
+
+def test_enforcement_starts_and_expires_by_time_even_when_stopped(catalog, alice):
+    now = timezone.now()
+    scheduled = book(alice, model="l4", count=1, period="day", starts_at=now + timedelta(hours=1))
+    stopped = book(alice, model="h100", count=1, period="day")
+    allocation_stop(allocation=stopped, actor=alice)
+
+    assert allocations_enforce(now=now + timedelta(hours=2)) == {"started": 1, "expired": 0}
+    scheduled.refresh_from_db()
+    assert scheduled.state == "running"
+
+    result = allocations_enforce(now=now + timedelta(days=30))  # a month-long outage
+    assert result == {"started": 0, "expired": 2}
+    assert set(Allocation.objects.values_list("state", flat=True)) == {"expired"}
+    assert allocations_enforce(now=now + timedelta(days=30)) == {"started": 0, "expired": 0}
+    stopped.refresh_from_db()
+    assert stopped.events.last().kind == "expire"
+
+
+def test_scheduled_and_past_its_end_expires_directly(catalog, alice):
+    now = timezone.now()
+    scheduled = book(alice, model="l4", count=1, period="day", starts_at=now + timedelta(hours=1))
+    assert allocations_enforce(now=now + timedelta(days=3)) == {"started": 0, "expired": 1}
+    scheduled.refresh_from_db()
+    assert scheduled.state == "expired"
+
+
+def test_expiry_warnings_are_sent_once_each(catalog, alice):
+    allocation = book(alice, model="l4", count=1, period="day", periods=2)
+    now = timezone.now()
+    assert expiry_warnings_send(now=now) == 0
+    at_23h = allocation.paid_until - timedelta(hours=23)
+    assert expiry_warnings_send(now=at_23h) == 1
+    assert expiry_warnings_send(now=at_23h + timedelta(minutes=5)) == 0
+    at_50m = allocation.paid_until - timedelta(minutes=50)
+    assert expiry_warnings_send(now=at_50m) == 1
+    assert expiry_warnings_send(now=at_50m) == 0
+    assert len(mail.outbox) == 2 and mail.outbox[0].to == ["alice@example.com"]
+
+
+def test_events_record_who_did_what(catalog, alice):
+    allocation = book(alice)
+    allocation_stop(allocation=allocation, actor=alice)
+    event = AllocationEvent.objects.filter(allocation=allocation, kind="stop").get()
+    assert (event.actor, event.from_state, event.to_state) == (alice, "running", "stopped")

@@ -1,0 +1,139 @@
+"""Races against real PostgreSQL: threads through the service and concurrent HTTP clients."""
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from django.db import connection, connections
+
+from anchorgpu.errors import NoCapacity
+from anchorgpu.services import api_token_create
+from rentals.models import Allocation, IdempotencyKey, LedgerEntry
+from rentals.services import allocation_book, idempotent_call, quote_create
+from tests.rentals.test_allocations import overlapping_pairs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _in_thread(func):
+    def run(*args):
+        try:
+            return func(*args)
+        finally:
+            connections.close_all()
+
+    return run
+
+
+def test_threads_race_for_the_last_gpus(catalog, django_user_model):
+    users = [django_user_model.objects.create_user(f"racer{i}") for i in range(12)]
+    quotes = [
+        quote_create(user=u, gpu_model="l4", gpu_count=1, period="day", period_count=1)
+        for u in users
+    ]
+    barrier = threading.Barrier(len(users))
+
+    @_in_thread
+    def attempt(i):
+        barrier.wait()
+        try:
+            allocation_book(user=users[i], quote=quotes[i])
+            return "ok"
+        except NoCapacity:
+            return "no_capacity"
+
+    with ThreadPoolExecutor(len(users)) as pool:
+        results = list(pool.map(attempt, range(len(users))))
+
+    assert results.count("ok") == 4  # the L4 node has 4 GPUs
+    assert results.count("no_capacity") == 8
+    assert Allocation.objects.count() == 4 == LedgerEntry.objects.count()
+    assert overlapping_pairs() == 0
+
+
+def test_http_clients_race_for_the_last_gpus(catalog, live_server, django_user_model):
+    users = [django_user_model.objects.create_user(f"client{i}") for i in range(10)]
+    tokens = [api_token_create(user=u, name="race") for u in users]
+    barrier = threading.Barrier(len(users))
+
+    def attempt(i):
+        headers = {"Authorization": f"Bearer {tokens[i]}"}
+        with httpx.Client(base_url=live_server.url, headers=headers, timeout=30) as client:
+            quote = client.post(
+                "/api/v1/quotes/",
+                json={"gpu_model": "l4", "gpu_count": 1, "period": "day", "period_count": 1},
+            ).json()
+            barrier.wait()
+            response = client.post(
+                "/api/v1/bookings/",
+                json={"quote": quote["id"]},
+                headers={"Idempotency-Key": str(uuid.uuid4())},
+            )
+            return response.status_code, response.json().get("code")
+
+    with ThreadPoolExecutor(len(users)) as pool:
+        results = list(pool.map(attempt, range(len(users))))
+
+    assert sorted(results, key=str).count((201, None)) == 4
+    assert [r for r in results if r[0] != 201] == [(409, "no_capacity")] * 6
+    assert overlapping_pairs() == 0
+
+
+def test_two_identical_requests_at_once_book_once(catalog, alice):
+    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
+    key = str(uuid.uuid4())
+    inside = threading.Event()
+    release = threading.Event()
+
+    def slow_book():
+        inside.set()
+        release.wait(10)
+        allocation = allocation_book(user=alice, quote=quote)
+        return 201, {"id": str(allocation.pk)}
+
+    @_in_thread
+    def first():
+        return idempotent_call(user=alice, key=key, fingerprint="f", handler=slow_book)
+
+    @_in_thread
+    def second():
+        inside.wait(10)
+        try:
+            return idempotent_call(user=alice, key=key, fingerprint="f", handler=slow_book)
+        except Exception as exc:  # the in-flight refusal is what we expect
+            return exc
+        finally:
+            release.set()
+
+    with ThreadPoolExecutor(2) as pool:
+        one, two = pool.submit(first), pool.submit(second)
+        results = [one.result(), two.result()]
+
+    assert results[0].status == 201 and not results[0].replayed
+    assert getattr(results[1], "code", None) == "in_flight" and results[1].status == 409
+    assert Allocation.objects.count() == 1
+    replay = idempotent_call(user=alice, key=key, fingerprint="f", handler=slow_book)
+    assert replay.replayed and replay.body == results[0].body
+
+
+def test_a_failure_after_the_insert_stores_nothing_and_a_retry_succeeds(catalog, alice):
+    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
+    key = str(uuid.uuid4())
+
+    def crash_after_booking():
+        allocation_book(user=alice, quote=quote)
+        raise RuntimeError("power cut")
+
+    with pytest.raises(RuntimeError):
+        idempotent_call(user=alice, key=key, fingerprint="f", handler=crash_after_booking)
+    assert Allocation.objects.count() == 0 and IdempotencyKey.objects.count() == 0
+    assert LedgerEntry.objects.count() == 0
+
+    def book():
+        return 201, {"id": str(allocation_book(user=alice, quote=quote).pk)}
+
+    assert idempotent_call(user=alice, key=key, fingerprint="f", handler=book).status == 201
+    assert Allocation.objects.count() == 1
+    assert connection.in_atomic_block is False
