@@ -154,12 +154,19 @@ def _raise_stop(signum, frame):
     raise _Stop(signum)
 
 
+def _install_stop_handlers():
+    # Explicit for SIGINT too: a shell starts background jobs with SIGINT ignored, and
+    # Python keeps an inherited SIG_IGN, which would make Ctrl-C / `kill -INT` do nothing.
+    signal.signal(signal.SIGINT, _raise_stop)
+    signal.signal(signal.SIGTERM, _raise_stop)
+
+
 def manage(env, *args):
     subprocess.run([sys.executable, "manage.py", *args], env=env, cwd=BASE_DIR, check=True)
 
 
 def run(port):
-    signal.signal(signal.SIGTERM, _raise_stop)
+    _install_stop_handlers()
     children = Children()
     try:
         with services() as env:
@@ -207,6 +214,9 @@ def run(port):
     except (KeyboardInterrupt, _Stop):
         log("stopping")
         return 0
+    except subprocess.CalledProcessError as exc:
+        log(f"start-up failed: {' '.join(map(str, exc.cmd))} exited with {exc.returncode}")
+        return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -215,7 +225,7 @@ def run(port):
 
 def run_command(argv):
     """Run one command (the test suite, a benchmark) with the servers it needs."""
-    signal.signal(signal.SIGTERM, _raise_stop)
+    _install_stop_handlers()
     with services() as env:
         proc = subprocess.Popen(argv, env=env, cwd=BASE_DIR)
         try:

@@ -87,8 +87,11 @@ TEMPLATES = [
     },
 ]
 
-_db = _read("DATABASE_URL", "db_url")
-if not _db["ENGINE"].endswith("postgresql"):
+_database_url = _read("DATABASE_URL", "str", default="")
+if not _database_url:
+    raise ImproperlyConfigured(f"DATABASE_URL is not set. {_HINTS['DATABASE_URL']}")
+_db = env.db_url_config(_database_url)
+if not _db.get("ENGINE", "").endswith("postgresql"):
     raise ImproperlyConfigured(
         "DATABASE_URL must point at PostgreSQL (the only supported database)."
     )
@@ -99,7 +102,9 @@ _db["CONN_HEALTH_CHECKS"] = True
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = _read("REDIS_URL", "str")
+REDIS_URL = _read("REDIS_URL", "str", default="")
+if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL is not set or not a redis:// URL. {_HINTS['REDIS_URL']}")
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",

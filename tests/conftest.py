@@ -31,6 +31,14 @@ def catalog(db):
 
 
 @pytest.fixture
+def glossary(db):
+    """The glossary rows come from a data migration; transactional tests flush them."""
+    from glossary.services import glossary_terms_load
+
+    glossary_terms_load()
+
+
+@pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", "alice@example.com", "pw-alice-123456")
 

@@ -2,19 +2,9 @@ from django.db import migrations
 
 
 def load(apps, schema_editor):
-    from glossary.content import ENGLISH, SLUGS, polish_entries
+    from glossary.services import glossary_terms_load
 
-    Term = apps.get_model("glossary", "Term")
-    polish, _ = polish_entries()
-    for position, (slug, (pl_term, pl_def), (en_term, en_def)) in enumerate(
-        zip(SLUGS, polish, ENGLISH, strict=True)
-    ):
-        for language, term, definition in (("pl", pl_term, pl_def), ("en", en_term, en_def)):
-            Term.objects.update_or_create(
-                slug=slug,
-                language=language,
-                defaults={"term": term, "definition": definition, "position": position},
-            )
+    glossary_terms_load(term_model=apps.get_model("glossary", "Term"))
 
 
 def unload(apps, schema_editor):

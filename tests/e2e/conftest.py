@@ -1,0 +1,79 @@
+"""Browser tests: Playwright driving Debian's chromium against a live server."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
+
+
+def chromium_path():
+    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium_path(),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: page.errors.append(msg.text) if msg.type == "error" else None,
+    )
+    yield page
+    context.close()
+
+
+def screenshot(page, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def login(page, live_server, username, password):
+    page.goto(f"{live_server.url}/account/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_load_state()
+
+
+def axe_serious(page):
+    """Serious or critical axe-core violations on the current page."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
