@@ -21,6 +21,11 @@ urlpatterns = [
     path("allocations/<uuid:pk>/start/", rentals.AllocationStartApi.as_view(), name="api-start"),
     path("allocations/<uuid:pk>/cancel/", rentals.AllocationCancelApi.as_view(), name="api-cancel"),
     path("allocations/<uuid:pk>/extend/", rentals.AllocationExtendApi.as_view(), name="api-extend"),
+    path(
+        "allocations/<uuid:pk>/telemetry/",
+        rentals.AllocationTelemetryApi.as_view(),
+        name="api-telemetry",
+    ),
     path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),
 ]

@@ -1,8 +1,10 @@
 """What can be rented: GPU models, rental periods, prices, options, and the fleet."""
 
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -213,13 +215,24 @@ class NodeHealth(models.TextChoices):
     STALE = "stale", _("stale")
 
 
+def validate_exporter_url(value: str) -> None:
+    """http(s)://host[:port]/path; unlike URLField, internal single-label hostnames are fine."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(_("Enter an http:// or https:// URL with a host name."))
+    try:
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError as exc:
+        raise ValidationError(_("The port in this URL is not valid.")) from exc
+
+
 class Node(models.Model):
     """A machine with GPUs of one model. Only active nodes take new bookings and are polled."""
 
     hostname = models.CharField(max_length=255, unique=True)
     region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="nodes")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="nodes")
-    telemetry_url = models.URLField(max_length=500)
+    telemetry_url = models.CharField(max_length=500, validators=[validate_exporter_url])
     exporter = models.CharField(max_length=10, choices=ExporterKind.choices)
     metric_prefix = models.CharField(
         max_length=20, blank=True, help_text="amd_ for some AMD setups"

@@ -2,8 +2,9 @@ import json
 
 from django.http import Http404
 from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -12,7 +13,7 @@ from rest_framework.views import APIView
 
 from anchorgpu.errors import DomainError
 from anchorgpu.problems import problem_response
-from rentals import selectors, services
+from rentals import selectors, services, usage
 from rentals.api.serializers import (
     AllocationSerializer,
     BookingInSerializer,
@@ -237,6 +238,42 @@ class AllocationExtendApi(APIView):
             return status.HTTP_200_OK, _jsonable(_fresh(request, allocation))
 
         return _idempotent(request, extend)
+
+
+class TelemetryQuerySerializer(serializers.Serializer):
+    start = serializers.DateTimeField(required=False)
+    end = serializers.DateTimeField(required=False)
+
+    def validate(self, data):
+        if data.get("start") and data.get("end") and data["start"] >= data["end"]:
+            raise serializers.ValidationError({"from": _("`from` must be before `to`.")})
+        return data
+
+
+class AllocationTelemetryApi(APIView):
+    """Series per GPU: raw samples up to 6 h, per-minute rollups up to 7 days, then hourly."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.DATETIME, description="default: an hour ago"),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, description="default: now"),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: PROBLEM, 401: PROBLEM, 404: PROBLEM},
+    )
+    def get(self, request, pk):
+        allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+        if allocation is None:
+            raise Http404
+        params = {"start": request.query_params.get("from"), "end": request.query_params.get("to")}
+        query = TelemetryQuerySerializer(data={k: v for k, v in params.items() if v})
+        query.is_valid(raise_exception=True)
+        return Response(
+            usage.allocation_series(
+                allocation=allocation,
+                start=query.validated_data.get("start"),
+                end=query.validated_data.get("end"),
+            )
+        )
 
 
 class LedgerListApi(generics.ListAPIView):

@@ -1,0 +1,88 @@
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+
+from catalog.models import Gpu, GpuPrice, Node, PriceChange
+from rentals.services import quote_create
+
+pytestmark = pytest.mark.django_db
+
+CSV = """hostname,region,gpu_model,telemetry_url,exporter,gpu_ids
+n1,pl-waw,h100,http://n1:9400/metrics,dcgm,GPU-a;GPU-b
+n2,pl-waw,mi300x,http://n2:5000/metrics,amd,S1;S2;S3
+"""
+
+
+@pytest.fixture
+def pricer(django_user_model):
+    user = django_user_model.objects.create_user("pricer", password="x", is_staff=True)
+    user.user_permissions.add(
+        Permission.objects.get(codename="change_prices"),
+        Permission.objects.get(codename="add_gpuprice"),
+        Permission.objects.get(codename="view_gpuprice"),
+        Permission.objects.get(codename="view_gpumodel"),
+    )
+    return user
+
+
+def test_price_change_in_admin_is_a_new_row_with_who_and_when(catalog, client, pricer, alice):
+    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="week", period_count=1)
+    client.force_login(pricer)
+    response = client.post(
+        "/admin/catalog/gpuprice/add/",
+        {"gpu_model": catalog.h100.pk, "period": catalog.week.pk, "unit_price": "400.00"},
+    )
+    assert response.status_code == 302, response.content[:500]
+    assert GpuPrice.objects.filter(gpu_model=catalog.h100, period=catalog.week).count() == 2
+    change = PriceChange.objects.get()
+    assert (change.user, change.old_price, change.new_price) == (pricer, "362.88", "400.00 USD")
+    quote.refresh_from_db()
+    assert quote.total == Decimal("362.88")
+    page = client.get(f"/admin/catalog/gpumodel/{catalog.h100.pk}/change/")
+    assert b"400.00" in page.content and b"362.88" in page.content
+
+
+def test_staff_without_the_price_permission_cannot_add_prices(catalog, client, django_user_model):
+    user = django_user_model.objects.create_user("clerk", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="add_gpuprice"))
+    client.force_login(user)
+    response = client.post(
+        "/admin/catalog/gpuprice/add/",
+        {"gpu_model": catalog.h100.pk, "period": catalog.week.pk, "unit_price": "1.00"},
+    )
+    assert response.status_code == 403
+    assert GpuPrice.objects.filter(unit_price=Decimal("1.00")).count() == 0
+
+
+def test_import_fleet_command(catalog, tmp_path):
+    path = tmp_path / "fleet.csv"
+    path.write_text(CSV)
+    out = StringIO()
+    call_command("import_fleet", str(path), stdout=out)
+    assert "2 nodes created" in out.getvalue()
+    assert list(Node.objects.get(hostname="n2").gpus.values_list("uuid", flat=True)) == [
+        "S1",
+        "S2",
+        "S3",
+    ]
+    call_command("import_fleet", str(path), stdout=out)
+    assert Gpu.objects.filter(node__hostname__in=["n1", "n2"]).count() == 5
+
+
+def test_import_fleet_is_all_or_nothing_with_line_numbers(catalog, tmp_path):
+    path = tmp_path / "fleet.csv"
+    path.write_text(CSV + "n3,mars,h100,http://n3/metrics,dcgm,GPU-c\n")
+    with pytest.raises(CommandError, match="line 4: unknown region 'mars'"):
+        call_command("import_fleet", str(path))
+    assert not Node.objects.filter(hostname__in=["n1", "n2", "n3"]).exists()
+
+
+def test_import_fleet_in_the_admin(catalog, admin_client):
+    upload = SimpleUploadedFile("fleet.csv", CSV.encode())
+    response = admin_client.post("/admin/catalog/node/import/", {"file": upload})
+    assert response.status_code == 302
+    assert Node.objects.filter(hostname__in=["n1", "n2"]).count() == 2

@@ -1,0 +1,111 @@
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from catalog.services import gpu_price_set
+from tests.catalog.factories import GpuModelFactory, NodeFactory, price
+from tests.rentals.helpers import book
+
+pytestmark = pytest.mark.django_db
+
+
+def test_gpu_models_with_prices_and_free_gpus(catalog, api, alice):
+    book(alice, count=2)
+    body = api.get("/api/v1/gpu-models/?ordering=name").json()
+    h100 = next(m for m in body["results"] if m["slug"] == "h100")
+    assert h100["free_gpus_now"] == 18
+    assert h100["prices"] == [
+        {
+            "period": "day",
+            "unit_price": "57.60",
+            "currency": "USD",
+            "effective_from": h100["prices"][0]["effective_from"],
+        },
+        {
+            "period": "week",
+            "unit_price": "362.88",
+            "currency": "USD",
+            "effective_from": h100["prices"][1]["effective_from"],
+        },
+        {
+            "period": "month",
+            "unit_price": "1296.00",
+            "currency": "USD",
+            "effective_from": h100["prices"][2]["effective_from"],
+        },
+    ]
+
+
+def test_price_list_shows_the_row_in_force(catalog, api):
+    gpu_price_set(gpu_model=catalog.l4, period=catalog.week, unit_price=Decimal("80.00"))
+    body = api.get("/api/v1/gpu-models/?vendor=nvidia&min_memory_gb=20&max_memory_gb=30").json()
+    l4 = next(m for m in body["results"] if m["slug"] == "l4")
+    assert [p["unit_price"] for p in l4["prices"] if p["period"] == "week"] == ["80.00"]
+
+
+@pytest.mark.parametrize(
+    ("query", "slugs"),
+    [
+        ("vendor=amd", ["mi300x"]),
+        ("stack=cuda&ordering=name", ["h100", "l4"]),
+        ("min_memory_gb=100", ["mi300x"]),
+        ("max_price=100&price_period=week", ["l4"]),
+        ("fp8=true&ordering=-memory_gb", ["mi300x", "h100", "l4"]),
+    ],
+)
+def test_filters(catalog, api, query, slugs):
+    assert [m["slug"] for m in api.get(f"/api/v1/gpu-models/?{query}").json()["results"]] == slugs
+
+
+def test_bad_filter_is_a_problem_detail(catalog, api):
+    response = api.get("/api/v1/gpu-models/?min_memory_gb=lots&vendor=intel")
+    assert response.status_code == 400
+    assert set(response.json()["errors"]) == {"min_memory_gb", "vendor"}
+
+
+def test_model_list_query_count_is_constant(catalog, api):
+    def count():
+        with CaptureQueriesContext(connection) as ctx:
+            assert api.get("/api/v1/gpu-models/").status_code == 200
+        return len(ctx.captured_queries)
+
+    before = count()
+    for i in range(5):
+        model = GpuModelFactory(slug=f"extra-{i}")
+        price(model, catalog.week, "100.00")
+        price(model, catalog.day, "20.00")
+        NodeFactory(gpu_model=model, gpus=4)
+    assert count() == before == 3
+
+
+def test_periods_options_regions(catalog, api):
+    assert api.get("/api/v1/periods/").json() == [
+        {"slug": "day", "name": "day", "duration_seconds": 86400},
+        {"slug": "week", "name": "week", "duration_seconds": 604800},
+        {"slug": "month", "name": "month", "duration_seconds": 2592000},
+    ]
+    options = {o["slug"]: o for o in api.get("/api/v1/options/").json()}
+    assert options["public-ipv4"]["gpu_models"] == ["h100"]
+    assert api.get("/api/v1/regions/").json() == [{"slug": "pl-waw", "name": "Warsaw"}]
+
+
+def test_nodes_are_for_staff(catalog, api, alice_api, staff_api):
+    assert api.get("/api/v1/nodes/").status_code == 401
+    assert alice_api.get("/api/v1/nodes/").status_code == 403
+    body = staff_api.get("/api/v1/nodes/").json()
+    assert body["count"] == 5 and body["results"][0]["gpu_total"] in (4, 8)
+
+
+def test_glossary_api_in_both_languages(api, glossary):
+    pl = api.get("/api/v1/glossary/?lang=pl").json()
+    en = api.get("/api/v1/glossary/?lang=en").json()
+    assert len(pl) == len(en) == 12
+    assert pl[1] == {
+        "slug": "kv-cache",
+        "term": "Pamięć podręczna KV",
+        "definition": pl[1]["definition"],
+    }
+    assert en[10]["slug"] == "fixed-rental-period" and "exactly 7 days" in en[10]["definition"]
+    assert api.get("/api/v1/glossary/?lang=de").status_code == 400

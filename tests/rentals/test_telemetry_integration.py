@@ -1,0 +1,41 @@
+"""Real Celery worker and beat on Redis, the simulator on loopback, samples in PostgreSQL."""
+
+from datetime import timedelta
+
+import pytest
+from celery.beat import EmbeddedService
+from celery.contrib.testing.worker import start_worker
+
+from anchorgpu.celery import app
+from catalog.models import NodeHealth
+from rentals.models import GpuSample
+from rentals.telemetry.simulator import Simulator, fleet_from_database
+from tests.anchorgpu.test_celery import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+
+def test_beat_schedules_polls_the_worker_stores_samples(catalog, tmp_path):
+    simulator = Simulator(fleet_from_database, refresh=0.5).start_in_thread()
+    for node in catalog.nodes:
+        node.telemetry_url = simulator.url_for(node.hostname)
+        node.save(update_fields=["telemetry_url"])
+    schedule = app.conf.beat_schedule
+    app.conf.beat_schedule = {
+        "poll-nodes": {"task": "rentals.tasks.nodes_poll_task", "schedule": timedelta(seconds=1)}
+    }
+    beat = EmbeddedService(
+        app, thread=True, schedule_filename=str(tmp_path / "beat"), max_interval=1
+    )
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+            beat.start()
+            gpus = sum(node.gpus.count() for node in catalog.nodes)
+            assert wait_for(lambda: GpuSample.objects.count() >= 2 * gpus, timeout=45)
+    finally:
+        beat.stop()
+        app.conf.beat_schedule = schedule
+        simulator.stop()
+    for node in catalog.nodes:
+        node.refresh_from_db()
+        assert node.health == NodeHealth.HEALTHY, node.health_detail

@@ -1,0 +1,195 @@
+"""Polling against the simulator on loopback: every failure mode marks only its own node."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from catalog.models import ExporterKind, NodeHealth
+from rentals.models import Flag, GpuRollup, GpuSample, Poll
+from rentals.services import allocation_stop
+from rentals.telemetry.poll import nodes_mark_stale, poll_nodes
+from rentals.telemetry.rollup import telemetry_prune, telemetry_rollup
+from rentals.telemetry.simulator import SimGpu, SimNode, Simulator
+from tests.catalog.factories import NodeFactory
+from tests.rentals.helpers import book
+
+pytestmark = pytest.mark.django_db
+
+
+def sim_nodes(nodes, states=None):
+    states = states or {}
+    return {
+        node.hostname: SimNode(
+            hostname=node.hostname,
+            exporter=node.exporter,
+            model_name=node.gpu_model.name,
+            memory_mib=node.gpu_model.memory_reported_mib,
+            gpus=[SimGpu(g.index, g.uuid, states.get(g.uuid, "free")) for g in node.gpus.all()],
+        )
+        for node in nodes
+    }
+
+
+@pytest.fixture
+def fast_polls(settings):
+    settings.ANCHORGPU = {
+        **settings.ANCHORGPU,
+        "POLL_CONNECT_TIMEOUT": 0.5,
+        "POLL_READ_TIMEOUT": 1.0,
+        "POLL_INTERVAL": 15.0,
+    }
+
+
+@pytest.fixture
+def simulator():
+    state = {"nodes": {}}
+    sim = Simulator(lambda: state["nodes"], refresh=0.0, hang_seconds=5.0).start_in_thread()
+    sim.state = state
+    yield sim
+    sim.stop()
+
+
+def point_at(sim, nodes, states=None):
+    sim.state["nodes"] = sim_nodes(nodes, states)
+    for node in nodes:
+        node.telemetry_url = sim.url_for(node.hostname)
+        node.save(update_fields=["telemetry_url"])
+
+
+FAULTS = {
+    "timeout": NodeHealth.UNREACHABLE,
+    "500": NodeHealth.UNREACHABLE,
+    "reset": NodeHealth.UNREACHABLE,
+    "empty": NodeHealth.DEGRADED,
+    "html": NodeHealth.MALFORMED,
+    "garbage": NodeHealth.MALFORMED,
+    "truncated": NodeHealth.MALFORMED,
+    "gpu-gone": NodeHealth.DEGRADED,
+}
+
+
+def test_every_fault_marks_only_its_node(catalog, simulator, fast_polls):
+    healthy = NodeFactory(gpu_model=catalog.h100, gpus=8)
+    amd = NodeFactory(gpu_model=catalog.mi300x, exporter=ExporterKind.AMD, gpus=8)
+    faulty = {mode: NodeFactory(gpu_model=catalog.h100, gpus=2) for mode in FAULTS}
+    point_at(simulator, [healthy, amd, *faulty.values()])
+    for mode, node in faulty.items():
+        simulator.set_fault(node.hostname, mode, gpu=1)
+
+    started = time.monotonic()
+    result = poll_nodes([healthy.pk, amd.pk, *[n.pk for n in faulty.values()]])
+    elapsed = time.monotonic() - started
+
+    assert elapsed < 3.0  # the hanging node costs its own read timeout, not everyone's
+    assert result["nodes"] == 2 + len(FAULTS)
+    for node in [healthy, amd, *faulty.values()]:
+        node.refresh_from_db()
+    assert healthy.health == amd.health == NodeHealth.HEALTHY
+    assert {mode: node.health for mode, node in faulty.items()} == FAULTS
+    assert "fallen off the bus" in faulty["gpu-gone"].health_detail
+    assert GpuSample.objects.filter(gpu__node=healthy).count() == 8
+    assert GpuSample.objects.filter(gpu__node=amd).count() == 8
+    assert GpuSample.objects.filter(gpu__node=faulty["gpu-gone"]).count() == 1
+    assert GpuSample.objects.filter(gpu__node=faulty["html"]).count() == 0
+    assert Flag.objects.filter(kind="gpu_missing", gpu__node=faulty["gpu-gone"]).count() == 1
+    assert Poll.objects.filter(outcome="malformed").count() == 3
+
+
+def test_oversized_body_is_refused(catalog, simulator, settings):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "POLL_MAX_BYTES": 2000}
+    node = NodeFactory(gpu_model=catalog.h100, gpus=8)
+    point_at(simulator, [node])
+    poll_nodes([node.pk])
+    node.refresh_from_db()
+    assert node.health == NodeHealth.UNREACHABLE
+    assert "larger than 2000 bytes" in node.health_detail
+    assert GpuSample.objects.count() == 0
+
+
+def test_samples_follow_allocation_state_and_flags_open_and_close(
+    catalog, alice, simulator, fast_polls
+):
+    allocation = book(alice, model="l4", count=1, period="day")
+    held_gpu = allocation.held.get().gpu
+    l4 = allocation.node
+    free_gpu = l4.gpus.exclude(pk=held_gpu.pk).first()
+    allocation_stop(allocation=allocation, actor=alice)
+    point_at(simulator, [l4], {held_gpu.uuid: "running", free_gpu.uuid: "running"})
+
+    poll_nodes([l4.pk])
+
+    open_flags = set(Flag.objects.filter(closed_at__isnull=True).values_list("gpu_id", "kind"))
+    assert open_flags == {
+        (held_gpu.pk, "stopped_active"),
+        (free_gpu.pk, "unallocated_active"),
+    }
+    poll_nodes([l4.pk])
+    assert Flag.objects.count() == 2  # a condition that holds opens its flag once
+
+    point_at(simulator, [l4])
+    poll_nodes([l4.pk])
+    assert Flag.objects.filter(closed_at__isnull=True).count() == 0
+    sample = GpuSample.objects.filter(gpu=held_gpu).latest("at")
+    assert sample.utilization == 0 and sample.memory_total_mib == l4.gpu_model.memory_reported_mib
+
+
+def test_stale_after_n_intervals_without_a_good_poll(catalog, simulator, fast_polls):
+    node = NodeFactory(gpu_model=catalog.h100, gpus=1)
+    point_at(simulator, [node])
+    poll_nodes([node.pk])
+    simulator.set_fault(node.hostname, "500")
+    poll_nodes([node.pk], now=timezone.now() + timedelta(seconds=20))
+    node.refresh_from_db()
+    assert node.health == NodeHealth.UNREACHABLE
+    poll_nodes([node.pk], now=timezone.now() + timedelta(seconds=75))
+    node.refresh_from_db()
+    assert node.health == NodeHealth.STALE
+    other = NodeFactory(gpu_model=catalog.h100, gpus=1, health=NodeHealth.HEALTHY)
+    other.last_good_poll_at = timezone.now() - timedelta(minutes=5)
+    other.save()
+    assert nodes_mark_stale() >= 1
+    other.refresh_from_db()
+    assert other.health == NodeHealth.STALE
+
+
+def test_rollups_per_minute_and_hour_are_idempotent_and_pruned(catalog):
+    gpu = catalog.nodes[0].gpus.first()
+    base = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    GpuSample.objects.bulk_create(
+        GpuSample(gpu=gpu, at=base + timedelta(seconds=15 * i), utilization=float(i % 4 * 10),
+                  memory_used_mib=100.0 + i, energy_j=1000.0 + i * 10)
+        for i in range(8)  # two minutes, four samples each
+    )  # fmt: skip
+
+    telemetry_rollup(now=base + timedelta(hours=1, minutes=5))
+    telemetry_rollup(now=base + timedelta(hours=1, minutes=5))
+
+    minutes = list(GpuRollup.objects.filter(bucket="minute").order_by("at"))
+    assert [
+        (m.samples, m.utilization_avg, m.utilization_max, m.memory_used_max_mib) for m in minutes
+    ] == [
+        (4, 15.0, 30.0, 103.0),
+        (4, 15.0, 30.0, 107.0),
+    ]
+    assert minutes[0].energy_j == 30.0
+    hour = GpuRollup.objects.get(bucket="hour")
+    assert (hour.samples, hour.utilization_avg, hour.energy_j) == (8, 15.0, 60.0)
+
+    assert telemetry_prune(now=base + timedelta(days=8))["samples"] == 8
+    assert GpuRollup.objects.count() == 3
+    assert telemetry_prune(now=base + timedelta(days=401))["rollups"] == 3
+
+
+def test_telemetry_probe_prints_values_and_problems(catalog, simulator, capsys):
+    node = NodeFactory(gpu_model=catalog.h100, gpus=2)
+    point_at(simulator, [node])
+    call_command("telemetry_probe", simulator.url_for(node.hostname))
+    out = capsys.readouterr().out
+    assert f'"key": "GPU-{node.hostname}-0"' in out and '"utilization": 0.0' in out
+
+    simulator.set_fault(node.hostname, "html")
+    with pytest.raises(Exception, match="unusable"):
+        call_command("telemetry_probe", simulator.url_for(node.hostname))
