@@ -1,6 +1,7 @@
 """Catalog and booking pages. Writes go through the same services as the API."""
 
 import uuid
+from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -47,6 +48,13 @@ def _apply_errors(form, exc: ValidationError):
             form.add_error(name, message)
 
 
+def _ceil_minute(at):
+    """The form takes minutes; rounding down would offer a start that does not fit."""
+    if at is None or (at.second == 0 and at.microsecond == 0):
+        return at
+    return at.replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+
 @login_required
 def book_page(request, slug):
     gpu_model = get_object_or_404(GpuModel, slug=slug, is_active=True)
@@ -62,7 +70,7 @@ def book_page(request, slug):
                 _apply_errors(form, exc)
             except NoCapacity as exc:
                 form.add_error(None, exc.detail)
-                earliest = exc.earliest_start
+                earliest = _ceil_minute(exc.earliest_start)
             else:
                 return redirect("quote", pk=quote.pk)
     else:

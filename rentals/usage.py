@@ -181,8 +181,10 @@ GROUP BY h ORDER BY h
 
 _BOOKED_AHEAD = """
 SELECT m.slug, d::date,
+       -- least/greatest skip NULLs, so rows without a holding must be filtered out
        coalesce(sum(extract(epoch FROM least(ag.ends_at, d + interval '1 day')
-                                    - greatest(ag.starts_at, d))) / 86400.0, 0)
+                                    - greatest(ag.starts_at, d))) FILTER (WHERE ag.id IS NOT NULL)
+                / 86400.0, 0)
 FROM generate_series(date_trunc('day', %(now)s::timestamptz), %(now)s + interval '29 days', interval '1 day') AS d
 CROSS JOIN catalog_gpumodel m
 LEFT JOIN catalog_node n ON n.gpu_model_id = m.id
@@ -261,7 +263,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     )
     revenue = list(
         LedgerEntry.objects.filter(at__gte=start, kind=LedgerKind.CHARGE)
-        .values(period_name=F("allocation__period__name"), currency=F("currency"))
+        .values("currency", period_name=F("allocation__period__name"))
         .annotate(amount=Sum("amount"), bookings=Count("id"))
         .order_by("period_name")
     )

@@ -7,6 +7,7 @@ one bulk insert per shard.
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -90,6 +91,16 @@ async def fetch_all(targets: list[tuple[int, str]], *, conf=None) -> list[Fetche
         )
 
 
+def run_async(coroutine):
+    """asyncio.run, also from a thread that already runs a loop (ASGI, a browser driver)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def _outcome(node, gpus, fetched: Fetched) -> tuple[str, str, Scrape | None]:
     if fetched.error:
         return PollOutcome.UNREACHABLE, fetched.error, None
@@ -119,7 +130,7 @@ def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
     gpus_by_node: dict[int, list[Gpu]] = {}
     for gpu in Gpu.objects.filter(node_id__in=nodes).only("id", "node_id", "index", "uuid"):
         gpus_by_node.setdefault(gpu.node_id, []).append(gpu)
-    fetched = asyncio.run(fetch_all([(n.pk, n.telemetry_url) for n in nodes.values()]))
+    fetched = run_async(fetch_all([(n.pk, n.telemetry_url) for n in nodes.values()]))
     return store_polls(nodes, gpus_by_node, fetched, now=now or timezone.now())
 
 

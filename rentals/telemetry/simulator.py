@@ -273,14 +273,19 @@ class Simulator:
 
 def fleet_from_database() -> dict[str, SimNode]:
     """The fleet as the simulator sees it: nodes, GPUs and each GPU's allocation state now."""
-    from django.db import close_old_connections
+    from django.db import connection
     from django.utils import timezone
 
+    try:
+        return _fleet_now(timezone.now())
+    finally:
+        connection.close()  # this runs in a helper thread; leave no idle session behind
+
+
+def _fleet_now(now):
     from catalog.models import Node, NodeState
     from rentals.models import AllocationGpu, AllocationState
 
-    close_old_connections()
-    now = timezone.now()
     states = dict(
         AllocationGpu.objects.filter(
             released=False,

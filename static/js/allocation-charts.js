@@ -46,4 +46,5 @@
   }
   refresh();
   setInterval(refresh, 15000);
+  window.addEventListener("anchorgpu:refresh", refresh);
 })();

@@ -1,11 +1,10 @@
-import asyncio
 import json
 from dataclasses import asdict
 
 from django.core.management.base import BaseCommand, CommandError
 
 from rentals.telemetry.parse import ScrapeError, parse_exporter
-from rentals.telemetry.poll import fetch_all
+from rentals.telemetry.poll import fetch_all, run_async
 
 
 class Command(BaseCommand):
@@ -17,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("--prefix", default="", help="AMD metric prefix, e.g. amd_")
 
     def handle(self, *args, url, exporter, prefix, **options):
-        fetched = asyncio.run(fetch_all([(0, url)]))[0]
+        fetched = run_async(fetch_all([(0, url)]))[0]
         report = {"url": url, "exporter": exporter, "duration_ms": fetched.duration_ms}
         problems = []
         gpus = []

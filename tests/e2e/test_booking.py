@@ -1,0 +1,122 @@
+"""A customer books from the catalog to a running allocation and manages it; staff watch."""
+
+import re
+import time
+
+import pytest
+
+from rentals.models import Allocation, GpuSample, LedgerEntry
+from rentals.telemetry.poll import poll_nodes
+from rentals.telemetry.simulator import Simulator, fleet_from_database
+from tests.e2e.conftest import axe_serious, login, screenshot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def get_quote(page, live_server, model="l4", gpus="2"):
+    page.goto(f"{live_server.url}/book/{model}/")
+    page.get_by_label("GPUs").fill(gpus)
+    page.get_by_label("Rental period").select_option("day")
+    page.get_by_label("Number of periods").fill("2")
+    page.get_by_label("NVMe scratch (TB)").fill("1")
+    page.get_by_role("button", name="Get a quote").click()
+    page.wait_for_url(re.compile(r"/quotes/"))
+
+
+def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, page, live_server):
+    simulator = Simulator(fleet_from_database, refresh=0.0).start_in_thread()
+    try:
+        login(page, live_server, "alice", "pw-alice-123456")
+        page.goto(live_server.url + "/")
+        page.get_by_role("link", name="Book L4").click()
+        get_quote(page, live_server)
+        assert page.locator("#quote-total").inner_text() == "60.80 USD"  # 2×13.20×2 + 4.00×2
+        screenshot(page, "quote")
+        assert axe_serious(page) == []
+        page.get_by_role("button", name="Book").click()
+        page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
+        assert page.locator("#state").inner_text() == "running"
+        paid_until = page.locator("#paid-until").inner_text()
+
+        allocation = Allocation.objects.get()
+        for node in catalog.nodes:
+            node.telemetry_url = simulator.url_for(node.hostname)
+            node.save(update_fields=["telemetry_url"])
+        poll_nodes([allocation.node_id])
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Stop").click()
+        page.wait_for_load_state()
+        assert page.locator("#state").inner_text() == "stopped"
+        assert page.locator("#paid-until").inner_text() == paid_until
+        assert page.get_by_text("Stopped. The paid period keeps running.").is_visible()
+        page.get_by_role("button", name="Start").click()
+        page.wait_for_load_state()
+        assert page.locator("#state").inner_text() == "running"
+        assert page.locator("#paid-until").inner_text() == paid_until
+
+        page.get_by_label("Extend by (days)").select_option("1")
+        page.get_by_role("button", name="Extend").click()
+        page.wait_for_load_state()
+        assert page.locator("#paid-until").inner_text() != paid_until
+        assert LedgerEntry.objects.filter(allocation=allocation).count() == 2
+
+        poll_nodes([allocation.node_id])
+        page.reload()
+        page.wait_for_function("document.getElementById('charts').dataset.points > 0")
+        before = int(page.locator("#charts").get_attribute("data-points"))
+        time.sleep(1.1)  # a new poll needs a later timestamp; the chart refetches on its timer
+        poll_nodes([allocation.node_id])
+        page.evaluate("window.dispatchEvent(new Event('anchorgpu:refresh'))")
+        page.wait_for_function(
+            f"document.getElementById('charts').dataset.points > {before}", timeout=20_000
+        )
+        assert GpuSample.objects.filter(gpu__held__allocation=allocation).count() >= 4
+        screenshot(page, "allocation-detail")
+        assert page.errors == []
+        assert axe_serious(page) == []
+    finally:
+        simulator.stop()
+
+
+def test_double_clicked_book_makes_one_booking(catalog, alice, page, live_server):
+    login(page, live_server, "alice", "pw-alice-123456")
+    get_quote(page, live_server)
+    page.get_by_role("button", name="Book").dblclick()
+    page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
+    page.go_back()
+    page.get_by_role("button", name="Book").click()  # a resubmitted form, same key
+    page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
+    assert Allocation.objects.count() == 1
+    assert LedgerEntry.objects.count() == 1
+
+
+def test_no_capacity_offers_the_earliest_start(catalog, alice, page, live_server):
+    login(page, live_server, "alice", "pw-alice-123456")
+    get_quote(page, live_server, gpus="4")
+    page.get_by_role("button", name="Book").click()
+    page.wait_for_url(re.compile(r"/allocations/"))
+    get_quote_attempt = page.goto(f"{live_server.url}/book/l4/")
+    assert get_quote_attempt.ok
+    page.get_by_label("GPUs").fill("1")
+    page.get_by_role("button", name="Get a quote").click()
+    assert page.get_by_text("Not enough free L4 GPUs for that period.").is_visible()
+    assert page.get_by_text("The earliest start that fits is").is_visible()
+    screenshot(page, "no-capacity")
+    page.get_by_role("button", name="Quote for that start").click()
+    page.wait_for_url(re.compile(r"/quotes/"))
+    assert page.get_by_text("Paid period:").is_visible()
+
+
+def test_staff_open_the_usage_dashboard(catalog, staff, alice, page, live_server):
+    from tests.rentals.helpers import book
+
+    book(alice, model="h100", count=2)
+    login(page, live_server, "staff", "pw-staff-123456")
+    page.goto(live_server.url + "/usage/")
+    assert page.get_by_role("heading", name="Fleet usage").is_visible()
+    assert page.get_by_text("allocated now").is_visible()
+    screenshot(page, "usage")
+    assert page.errors == []
+    assert axe_serious(page) == []
+    csv = page.request.get(live_server.url + "/usage/?csv=booked_ahead")
+    assert csv.ok and csv.text().startswith("model,day,gpu_days")
