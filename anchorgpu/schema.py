@@ -13,3 +13,47 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "A personal API token from POST /api/v1/auth/token/ or the tokens page.",
         }
+
+
+PROBLEM_SCHEMA = {
+    "type": "object",
+    "description": "RFC 9457 problem details",
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "code": {"type": "string"},
+        "errors": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "required": ["type", "title", "status", "detail"],
+}
+
+# Any operation can meet these: bad query or body, a bad or missing token, a permission
+# it lacks, an object that is not the caller's, or a throttle.
+COMMON_ERRORS = {
+    "400": "Invalid input",
+    "401": "Not authenticated, or a bad token",
+    "403": "Not allowed",
+    "404": "Not found (also another customer's object)",
+    "405": "Method not allowed",
+    "429": "Throttled, or locked out after failed sign-ins",
+}
+
+
+def add_problem_responses(result, generator, request, public):
+    """Postprocessing hook: every error is documented as application/problem+json."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    ref = {"$ref": "#/components/schemas/Problem"}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for code, description in COMMON_ERRORS.items():
+                responses.setdefault(code, {"description": description})
+            for code, response in responses.items():
+                if code.startswith(("4", "5")):
+                    response["content"] = {"application/problem+json": {"schema": ref}}
+    return result

@@ -14,3 +14,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("anchorgpu.web_urls")),
 ]
+
+handler404 = "anchorgpu.errors_views.not_found"
+handler500 = "anchorgpu.errors_views.server_error"

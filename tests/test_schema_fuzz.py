@@ -1,0 +1,69 @@
+"""schemathesis against our OpenAPI schema with two users: no 5xx, no undocumented status,
+and no way to reach the other user's objects."""
+
+import pytest
+import schemathesis
+from django.core import signals
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from anchorgpu.services import api_token_create
+from rentals.models import Allocation
+from tests.catalog.factories import catalog_setup
+from tests.rentals.helpers import book
+
+schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
+
+
+@pytest.fixture
+def keep_test_connection():
+    """Calls go straight into the WSGI app (not Django's test client), whose request signals
+    would close the test transaction's connection; keep it open as the test client does."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def two_users(db, django_user_model, keep_test_connection):
+    catalog_setup()
+    alice = django_user_model.objects.create_user("fuzz-alice")
+    bob = django_user_model.objects.create_user("fuzz-bob")
+    book(alice, model="h100", count=1, period="day")
+    bobs = book(bob, model="l4", count=1, period="day")
+    return {"token": api_token_create(user=alice, name="fuzz"), "bobs": str(bobs.pk)}
+
+
+@schema.parametrize()
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_never_errors_and_documents_every_status(case, two_users):
+    if "{pk}" in case.path and case.path_parameters is not None:
+        case.path_parameters = {**case.path_parameters, "pk": two_users["bobs"]}
+    response = case.call(headers={"Authorization": f"Bearer {two_users['token']}"})
+    assert response.status_code < 500, (case.method, case.path, response.text[:500])
+    # What the API promises: no server error, only documented statuses, content types and
+    # bodies. (Acceptance checks that treat business refusals as schema bugs are not run.)
+    case.validate_response(
+        response,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
+    )
+    assert two_users["bobs"] not in response.text or response.status_code == 404
+    assert Allocation.objects.filter(pk=two_users["bobs"], state="running").exists()
