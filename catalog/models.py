@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
 from catalog.money import CurrencyField, MoneyField
 
@@ -52,6 +53,10 @@ class GpuModel(models.Model):
 
     def __str__(self):
         return self.name
+
+
+# The built-in periods' names, for translation (see the `period_name` template filter).
+PERIOD_NAMES = (gettext_noop("day"), gettext_noop("week"), gettext_noop("month"))
 
 
 class RentalPeriod(models.Model):
