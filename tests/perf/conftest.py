@@ -1,0 +1,97 @@
+"""Benchmark helpers: a real gunicorn on the test database, a bounded load generator."""
+
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connections
+
+from anchorgpu.launcher import _wait_for_port, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.perf)
+
+
+def database_url():
+    db = settings.DATABASES["default"]
+    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgresql://{db['USER']}{password}@{host}{port}/{db['NAME']}"
+
+
+@contextmanager
+def gunicorn(workers=2, threads=4):
+    connections.close_all()
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": database_url(), "LOG_LEVEL": "WARNING"}
+    env["AUTH_THROTTLE_RATE"] = env["PURCHASE_THROTTLE_RATE"] = "100000/s"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "anchorgpu.wsgi", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
+        cwd=ROOT, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for_port(port, timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def load(base_url, make_request, *, clients=8, seconds=5.0, headers=None):
+    """Run `make_request(client, i)` from `clients` threads for `seconds`; figures back."""
+    latencies, errors = [], []
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def worker(n):
+        with httpx.Client(base_url=base_url, headers=headers or {}, timeout=30) as client:
+            i = 0
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                response = make_request(client, n * 1_000_000 + i)
+                elapsed = time.perf_counter() - started
+                with lock:
+                    latencies.append(elapsed)
+                    if response.status_code >= 400:
+                        errors.append(response.status_code)
+                i += 1
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.monotonic() - started
+    latencies.sort()
+    return {
+        "requests": len(latencies),
+        "rps": len(latencies) / wall,
+        "p50_ms": statistics.median(latencies) * 1000 if latencies else None,
+        "p95_ms": latencies[int(len(latencies) * 0.95) - 1] * 1000 if latencies else None,
+        "errors": len(errors),
+    }
+
+
+def report(title, rows):
+    print(f"\n== {title}")
+    for name, figures in rows.items():
+        text = ", ".join(
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items()
+        )
+        print(f"   {name}: {text}")

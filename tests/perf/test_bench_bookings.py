@@ -1,0 +1,142 @@
+"""Bookings per second through the service and through HTTP, against pgbench's TPC-B tps
+on the same PostgreSQL in the same run."""
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection, connections
+
+from anchorgpu.services import api_token_create
+from catalog.demo import seed_catalog
+from catalog.models import Gpu, GpuModel, Node, Region
+from rentals.models import Allocation
+from rentals.services import allocation_book, quote_create
+from tests.perf.conftest import gunicorn, report
+from tests.rentals.test_allocations import overlapping_pairs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+THREADS = 8
+
+
+def pgbench_binary():
+    import pgserver
+
+    bundled = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pgbench"
+    return str(bundled) if bundled.exists() else shutil.which("pgbench")
+
+
+def pgbench_tps(seconds=10):
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "PGHOST": db["HOST"],
+        "PGUSER": db["USER"],
+        "PGPORT": str(db.get("PORT") or 5432),
+    }
+    if db.get("PASSWORD"):
+        env["PGPASSWORD"] = db["PASSWORD"]
+    name = "anchorgpu_pgbench"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {name}")
+        cursor.execute(f"CREATE DATABASE {name}")
+    binary = pgbench_binary()
+    subprocess.run([binary, "-i", "-q", "-s", "4", name], env=env, check=True, capture_output=True)
+    out = subprocess.run(
+        [binary, "-c", str(THREADS), "-j", "2", "-T", str(seconds), name],
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE {name}")
+    return float(re.search(r"tps = ([\d.]+)", out).group(1))
+
+
+def fleet(nodes=100):
+    seed_catalog()
+    model = GpuModel.objects.get(slug="h100-sxm")
+    region = Region.objects.first()
+    created = Node.objects.bulk_create(
+        Node(hostname=f"bench-{i:04d}", region=region, gpu_model=model, exporter="dcgm",
+             telemetry_url=f"http://bench-{i:04d}:9400/metrics")
+        for i in range(nodes)
+    )  # fmt: skip
+    Gpu.objects.bulk_create(
+        Gpu(node=node, index=g, uuid=f"GPU-{node.hostname}-{g}")
+        for node in created
+        for g in range(8)
+    )
+
+
+def test_bookings_per_second(django_user_model):
+    fleet()
+    users = [django_user_model.objects.create_user(f"b{i}") for i in range(THREADS)]
+    per_thread = 40
+    quotes = {
+        u.pk: [quote_create(user=u, gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1)
+               for _ in range(per_thread)]
+        for u in users
+    }  # fmt: skip
+    barrier = threading.Barrier(THREADS)
+
+    def book_all(user):
+        try:
+            barrier.wait()
+            for quote in quotes[user.pk]:
+                allocation_book(user=user, quote=quote)
+        finally:
+            connections.close_all()
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(book_all, users))
+    service_bps = THREADS * per_thread / (time.perf_counter() - started)
+    assert Allocation.objects.count() == THREADS * per_thread
+
+    tokens = [api_token_create(user=u, name="bench") for u in users]
+    http_quotes = {
+        t: [str(quote_create(user=u, gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1).pk)
+            for _ in range(per_thread)]
+        for u, t in zip(users, tokens, strict=True)
+    }  # fmt: skip
+    import httpx
+
+    with gunicorn(workers=2, threads=4) as url:
+
+        def book_http(token):
+            with httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+            ) as c:
+                codes = [
+                    c.post("/api/v1/bookings/", json={"quote": q},
+                           headers={"Idempotency-Key": str(uuid.uuid4())}).status_code
+                    for q in http_quotes[token]
+                ]  # fmt: skip
+            return codes
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(THREADS) as pool:
+            codes = [c for batch in pool.map(book_http, tokens) for c in batch]
+        http_bps = len(codes) / (time.perf_counter() - started)
+    assert set(codes) == {201}
+    assert overlapping_pairs() == 0
+
+    tps = pgbench_tps()
+    report(
+        f"bookings ({THREADS} concurrent clients, 100 nodes × 8 GPUs)",
+        {
+            "service": {"bookings_per_s": service_bps, "ratio_to_pgbench_tps": service_bps / tps},
+            "HTTP (gunicorn 2×4)": {
+                "bookings_per_s": http_bps,
+                "ratio_to_pgbench_tps": http_bps / tps,
+            },
+            "pgbench TPC-B (scale 4, 8 clients)": {"tps": tps},
+        },
+    )

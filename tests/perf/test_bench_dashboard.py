@@ -1,0 +1,68 @@
+"""Server time of the staff dashboard with 90 days of telemetry for 100 nodes × 8 GPUs."""
+
+import statistics
+import time
+
+import pytest
+from django.db import connection
+
+from catalog.demo import seed_catalog
+from catalog.models import Gpu, GpuModel, Node, Region
+from rentals.models import GpuRollup
+from tests.perf.conftest import report
+from tests.rentals.helpers import book
+
+pytestmark = pytest.mark.django_db
+
+FILL = """
+INSERT INTO rentals_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
+SELECT g.id, 'hour', h, 240, (g.id * 7 + extract(hour FROM h))::int % 100, 100, 40000, 81559,
+       350, 70, 1.2e6
+FROM catalog_gpu g
+CROSS JOIN generate_series(date_trunc('hour', now()) - interval '90 days',
+                           date_trunc('hour', now()) - interval '1 hour', interval '1 hour') AS h
+WHERE g.node_id IN (SELECT id FROM catalog_node WHERE hostname LIKE 'dash-%')
+"""
+
+
+def timed(client, url, runs=5):
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        assert client.get(url).status_code == 200
+        times.append((time.perf_counter() - started) * 1000)
+    return {"median_ms": statistics.median(times), "max_ms": max(times)}
+
+
+def test_dashboard_server_time(client, django_user_model):
+    seed_catalog()
+    model = GpuModel.objects.get(slug="h100-sxm")
+    regions = list(Region.objects.all())
+    nodes = Node.objects.bulk_create(
+        Node(hostname=f"dash-{i:03d}", region=regions[i % len(regions)], gpu_model=model,
+             exporter="dcgm", telemetry_url=f"http://dash-{i:03d}:9400/metrics")
+        for i in range(100)
+    )  # fmt: skip
+    Gpu.objects.bulk_create(
+        Gpu(node=n, index=g, uuid=f"GPU-{n.hostname}-{g}") for n in nodes for g in range(8)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(FILL)
+        cursor.execute("ANALYZE rentals_gpurollup")
+    rows = GpuRollup.objects.count()
+    customer = django_user_model.objects.create_user("busy")
+    for _ in range(50):
+        book(customer, model="h100-sxm", count=4, period="week")
+    staff = django_user_model.objects.create_user("boss", is_staff=True)
+    client.force_login(staff)
+
+    health = timed(client, "/healthz")
+    week = timed(client, "/usage/?days=7")
+    quarter = timed(client, "/usage/?days=90")
+    for figures in (week, quarter):
+        figures["ratio_to_healthz"] = figures["median_ms"] / health["median_ms"]
+    report(
+        f"staff dashboard, {rows} hourly rollup rows (100 nodes × 8 GPUs × 90 days), 50 allocations",
+        {"/healthz": health, "/usage/?days=7": week, "/usage/?days=90": quarter},
+    )
