@@ -1,6 +1,8 @@
 # One task runner. `make run` and `make test` are the README's two commands.
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.12 || command -v python3.11 || command -v python3)
+# The first interpreter that really runs and is 3.11+ (a pyenv shim may exist but not run).
+PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { command -v $$p; break; }; done)
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
@@ -8,7 +10,7 @@ PYTEST_ARGS ?=
 .PHONY: run test bench lint fmt venv chromium clean
 
 $(VENV)/.installed: pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	@test -n "$(PYTHON)" || { echo "Python 3.11+ is needed (python3 --version)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"

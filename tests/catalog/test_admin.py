@@ -86,3 +86,18 @@ def test_import_fleet_in_the_admin(catalog, admin_client):
     response = admin_client.post("/admin/catalog/node/import/", {"file": upload})
     assert response.status_code == 302
     assert Node.objects.filter(hostname__in=["n1", "n2"]).count() == 2
+
+
+def test_a_period_in_use_keeps_its_duration(catalog, alice, admin_client):
+    from datetime import timedelta
+
+    from django.db import IntegrityError, transaction
+
+    quote_create(user=alice, gpu_model="h100", gpu_count=1, period="week", period_count=1)
+    catalog.week.duration = timedelta(days=6)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        catalog.week.save()
+    page = admin_client.get(f"/admin/catalog/rentalperiod/{catalog.week.pk}/change/")
+    assert b'name="duration"' not in page.content  # read-only in the admin
+    catalog.month.duration = timedelta(days=31)
+    catalog.month.save()  # unused periods may still change

@@ -1,28 +1,43 @@
-"""Real Celery worker and beat on Redis, the simulator on loopback, samples in PostgreSQL."""
+"""Real Celery worker and beat on Redis: the simulator on loopback polled into PostgreSQL, and
+an ended paid period expired by the enforcement schedule."""
 
 from datetime import timedelta
 
 import pytest
 from celery.beat import EmbeddedService
 from celery.contrib.testing.worker import start_worker
+from django.db import connection
 
 from anchorgpu.celery import app
 from catalog.models import NodeHealth
-from rentals.models import GpuSample
+from rentals.models import Allocation, GpuSample
 from rentals.telemetry.simulator import Simulator, fleet_from_database
 from tests.anchorgpu.test_celery import wait_for
+from tests.rentals.helpers import book
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 
-def test_beat_schedules_polls_the_worker_stores_samples(catalog, tmp_path):
+def test_beat_and_worker_poll_nodes_and_enforce_paid_periods(catalog, alice, tmp_path):
+    ended = book(alice, model="l4", count=1, period="day")
+    with connection.cursor() as cursor:  # its paid period ended a minute ago (database clock)
+        cursor.execute("ALTER TABLE rentals_allocation DISABLE TRIGGER rentals_allocation_guard")
+        cursor.execute(
+            "UPDATE rentals_allocation SET paid_from = now() - interval '25 hours', "
+            "paid_until = now() - interval '1 minute'"
+        )
+        cursor.execute("ALTER TABLE rentals_allocation ENABLE TRIGGER rentals_allocation_guard")
     simulator = Simulator(fleet_from_database, refresh=0.5).start_in_thread()
     for node in catalog.nodes:
         node.telemetry_url = simulator.url_for(node.hostname)
         node.save(update_fields=["telemetry_url"])
     schedule = app.conf.beat_schedule
     app.conf.beat_schedule = {
-        "poll-nodes": {"task": "rentals.tasks.nodes_poll_task", "schedule": timedelta(seconds=1)}
+        "poll-nodes": {"task": "rentals.tasks.nodes_poll_task", "schedule": timedelta(seconds=1)},
+        "enforce": {
+            "task": "rentals.tasks.allocations_enforce_task",
+            "schedule": timedelta(seconds=1),
+        },
     }
     beat = EmbeddedService(
         app, thread=True, schedule_filename=str(tmp_path / "beat"), max_interval=1
@@ -32,6 +47,7 @@ def test_beat_schedules_polls_the_worker_stores_samples(catalog, tmp_path):
             beat.start()
             gpus = sum(node.gpus.count() for node in catalog.nodes)
             assert wait_for(lambda: GpuSample.objects.count() >= 2 * gpus, timeout=45)
+            assert wait_for(lambda: Allocation.objects.get(pk=ended.pk).state == "expired")
     finally:
         beat.stop()
         app.conf.beat_schedule = schedule
