@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -133,10 +134,47 @@ def quote_book(request, pk):
         if not outcome.replayed:
             messages.success(request, _("Booked. Your GPUs are reserved for the paid period."))
         return redirect("allocation-detail", pk=outcome.body["allocation"])
+    code = outcome.body.get("code")
+    if code == "quote_expired":
+        return _requote(request, quote)
     messages.error(request, outcome.body["error"])
-    if outcome.body.get("code") in ("quote_expired", "quote_used", "no_capacity"):
+    if code in ("quote_used", "no_capacity"):
         return redirect(_requote_url(quote))
     return redirect("quote", pk=pk)
+
+
+def _requote(request, quote):
+    """An expired quote: price the same request again and show the new total to confirm."""
+    starts_at = None if quote.starts_now or quote.paid_from <= timezone.now() else quote.paid_from
+    try:
+        fresh = services.quote_create(
+            user=request.user,
+            gpu_model=quote.gpu_model.slug,
+            gpu_count=quote.gpu_count,
+            period=quote.period.slug,
+            period_count=quote.period_count,
+            starts_at=starts_at,
+            options=[
+                {
+                    "option": line.option.slug,
+                    "quantity": line.quantity
+                    // (quote.period_count if line.option.billing == "per_period" else 1),
+                }
+                for line in quote.lines.all()
+                if line.option_id
+            ],
+        )
+    except (ValidationError, DomainError) as exc:
+        messages.error(request, getattr(exc, "detail", None) or " ".join(exc.messages))
+        return redirect(_requote_url(quote))
+    messages.warning(
+        request,
+        _(
+            "Your quote expired, so nothing was booked. Here is a new quote: %(old)s → %(new)s %(currency)s."
+        )
+        % {"old": quote.total, "new": fresh.total, "currency": fresh.currency},
+    )
+    return redirect("quote", pk=fresh.pk)
 
 
 def _requote_url(quote):

@@ -35,7 +35,7 @@ def quote_get_for_user(*, user, pk) -> Quote | None:
     return (
         Quote.objects.filter(user=user, pk=pk)
         .select_related("gpu_model", "period")
-        .prefetch_related("lines")
+        .prefetch_related("lines__option")
         .first()
     )
 
