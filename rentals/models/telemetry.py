@@ -52,11 +52,12 @@ class GpuSample(models.Model):
 
 
 class GpuRollup(models.Model):
-    """Averages and peaks per GPU per minute or hour; what long ranges and dashboards read."""
+    """Averages and peaks per GPU per minute, hour or day; what long ranges and dashboards read."""
 
     class Bucket(models.TextChoices):
         MINUTE = "minute"
         HOUR = "hour"
+        DAY = "day"
 
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
     bucket = models.CharField(max_length=6, choices=Bucket.choices)

@@ -1,4 +1,4 @@
-"""Per-minute and per-hour rollups of the raw samples, and retention.
+"""Per-minute, per-hour and per-day rollups of the raw samples, and retention.
 
 Each run recomputes from the last bucket it wrote, so a run after an outage catches up and
 a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent.
@@ -45,6 +45,20 @@ ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
 """
 
 
+_DAYS = f"""
+INSERT INTO rentals_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
+SELECT gpu_id, 'day', date_trunc('day', at), sum(samples),
+    sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
+    max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
+    max(temperature_max_c), sum(energy_j)
+FROM rentals_gpurollup
+WHERE bucket = 'hour' AND at >= %(since)s AND at < date_trunc('day', %(now)s::timestamptz)
+GROUP BY gpu_id, date_trunc('day', at)
+ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
+"""
+
+
 def _since(bucket, source_model, source_filter=None):
     last = (
         GpuRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
@@ -63,7 +77,7 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(hashtextextended('telemetry_rollup', 0))")
         if not cursor.fetchone()[0]:
-            return {"minute": 0, "hour": 0, "skipped": True}
+            return {"minute": 0, "hour": 0, "day": 0, "skipped": True}
         counts = {}
         since = _since("minute", GpuSample)
         counts["minute"] = 0
@@ -77,6 +91,14 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
                 _HOURS, {"since": since.replace(minute=0, second=0, microsecond=0), "now": now}
             )
             counts["hour"] = cursor.rowcount
+        since = _since("day", GpuRollup, {"bucket": "hour"})
+        counts["day"] = 0
+        if since is not None:
+            cursor.execute(
+                _DAYS,
+                {"since": since.replace(hour=0, minute=0, second=0, microsecond=0), "now": now},
+            )
+            counts["day"] = cursor.rowcount
     return counts
 
 

@@ -1,7 +1,7 @@
 """Polling against the simulator on loopback: every failure mode marks only its own node."""
 
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
@@ -157,7 +157,7 @@ def test_stale_after_n_intervals_without_a_good_poll(catalog, simulator, fast_po
 
 def test_rollups_per_minute_and_hour_are_idempotent_and_pruned(catalog):
     gpu = catalog.nodes[0].gpus.first()
-    base = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    base = datetime(2026, 1, 10, 10, 0, tzinfo=UTC)
     GpuSample.objects.bulk_create(
         GpuSample(gpu=gpu, at=base + timedelta(seconds=15 * i), utilization=float(i % 4 * 10),
                   memory_used_mib=100.0 + i, energy_j=1000.0 + i * 10)
@@ -177,10 +177,14 @@ def test_rollups_per_minute_and_hour_are_idempotent_and_pruned(catalog):
     assert minutes[0].energy_j == 30.0
     hour = GpuRollup.objects.get(bucket="hour")
     assert (hour.samples, hour.utilization_avg, hour.energy_j) == (8, 15.0, 60.0)
+    assert not GpuRollup.objects.filter(bucket="day").exists()  # the day is not over yet
+    telemetry_rollup(now=base + timedelta(days=1))
+    day = GpuRollup.objects.get(bucket="day")
+    assert (day.at, day.samples, day.utilization_avg) == (base.replace(hour=0), 8, 15.0)
 
     assert telemetry_prune(now=base + timedelta(days=8))["samples"] == 8
-    assert GpuRollup.objects.count() == 3
-    assert telemetry_prune(now=base + timedelta(days=401))["rollups"] == 3
+    assert GpuRollup.objects.count() == 4
+    assert telemetry_prune(now=base + timedelta(days=401))["rollups"] == 4
 
 
 def test_telemetry_probe_prints_values_and_problems(catalog, simulator, capsys):
