@@ -33,7 +33,7 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def _wait_for_port(port, timeout=30.0):
+def wait_for_port(port, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
@@ -83,7 +83,7 @@ def embedded_redis():
         start_new_session=True,
     )  # fmt: skip
     try:
-        _wait_for_port(port)
+        wait_for_port(port)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         log("stopping embedded Redis")
@@ -200,7 +200,7 @@ def run(port):
                 [py, "manage.py", "simulate_nodes", "--port", str(sim_port)],
                 env,
             )
-            _wait_for_port(port, timeout=60)
+            wait_for_port(port, timeout=60)
             log(f"AnchorGPU is up: http://127.0.0.1:{port}/")
             log(
                 "demo accounts: alice, bob (customers), staff (staff), admin (superuser); "

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from anchorgpu.launcher import _wait_for_port, free_port
+from anchorgpu.launcher import wait_for_port, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def gunicorn(workers=2, threads=4):
         cwd=ROOT, env=env, start_new_session=True,
     )  # fmt: skip
     try:
-        _wait_for_port(port, timeout=60)
+        wait_for_port(port, timeout=60)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()

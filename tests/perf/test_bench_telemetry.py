@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection, connections
 
-from anchorgpu.launcher import _wait_for_port, free_port
+from anchorgpu.launcher import wait_for_port, free_port
 from catalog.demo import seed_catalog
 from catalog.models import Gpu, GpuModel, Node, Region
 from rentals.models import GpuSample
@@ -40,7 +40,7 @@ def test_poll_two_thousand_nodes():
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        _wait_for_port(port, timeout=60)
+        wait_for_port(port, timeout=60)
         ids = [n.pk for n in nodes]
         targets = [(n.pk, n.telemetry_url) for n in nodes]
         run_async(fetch_all(targets[:50]))  # warm up
