@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from anchorgpu.launcher import wait_for_port, free_port
+from anchorgpu.launcher import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection, connections
 
-from anchorgpu.launcher import wait_for_port, free_port
+from anchorgpu.launcher import free_port, wait_for_port
 from catalog.demo import seed_catalog
 from catalog.models import Gpu, GpuModel, Node, Region
 from rentals.models import GpuSample
