@@ -187,6 +187,16 @@ class AllocationGpu(models.Model):
         return f"{self.gpu_id} [{self.starts_at}, {self.ends_at})"
 
 
+EVENT_LABELS = {
+    "booked": _("booked"),
+    "stop": _("stopped by the owner"),
+    "start": _("started"),
+    "cancel": _("cancelled, refunded"),
+    "extend": _("extended"),
+    "expire": _("expired at paid-until"),
+}
+
+
 class AllocationEvent(models.Model):
     """A change of an allocation: who, when, from which state to which."""
 
@@ -205,6 +215,18 @@ class AllocationEvent(models.Model):
 
     def __str__(self):
         return f"{self.kind} at {self.at}"
+
+    @property
+    def kind_label(self):
+        return EVENT_LABELS.get(self.kind, self.kind)
+
+    @property
+    def from_label(self):
+        return AllocationState(self.from_state).label if self.from_state else ""
+
+    @property
+    def to_label(self):
+        return AllocationState(self.to_state).label if self.to_state else ""
 
 
 class LedgerKind(models.TextChoices):

@@ -337,7 +337,7 @@ def allocation_extend(
         allocation,
         kind="extend",
         actor=actor,
-        note=f"{old_until.isoformat()} → {new_until.isoformat()}",
+        note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
         at=now,
     )
     return allocation
