@@ -109,3 +109,12 @@ def test_glossary_api_in_both_languages(api, glossary):
     }
     assert en[10]["slug"] == "fixed-rental-period" and "exactly 7 days" in en[10]["definition"]
     assert api.get("/api/v1/glossary/?lang=de").status_code == 400
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=99999999999999999999", "offset=99999999999999999999", "limit=-1"]
+)
+def test_huge_or_negative_paging_is_not_a_server_error(catalog, api, query):
+    response = api.get(f"/api/v1/gpu-models/?{query}")
+    assert response.status_code == 200
+    assert len(response.json()["results"]) <= 3
