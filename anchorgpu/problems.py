@@ -33,6 +33,19 @@ def problem_response(*, status_code, title, detail, code, errors=None, headers=N
     return Response(body, status=status_code, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
 
 
+def domain_error_response(exc: DomainError):
+    """The problem response for a refused operation; also what idempotency stores."""
+    return problem_response(
+        status_code=exc.status,
+        title=exc.title,
+        detail=exc.detail,
+        code=exc.code,
+        errors={exc.field: [str(exc.detail)]} if exc.field else None,
+        headers={"Retry-After": "1"} if exc.code == "in_flight" else None,
+        **exc.extra,
+    )
+
+
 def _flatten(detail):
     """DRF error detail (dict/list/str, nested) → {field: [messages]}."""
     if isinstance(detail, dict):
@@ -59,17 +72,7 @@ def _flatten(detail):
 
 def problem_exception_handler(exc, context):
     if isinstance(exc, DomainError):
-        errors = {exc.field: [str(exc.detail)]} if exc.field else None
-        headers = {"Retry-After": "1"} if exc.code == "in_flight" else None
-        return problem_response(
-            status_code=exc.status,
-            title=exc.title,
-            detail=exc.detail,
-            code=exc.code,
-            errors=errors,
-            headers=headers,
-            **exc.extra,
-        )
+        return domain_error_response(exc)
     if isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):
             detail = {k: [m for e in v for m in e.messages] for k, v in exc.error_dict.items()}

@@ -12,7 +12,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from anchorgpu.errors import DomainError
-from anchorgpu.problems import problem_response
+from anchorgpu.problems import domain_error_response
 from rentals import selectors, services, usage
 from rentals.api.serializers import (
     AllocationSerializer,
@@ -53,14 +53,7 @@ def _idempotent(request, handler):
         try:
             return handler()
         except DomainError as exc:
-            response = problem_response(
-                status_code=exc.status,
-                title=exc.title,
-                detail=exc.detail,
-                code=exc.code,
-                errors={exc.field: [str(exc.detail)]} if exc.field else None,
-                **exc.extra,
-            )
+            response = domain_error_response(exc)
             return response.status_code, _jsonable(response.data)
 
     outcome = services.idempotent_call(
