@@ -27,5 +27,6 @@ urlpatterns = [
         name="api-telemetry",
     ),
     path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
+    path("ledger/csv/", rentals.LedgerCsvApi.as_view(), name="api-ledger-csv"),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),
 ]

@@ -62,3 +62,19 @@ def ledger_balance(*, user):
         )
     )["total"]
     return total if total is not None else Decimal("0.00")
+
+
+STATEMENT_HEADER = ["date_utc", "kind", "description", "amount", "currency", "allocation"]
+
+
+def statement_rows(*, user):
+    """The statement as CSV rows: refunds negative, so a column sum is the net charged."""
+    for entry in ledger_for_user(user=user).iterator():
+        yield [
+            entry.at.isoformat(),
+            entry.kind,
+            entry.description,
+            entry.signed_amount,
+            entry.currency,
+            entry.allocation_id,
+        ]

@@ -1,13 +1,12 @@
 """Allocation, statement and usage pages. Writes go through the same services as the API."""
 
-import csv
 import uuid
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -15,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from anchorgpu.errors import DomainError
 from rentals import selectors, services, usage
+from rentals.exports import statement_csv_response
 from rentals.models import AllocationState
 
 
@@ -147,22 +147,7 @@ def statement_page(request):
 
 @login_required
 def statement_csv(request):
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="anchorgpu-statement.csv"'
-    writer = csv.writer(response)
-    writer.writerow(["date_utc", "kind", "description", "amount", "currency", "allocation"])
-    for entry in selectors.ledger_for_user(user=request.user).iterator():
-        writer.writerow(
-            [
-                entry.at.isoformat(),
-                entry.kind,
-                entry.description,
-                entry.signed_amount,
-                entry.currency,
-                entry.allocation_id,
-            ]
-        )
-    return response
+    return statement_csv_response(user=request.user)
 
 
 @staff_member_required

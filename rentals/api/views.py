@@ -23,6 +23,7 @@ from rentals.api.serializers import (
     QuoteInSerializer,
     QuoteSerializer,
 )
+from rentals.exports import statement_csv_response
 from rentals.services.idempotency import idempotency_key_parse, request_fingerprint
 
 PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
@@ -279,3 +280,16 @@ class LedgerListApi(generics.ListAPIView):
         response = super().list(request, *args, **kwargs)
         response.data["balance"] = str(selectors.ledger_balance(user=request.user))
         return response
+
+
+class LedgerCsvApi(APIView):
+    """The statement as CSV (one row per charge or refund; refunds negative)."""
+
+    @extend_schema(
+        responses={
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the statement"),
+            401: PROBLEM,
+        }
+    )
+    def get(self, request):
+        return statement_csv_response(user=request.user)

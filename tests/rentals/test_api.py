@@ -211,3 +211,16 @@ def test_login_locks_out_after_repeated_failures(catalog, api, alice):
 def test_unknown_uuid_and_bad_uuid(catalog, alice_api):
     assert alice_api.get(f"/api/v1/allocations/{uuid.uuid4()}/").status_code == 404
     assert alice_api.get("/api/v1/allocations/not-a-uuid/").status_code == 404
+
+
+def test_statement_as_csv_through_the_api(catalog, alice, alice_api, api):
+    allocation = book(
+        alice, model="l4", count=1, period="day", starts_at=timezone.now() + timedelta(days=1)
+    )
+    alice_api.post(f"/api/v1/allocations/{allocation.pk}/cancel/")
+    response = alice_api.get("/api/v1/ledger/csv/")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = [line.split(",") for line in response.content.decode().strip().splitlines()]
+    assert rows[0][3] == "amount"
+    assert sorted(r[3] for r in rows[1:]) == ["-13.20", "13.20"]
+    assert api.get("/api/v1/ledger/csv/").status_code == 401
