@@ -135,6 +135,13 @@ def parse_dcgm(text: str) -> Scrape:
     return Scrape(readings, problems, gpu_families)
 
 
+def amd_key(labels) -> str | None:
+    """Serial, else the exporter's GPU UUID, else the GPU id (serials are empty on VMs)."""
+    if labels.get("serial_number") or labels.get("gpu_uuid"):
+        return labels.get("serial_number") or labels.get("gpu_uuid")
+    return f"gpu_id:{labels['gpu_id']}" if labels.get("gpu_id", "").isdigit() else None
+
+
 def parse_amd(text: str, prefix: str = "") -> Scrape:
     readings: dict[str, Reading] = {}
     problems: list[str] = []
@@ -153,9 +160,9 @@ def parse_amd(text: str, prefix: str = "") -> Scrape:
             labels = sample.labels
             if labels.get("gpu_partition_id", "0") not in ("0", "NA", ""):
                 continue  # partition metrics are reported on partition 0 only
-            key = labels.get("serial_number") or labels.get("gpu_uuid")
+            key = amd_key(labels)
             if not key:
-                problems.append(f"{name} sample without serial_number or gpu_uuid: skipped")
+                problems.append(f"{name} sample without serial_number, gpu_uuid or gpu_id: skipped")
                 continue
             identity = (name, key)
             if identity in seen:

@@ -101,6 +101,11 @@ def run_async(coroutine):
         return pool.submit(asyncio.run, coroutine).result()
 
 
+def reading_for(scrape: Scrape, gpu: Gpu):
+    """By UUID / serial; an AMD exporter without serials keys its GPUs by gpu_id (index)."""
+    return scrape.readings.get(gpu.uuid) or scrape.readings.get(f"gpu_id:{gpu.index}")
+
+
 def _outcome(node, gpus, fetched: Fetched) -> tuple[str, str, Scrape | None]:
     if fetched.error:
         return PollOutcome.UNREACHABLE, fetched.error, None
@@ -110,7 +115,7 @@ def _outcome(node, gpus, fetched: Fetched) -> tuple[str, str, Scrape | None]:
         return PollOutcome.MALFORMED, str(exc), None
     if scrape.gpu_families == 0:
         return PollOutcome.DEGRADED, "exporter answered without GPU families", scrape
-    missing = [g for g in gpus if g.uuid not in scrape.readings]
+    missing = [g for g in gpus if reading_for(scrape, g) is None]
     if missing:
         names = ", ".join(f"#{g.index} {g.uuid}" for g in missing)
         return PollOutcome.DEGRADED, f"missing GPUs (possibly fallen off the bus): {names}", scrape
@@ -155,7 +160,7 @@ def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
         )
         if scrape is not None:
             for gpu in gpus:
-                reading = scrape.readings.get(gpu.uuid)
+                reading = reading_for(scrape, gpu)
                 if reading is None:
                     continue
                 readings_by_gpu[gpu.pk] = reading

@@ -2,7 +2,8 @@
 
 It serves every node at /nodes/<hostname>/metrics on one loopback port, following the
 allocations (running → load that varies, stopped or free → near idle), and injects faults
-on request: POST /faults/<hostname>?mode=timeout|500|empty|garbage|html|truncated|gpu-gone|ok.
+on request: POST /faults/<hostname>?mode=timeout|500|empty|garbage|html|truncated|reset|
+gpu-gone|no-serials|ok.
 """
 
 import asyncio
@@ -14,7 +15,10 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
-FAULT_MODES = {"ok", "timeout", "500", "empty", "garbage", "html", "truncated", "gpu-gone", "reset"}
+FAULT_MODES = {
+    "ok", "timeout", "500", "empty", "garbage", "html", "truncated", "gpu-gone", "reset",
+    "no-serials",
+}  # fmt: skip
 
 
 @dataclass
@@ -92,7 +96,9 @@ def render_dcgm(node: SimNode, t: float, *, drop: set[int] | None = None) -> str
     return "".join(out)
 
 
-def render_amd(node: SimNode, t: float, *, drop: set[int] | None = None) -> str:
+def render_amd(
+    node: SimNode, t: float, *, drop: set[int] | None = None, serials: bool = True
+) -> str:
     drop = drop or set()
     fams = {
         "gpu_gfx_activity": "Graphics engine usage in Percentage (0-100)",
@@ -112,7 +118,7 @@ def render_amd(node: SimNode, t: float, *, drop: set[int] | None = None) -> str:
             f'card_model="102-G30211-0C",container="",deployment_mode="baremetal",'
             f'gpu_compute_partition_type="spx",gpu_id="{gpu.index}",gpu_memory_partition_type="nps1",'
             f'gpu_partition_id="0",hostname="{node.hostname}",job_id="",job_partition="",job_user="",'
-            f'namespace="",pod="",serial_number="{gpu.uuid}"'
+            f'namespace="",pod="",serial_number="{gpu.uuid if serials else ""}"'
         )
         values["gpu_gfx_activity"].append((labels, f"{util:g}"))
         values["gpu_junction_temperature"].append((labels, f"{temp:g}"))
@@ -221,8 +227,12 @@ class Simulator:
         if fault == "html":
             await self._send(writer, 200, "<html><body>502 Bad Gateway</body></html>\n")
             return
-        render = render_amd if node.exporter == "amd" else render_dcgm
-        body = render(node, time.time(), drop=self.gone.get(hostname))
+        if node.exporter == "amd":
+            body = render_amd(
+                node, time.time(), drop=self.gone.get(hostname), serials=fault != "no-serials"
+            )
+        else:
+            body = render_dcgm(node, time.time(), drop=self.gone.get(hostname))
         if fault == "garbage":
             body = "DCGM_FI_DEV_GPU_UTIL{gpu=0} abc\n" + body
         if fault == "truncated":

@@ -124,3 +124,10 @@ def test_amd_commas_inside_label_values():
         'gpu_partition_id="0",serial_number="S1",kfd_process_id="123,456"} 42\n'
     )
     assert parse_amd(text).readings["S1"].utilization == 42
+
+
+def test_amd_without_serials_keys_gpus_by_gpu_id():
+    text = fixture("amd_dme_2gpu.prom").replace('serial_number="692400000001"', 'serial_number=""')
+    scrape = parse_amd(text)
+    assert scrape.readings["gpu_id:0"].utilization == 0
+    assert scrape.readings["692400000002"].utilization == 87

@@ -197,3 +197,13 @@ def test_telemetry_probe_prints_values_and_problems(catalog, simulator, capsys):
     simulator.set_fault(node.hostname, "html")
     with pytest.raises(Exception, match="unusable"):
         call_command("telemetry_probe", simulator.url_for(node.hostname))
+
+
+def test_amd_exporter_without_serials_maps_gpus_by_index(catalog, simulator, fast_polls):
+    node = NodeFactory(gpu_model=catalog.mi300x, exporter=ExporterKind.AMD, gpus=4)
+    point_at(simulator, [node])
+    simulator.set_fault(node.hostname, "no-serials")
+    poll_nodes([node.pk])
+    node.refresh_from_db()
+    assert node.health == NodeHealth.HEALTHY, node.health_detail
+    assert GpuSample.objects.filter(gpu__node=node).count() == 4
