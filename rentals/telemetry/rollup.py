@@ -31,32 +31,25 @@ GROUP BY gpu_id, date_trunc('minute', at)
 ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
 """
 
-_HOURS = f"""
+
+def _coarser(target: str, source: str) -> str:
+    """Roll `source` buckets up into `target` buckets (minute → hour, hour → day)."""
+    return f"""
 INSERT INTO rentals_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
     memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
-SELECT gpu_id, 'hour', date_trunc('hour', at), sum(samples),
+SELECT gpu_id, '{target}', date_trunc('{target}', at), sum(samples),
     sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
     max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
     max(temperature_max_c), sum(energy_j)
 FROM rentals_gpurollup
-WHERE bucket = 'minute' AND at >= %(since)s AND at < date_trunc('hour', %(now)s::timestamptz)
-GROUP BY gpu_id, date_trunc('hour', at)
+WHERE bucket = '{source}' AND at >= %(since)s AND at < date_trunc('{target}', %(now)s::timestamptz)
+GROUP BY gpu_id, date_trunc('{target}', at)
 ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
 """
 
 
-_DAYS = f"""
-INSERT INTO rentals_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
-    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
-SELECT gpu_id, 'day', date_trunc('day', at), sum(samples),
-    sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
-    max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
-    max(temperature_max_c), sum(energy_j)
-FROM rentals_gpurollup
-WHERE bucket = 'hour' AND at >= %(since)s AND at < date_trunc('day', %(now)s::timestamptz)
-GROUP BY gpu_id, date_trunc('day', at)
-ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
-"""
+_HOURS = _coarser("hour", "minute")
+_DAYS = _coarser("day", "hour")
 
 
 def _since(bucket, source_model, source_filter=None):

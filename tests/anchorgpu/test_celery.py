@@ -5,13 +5,12 @@ from datetime import timedelta
 
 import pytest
 from celery.contrib.testing.worker import start_worker
-from django.db import connection
 
 from anchorgpu.celery import app
 from anchorgpu.schedule import beat_schedule
 from rentals.models import Allocation
 from rentals.tasks import allocations_enforce_task
-from tests.rentals.helpers import book
+from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 
 
 def wait_for(condition, timeout=30.0):
@@ -35,13 +34,7 @@ def worker():
 
 def test_enforcement_task_runs_on_a_real_worker(catalog, alice, worker):
     allocation = book(alice, model="l4", count=1, period="day")
-    with connection.cursor() as cursor:  # the paid period ended a minute ago (database clock)
-        cursor.execute("ALTER TABLE rentals_allocation DISABLE TRIGGER rentals_allocation_guard")
-        cursor.execute(
-            "UPDATE rentals_allocation SET paid_from = now() - interval '25 hours', "
-            "paid_until = now() - interval '1 minute'"
-        )
-        cursor.execute("ALTER TABLE rentals_allocation ENABLE TRIGGER rentals_allocation_guard")
+    end_paid_periods_a_minute_ago()
 
     allocations_enforce_task.delay()
 

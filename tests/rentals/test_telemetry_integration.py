@@ -6,27 +6,20 @@ from datetime import timedelta
 import pytest
 from celery.beat import EmbeddedService
 from celery.contrib.testing.worker import start_worker
-from django.db import connection
 
 from anchorgpu.celery import app
 from catalog.models import NodeHealth
 from rentals.models import Allocation, GpuSample
 from rentals.telemetry.simulator import Simulator, fleet_from_database
 from tests.anchorgpu.test_celery import wait_for
-from tests.rentals.helpers import book
+from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 
 def test_beat_and_worker_poll_nodes_and_enforce_paid_periods(catalog, alice, tmp_path):
     ended = book(alice, model="l4", count=1, period="day")
-    with connection.cursor() as cursor:  # its paid period ended a minute ago (database clock)
-        cursor.execute("ALTER TABLE rentals_allocation DISABLE TRIGGER rentals_allocation_guard")
-        cursor.execute(
-            "UPDATE rentals_allocation SET paid_from = now() - interval '25 hours', "
-            "paid_until = now() - interval '1 minute'"
-        )
-        cursor.execute("ALTER TABLE rentals_allocation ENABLE TRIGGER rentals_allocation_guard")
+    end_paid_periods_a_minute_ago()
     simulator = Simulator(fleet_from_database, refresh=0.5).start_in_thread()
     for node in catalog.nodes:
         node.telemetry_url = simulator.url_for(node.hostname)
