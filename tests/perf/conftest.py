@@ -98,3 +98,29 @@ def report(title, rows):
             f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in figures.items()
         )
         print(f"   {name}: {text}")
+
+
+def h100_fleet(prefix, count, *, url=None, spread_regions=False):
+    """`count` H100 nodes of 8 GPUs on the demo catalog (seed it first); returns the nodes.
+
+    `url(hostname)` gives each node's telemetry URL (default: its own :9400).
+    """
+    from catalog.models import Gpu, GpuModel, Node, Region
+
+    model = GpuModel.objects.get(slug="h100-sxm")
+    regions = list(Region.objects.all())
+    url = url or (lambda hostname: f"http://{hostname}:9400/metrics")
+    nodes = Node.objects.bulk_create(
+        Node(
+            hostname=(hostname := f"{prefix}-{i:05d}"),
+            region=regions[i % len(regions)] if spread_regions else regions[0],
+            gpu_model=model,
+            exporter="dcgm",
+            telemetry_url=url(hostname),
+        )
+        for i in range(count)
+    )
+    Gpu.objects.bulk_create(
+        Gpu(node=n, index=g, uuid=f"GPU-{n.hostname}-{g}") for n in nodes for g in range(8)
+    )
+    return nodes

@@ -17,10 +17,9 @@ from django.db import connection, connections
 
 from anchorgpu.services import api_token_create
 from catalog.demo import seed_catalog
-from catalog.models import Gpu, GpuModel, Node, Region
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
-from tests.perf.conftest import gunicorn, report
+from tests.perf.conftest import gunicorn, h100_fleet, report
 from tests.rentals.test_allocations import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,18 +60,7 @@ def pgbench_tps(seconds=10):
 
 def fleet(nodes=100):
     seed_catalog()
-    model = GpuModel.objects.get(slug="h100-sxm")
-    region = Region.objects.first()
-    created = Node.objects.bulk_create(
-        Node(hostname=f"bench-{i:04d}", region=region, gpu_model=model, exporter="dcgm",
-             telemetry_url=f"http://bench-{i:04d}:9400/metrics")
-        for i in range(nodes)
-    )  # fmt: skip
-    Gpu.objects.bulk_create(
-        Gpu(node=node, index=g, uuid=f"GPU-{node.hostname}-{g}")
-        for node in created
-        for g in range(8)
-    )
+    h100_fleet("bench", nodes)
 
 
 def test_bookings_per_second(django_user_model):

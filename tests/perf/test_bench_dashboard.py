@@ -7,10 +7,9 @@ import pytest
 from django.db import connection
 
 from catalog.demo import seed_catalog
-from catalog.models import Gpu, GpuModel, Node, Region
 from rentals.models import GpuRollup
 from rentals.telemetry.rollup import telemetry_rollup
-from tests.perf.conftest import report
+from tests.perf.conftest import h100_fleet, report
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -38,16 +37,7 @@ def timed(client, url, runs=5):
 
 def test_dashboard_server_time(client, django_user_model):
     seed_catalog()
-    model = GpuModel.objects.get(slug="h100-sxm")
-    regions = list(Region.objects.all())
-    nodes = Node.objects.bulk_create(
-        Node(hostname=f"dash-{i:03d}", region=regions[i % len(regions)], gpu_model=model,
-             exporter="dcgm", telemetry_url=f"http://dash-{i:03d}:9400/metrics")
-        for i in range(100)
-    )  # fmt: skip
-    Gpu.objects.bulk_create(
-        Gpu(node=n, index=g, uuid=f"GPU-{n.hostname}-{g}") for n in nodes for g in range(8)
-    )
+    h100_fleet("dash", 100, spread_regions=True)
     with connection.cursor() as cursor:
         cursor.execute(FILL)
     days = telemetry_rollup()["day"]

@@ -9,9 +9,8 @@ from django.db import connection
 from django.utils import timezone
 
 from catalog.demo import seed_catalog
-from catalog.models import Gpu, GpuModel, Node, Region
 from rentals.models import GpuSample
-from tests.perf.conftest import report
+from tests.perf.conftest import h100_fleet, report
 
 pytestmark = pytest.mark.django_db
 
@@ -42,16 +41,7 @@ def median_ms(cursor, params, runs=7):
 
 def test_time_range_read_with_and_without_the_index():
     seed_catalog()
-    model = GpuModel.objects.get(slug="h100-sxm")
-    region = Region.objects.first()
-    nodes = Node.objects.bulk_create(
-        Node(hostname=f"idx-{i:03d}", region=region, gpu_model=model, exporter="dcgm",
-             telemetry_url=f"http://idx-{i:03d}:9400/metrics")
-        for i in range(100)
-    )  # fmt: skip
-    Gpu.objects.bulk_create(
-        Gpu(node=n, index=g, uuid=f"GPU-{n.hostname}-{g}") for n in nodes for g in range(8)
-    )
+    nodes = h100_fleet("idx", 100)
     now = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(FILL, {"now": now})

@@ -11,10 +11,9 @@ from django.db import connection, connections
 
 from anchorgpu.launcher import free_port, wait_for_port
 from catalog.demo import seed_catalog
-from catalog.models import Gpu, GpuModel, Node, Region
 from rentals.models import GpuSample
 from rentals.telemetry.poll import fetch_all, poll_nodes, run_async
-from tests.perf.conftest import ROOT, database_url, report
+from tests.perf.conftest import ROOT, database_url, h100_fleet, report
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODES = int(os.environ.get("BENCH_NODES", "2000"))
@@ -22,16 +21,9 @@ NODES = int(os.environ.get("BENCH_NODES", "2000"))
 
 def test_poll_two_thousand_nodes():
     seed_catalog()
-    model = GpuModel.objects.get(slug="h100-sxm")
-    region = Region.objects.first()
     port = free_port()
-    nodes = Node.objects.bulk_create(
-        Node(hostname=f"sim-{i:05d}", region=region, gpu_model=model, exporter="dcgm",
-             telemetry_url=f"http://127.0.0.1:{port}/nodes/sim-{i:05d}/metrics")
-        for i in range(NODES)
-    )  # fmt: skip
-    Gpu.objects.bulk_create(
-        Gpu(node=n, index=g, uuid=f"GPU-{n.hostname}-{g}") for n in nodes for g in range(8)
+    nodes = h100_fleet(
+        "sim", NODES, url=lambda hostname: f"http://127.0.0.1:{port}/nodes/{hostname}/metrics"
     )
     connections.close_all()
     simulator = subprocess.Popen(
