@@ -155,13 +155,8 @@ def _requote(request, quote):
             period_count=quote.period_count,
             starts_at=starts_at,
             options=[
-                {
-                    "option": line.option.slug,
-                    "quantity": line.quantity
-                    // (quote.period_count if line.option.billing == "per_period" else 1),
-                }
-                for line in quote.lines.all()
-                if line.option_id
+                {"option": option.slug, "quantity": quantity}
+                for option, quantity in rental_selectors.quote_options(quote=quote)
             ],
         )
     except (ValidationError, DomainError) as exc:

@@ -40,6 +40,19 @@ def quote_get_for_user(*, user, pk) -> Quote | None:
     )
 
 
+def quote_options(*, quote: Quote) -> list[tuple]:
+    """[(option, quantity)] as the customer chose them: option lines store quantity × periods
+    for per-period options, so divide that back out."""
+    return [
+        (
+            line.option,
+            line.quantity // (quote.period_count if line.option.billing == "per_period" else 1),
+        )
+        for line in quote.lines.all()
+        if line.option_id
+    ]
+
+
 def ledger_for_user(*, user) -> QuerySet[LedgerEntry]:
     return LedgerEntry.objects.filter(user=user).select_related(
         "allocation", "allocation__gpu_model"

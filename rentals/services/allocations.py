@@ -32,6 +32,7 @@ from rentals.models import (
 )
 from rentals.models.allocations import LIVE_STATES
 from rentals.placement import earliest_start, place_locked
+from rentals.selectors import quote_options
 
 logger = logging.getLogger(__name__)
 
@@ -265,14 +266,13 @@ def extension_price(*, allocation: Allocation, period_count: int, at: datetime) 
     if price is None:
         raise DomainError(_("This model is no longer offered for this period."))
     total = Money(price.unit_price, price.currency) * (allocation.gpu_count * period_count)
-    for line in allocation.quote.lines.filter(option__billing="per_period").select_related(
-        "option"
-    ):
-        option_price = option_price_at(option=line.option, period=allocation.period, at=at)
+    for option, quantity in quote_options(quote=allocation.quote):
+        if option.billing != "per_period":
+            continue
+        option_price = option_price_at(option=option, period=allocation.period, at=at)
         if option_price is not None:
-            per_period = line.quantity // allocation.quote.period_count
             total += Money(option_price.unit_price, option_price.currency) * (
-                per_period * period_count
+                quantity * period_count
             )
     return total
 
