@@ -8,7 +8,9 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -173,9 +175,6 @@ def _requote(request, quote):
 
 
 def _requote_url(quote):
-    from django.urls import reverse
-    from django.utils.http import urlencode
-
     params = {
         "gpu_count": quote.gpu_count,
         "period": quote.period.slug,

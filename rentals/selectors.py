@@ -1,6 +1,8 @@
 """Reads of rentals: what a user may see, ledgers, usage."""
 
-from django.db.models import Prefetch, QuerySet
+from decimal import Decimal
+
+from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, When
 
 from rentals.models import Allocation, AllocationEvent, AllocationGpu, LedgerEntry, Quote
 
@@ -61,10 +63,6 @@ def ledger_for_user(*, user) -> QuerySet[LedgerEntry]:
 
 def ledger_balance(*, user):
     """Charges minus refunds, exact."""
-    from decimal import Decimal
-
-    from django.db.models import Case, DecimalField, F, Sum, When
-
     total = LedgerEntry.objects.filter(user=user).aggregate(
         total=Sum(
             Case(

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -201,8 +201,6 @@ def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
 def _update_health(updates, now):
     if not updates:
         return
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.executemany(
             "UPDATE catalog_node SET health = %s, health_detail = %s, last_good_poll_at = %s, "
