@@ -1,17 +1,18 @@
 from django.urls import path
 
-from anchorgpu.api import TokenObtainApi
+from accounts.api.views import TokenObtainApi
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
 from rentals.api import views as rentals
+from telemetry.api import views as telemetry
 
 urlpatterns = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
-    path("gpu-models/", catalog.GpuModelListApi.as_view(), name="api-gpu-models"),
+    path("gpu-models/", rentals.GpuModelListApi.as_view(), name="api-gpu-models"),
     path("periods/", catalog.RentalPeriodListApi.as_view(), name="api-periods"),
     path("options/", catalog.OptionListApi.as_view(), name="api-options"),
     path("regions/", catalog.RegionListApi.as_view(), name="api-regions"),
-    path("nodes/", catalog.NodeListApi.as_view(), name="api-nodes"),
+    path("nodes/", telemetry.NodeListApi.as_view(), name="api-nodes"),
     path("quotes/", rentals.QuoteCreateApi.as_view(), name="api-quotes"),
     path("quotes/<uuid:pk>/", rentals.QuoteDetailApi.as_view(), name="api-quote"),
     path("bookings/", rentals.BookingCreateApi.as_view(), name="api-bookings"),

@@ -4,6 +4,8 @@ import os
 
 from celery import Celery
 
+from anchorgpu.schedule import beat_schedule
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anchorgpu.settings")
 
 app = Celery("anchorgpu")
@@ -13,6 +15,4 @@ app.autodiscover_tasks()
 
 @app.on_after_finalize.connect
 def _beat_schedule(sender, **kwargs):
-    from anchorgpu.schedule import beat_schedule
-
     sender.conf.beat_schedule = beat_schedule()

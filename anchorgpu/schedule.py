@@ -21,22 +21,32 @@ def beat_schedule():
             "options": {"expires": enforce},
         },
         "send-expiry-warnings": {
-            "task": "rentals.tasks.expiry_warnings_send_task",
+            "task": "rentals.tasks.expiry_notices_record_task",
             "schedule": timedelta(seconds=enforce),
             "options": {"expires": enforce},
         },
+        "send-unsent-notices": {
+            "task": "rentals.tasks.notices_unsent_send_task",
+            "schedule": timedelta(minutes=1),
+            "options": {"expires": 60},
+        },
         "poll-nodes": {
-            "task": "rentals.tasks.nodes_poll_task",
+            "task": "telemetry.tasks.nodes_poll_task",
+            "schedule": timedelta(seconds=poll),
+            "options": {"expires": poll},
+        },
+        "flag-gpu-activity": {
+            "task": "rentals.tasks.gpu_activity_flags_task",
             "schedule": timedelta(seconds=poll),
             "options": {"expires": poll},
         },
         "rollup-telemetry": {
-            "task": "rentals.tasks.telemetry_rollup_task",
+            "task": "telemetry.tasks.telemetry_rollup_task",
             "schedule": timedelta(minutes=1),
             "options": {"expires": 60},
         },
         "prune-telemetry": {
-            "task": "rentals.tasks.telemetry_prune_task",
+            "task": "telemetry.tasks.telemetry_prune_task",
             "schedule": crontab(minute=17),
             "options": {"expires": 3600},
         },

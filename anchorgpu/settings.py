@@ -50,8 +50,11 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "core",
+    "accounts",
     "anchorgpu",
     "catalog",
+    "telemetry",
     "rentals",
     "glossary",
 ]
@@ -164,18 +167,20 @@ EMAIL_BACKEND = _read(
     "EMAIL_BACKEND", "str", default="django.core.mail.backends.console.EmailBackend"
 )
 DEFAULT_FROM_EMAIL = _read("DEFAULT_FROM_EMAIL", "str", default="AnchorGPU <noreply@localhost>")
+# A mail server that hangs must not hold a worker: the send fails and its task retries.
+EMAIL_TIMEOUT = _read("EMAIL_TIMEOUT_SECONDS", "int", default=10)
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "anchorgpu.auth.BearerTokenAuthentication",
+        "accounts.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "anchorgpu.pagination.BoundedLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "anchorgpu.problems.problem_exception_handler",
+    "EXCEPTION_HANDLER": "core.problems.problem_exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "auth": _read("AUTH_THROTTLE_RATE", "str", default="10/min"),
         "purchase": _read("PURCHASE_THROTTLE_RATE", "str", default="120/min"),
@@ -190,6 +195,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "AllocationStateEnum": "rentals.models.AllocationState",
+        "NodeStateEnum": "catalog.models.NodeState",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "anchorgpu.schema.add_problem_responses",
@@ -232,6 +241,7 @@ ANCHORGPU = {
     ),
     "HOT_TEMPERATURE_C": _read("HOT_TEMPERATURE_C", "float", default=85.0),
     "ACTIVE_UTILISATION_PCT": _read("ACTIVE_UTILISATION_PCT", "float", default=5.0),
+    "NOTICE_RETRY_SECONDS": _read("NOTICE_RETRY_SECONDS", "float", default=30.0),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
 }
 

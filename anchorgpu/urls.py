@@ -15,5 +15,5 @@ urlpatterns = [
     path("", include("anchorgpu.web_urls")),
 ]
 
-handler404 = "anchorgpu.errors_views.not_found"
-handler500 = "anchorgpu.errors_views.server_error"
+handler404 = "core.errors_views.not_found"
+handler500 = "core.errors_views.server_error"

@@ -20,20 +20,9 @@ from catalog.models import (
     OptionPrice,
     PriceChange,
     Region,
-    RentalPeriod,
 )
 from catalog.services import fleet_import, gpu_price_set, option_price_set
-
-
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+from core.admin import ReadOnlyAdmin, ReadOnlyInline
 
 
 class GpuPriceHistoryInline(ReadOnlyInline):
@@ -113,18 +102,6 @@ class GpuModelAdmin(admin.ModelAdmin):
     inlines = [GpuPriceHistoryInline]
 
 
-@admin.register(RentalPeriod)
-class RentalPeriodAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "duration", "is_active"]
-
-    def get_readonly_fields(self, request, obj=None):
-        from rentals.models import Quote
-
-        if obj and Quote.objects.filter(period=obj).exists():
-            return ["duration"]  # quoted or sold: its length is part of a contract
-        return []
-
-
 class OptionPriceHistoryInline(ReadOnlyInline):
     model = OptionPrice
     fields = ["period", "unit_price", "currency", "effective_from", "created_by"]
@@ -141,19 +118,10 @@ class OptionAdmin(admin.ModelAdmin):
 
 
 @admin.register(PriceChange)
-class PriceChangeAdmin(admin.ModelAdmin):
+class PriceChangeAdmin(ReadOnlyAdmin):
     list_display = ["at", "user", "subject", "old_price", "new_price", "effective_from"]
     list_filter = ["user"]
     search_fields = ["subject"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Region)

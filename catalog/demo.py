@@ -1,4 +1,4 @@
-"""Demo data: a realistic catalog and fleet (sizing.md §3), four demo accounts, a few rentals.
+"""Demo data: a realistic catalog and fleet (sizing.md §3) and four demo accounts.
 
 Every step is an upsert, so running it again changes nothing that is already there.
 """
@@ -192,25 +192,3 @@ def seed_users(*, password: str) -> None:
         user.save()
         if username == "staff":
             user.groups.add(pricing)
-
-
-def seed_rentals() -> None:
-    """Give alice something to look at: one running allocation and one scheduled."""
-    from rentals.models import Allocation
-    from rentals.services import allocation_book, quote_create
-
-    User = get_user_model()
-    alice = User.objects.get(username="alice")
-    if Allocation.objects.filter(user=alice).exists():
-        return
-    now = timezone.now()
-    running = quote_create(
-        user=alice, gpu_model="h100-sxm", gpu_count=4, period="week", period_count=1,
-        options=[{"option": "nvme-scratch", "quantity": 2}],
-    )  # fmt: skip
-    allocation_book(user=alice, quote=running)
-    scheduled = quote_create(
-        user=alice, gpu_model="l40s", gpu_count=2, period="day", period_count=3,
-        starts_at=now + timedelta(days=2),
-    )  # fmt: skip
-    allocation_book(user=alice, quote=scheduled)

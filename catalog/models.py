@@ -10,7 +10,8 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
-from catalog.money import CurrencyField, MoneyField
+from core.db import choices_check
+from core.money import CurrencyField, MoneyField
 
 
 class Vendor(models.TextChoices):
@@ -49,6 +50,8 @@ class GpuModel(models.Model):
                 condition=Q(stack="cuda", vendor="nvidia") | Q(stack="rocm", vendor="amd"),
                 name="catalog_gpumodel_stack_matches_vendor",
             ),
+            choices_check("vendor", Vendor, name="catalog_gpumodel_vendor_valid"),
+            choices_check("stack", SoftwareStack, name="catalog_gpumodel_stack_valid"),
         ]
 
     def __str__(self):
@@ -140,6 +143,7 @@ class Option(models.Model):
             models.CheckConstraint(
                 condition=Q(max_quantity__gte=1), name="catalog_option_max_quantity_positive"
             ),
+            choices_check("billing", OptionBilling, name="catalog_option_billing_valid"),
         ]
 
     def __str__(self):
@@ -251,6 +255,11 @@ class Node(models.Model):
     class Meta:
         ordering = ["hostname"]
         indexes = [models.Index(fields=["state", "gpu_model"])]
+        constraints = [
+            choices_check("exporter", ExporterKind, name="catalog_node_exporter_valid"),
+            choices_check("state", NodeState, name="catalog_node_state_valid"),
+            choices_check("health", NodeHealth, name="catalog_node_health_valid"),
+        ]
 
     def __str__(self):
         return self.hostname

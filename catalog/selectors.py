@@ -1,11 +1,11 @@
-"""Reads of the catalog: prices in force at an instant, models with their offer, free GPUs."""
+"""Reads of the catalog: prices in force at an instant, and the models on offer."""
 
 from datetime import datetime
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from catalog.models import Gpu, GpuModel, GpuPrice, NodeState, Option, OptionPrice, RentalPeriod
+from catalog.models import GpuModel, GpuPrice, Option, OptionPrice, RentalPeriod
 
 
 def gpu_price_at(*, gpu_model: GpuModel, period: RentalPeriod, at: datetime) -> GpuPrice | None:
@@ -35,34 +35,11 @@ def current_gpu_prices(*, at: datetime | None = None) -> QuerySet[GpuPrice]:
     )
 
 
-def busy_gpus_q(*, starts_at: datetime, ends_at: datetime, gpu_ref="pk") -> Exists:
-    from rentals.models import AllocationGpu
-
-    return Exists(
-        AllocationGpu.objects.filter(
-            gpu=OuterRef(gpu_ref), released=False, starts_at__lt=ends_at, ends_at__gt=starts_at
-        )
-    )
-
-
 def gpu_model_list(*, filters: dict | None = None, at: datetime | None = None):
-    """Active models with current prices prefetched and `free_gpus_now` annotated.
-
-    Three queries whatever the number of models: models (+ free count), prices, periods.
-    """
+    """Active models, filtered and ordered, with the prices in force prefetched
+    (`current_prices`): two queries whatever the number of models."""
     at = at or timezone.now()
-    from rentals.models import AllocationGpu
-
-    busy_now = AllocationGpu.objects.filter(
-        released=False, starts_at__lte=at, ends_at__gt=at
-    ).values("gpu_id")
-    models = GpuModel.objects.filter(is_active=True).annotate(
-        free_gpus_now=Count(
-            "nodes__gpus",
-            filter=Q(nodes__state=NodeState.ACTIVE) & ~Q(nodes__gpus__in=busy_now),
-            distinct=True,
-        )
-    )
+    models = GpuModel.objects.filter(is_active=True)
     filters = filters or {}
     if vendor := filters.get("vendor"):
         models = models.filter(vendor=vendor)
@@ -83,22 +60,3 @@ def gpu_model_list(*, filters: dict | None = None, at: datetime | None = None):
     return models.prefetch_related(
         Prefetch("prices", queryset=current_gpu_prices(at=at), to_attr="current_prices")
     )
-
-
-def free_gpus(*, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime) -> QuerySet[Gpu]:
-    """GPUs of active nodes of the model that no live allocation holds in [starts_at, ends_at)."""
-    return (
-        Gpu.objects.filter(node__gpu_model=gpu_model, node__state=NodeState.ACTIVE)
-        .exclude(busy_gpus_q(starts_at=starts_at, ends_at=ends_at))
-        .order_by("node_id", "index")
-    )
-
-
-def max_gpus_per_node(*, gpu_model: GpuModel) -> int:
-    counts = (
-        Gpu.objects.filter(node__gpu_model=gpu_model, node__state=NodeState.ACTIVE)
-        .values("node_id")
-        .annotate(n=Count("id"))
-        .values_list("n", flat=True)
-    )
-    return max(counts, default=0)

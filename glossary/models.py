@@ -2,10 +2,17 @@
 
 from django.db import models
 
+from core.db import choices_check
+
+
+class Language(models.TextChoices):
+    PL = "pl", "Polski"
+    EN = "en", "English"
+
 
 class Term(models.Model):
     slug = models.SlugField()
-    language = models.CharField(max_length=2, choices=[("pl", "Polski"), ("en", "English")])
+    language = models.CharField(max_length=2, choices=Language.choices)
     term = models.CharField(max_length=120)
     definition = models.TextField()
     position = models.PositiveSmallIntegerField(default=0)
@@ -14,6 +21,7 @@ class Term(models.Model):
         ordering = ["language", "position"]
         constraints = [
             models.UniqueConstraint(fields=["slug", "language"], name="glossary_term_once"),
+            choices_check("language", Language, name="glossary_term_language_valid"),
         ]
 
     def __str__(self):

@@ -3,31 +3,29 @@ go through the same services as the API (admin actions)."""
 
 from django.contrib import admin, messages
 
-from anchorgpu.errors import DomainError
+from catalog.models import RentalPeriod
+from core.admin import ReadOnlyAdmin, ReadOnlyInline
+from core.errors import DomainError
 from rentals import services
-from rentals.models import Allocation, AllocationEvent, Flag, LedgerEntry, Quote, QuoteLine
+from rentals.models import Allocation, AllocationEvent, LedgerEntry, Notice, Quote, QuoteLine
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
+@admin.register(RentalPeriod)
+class RentalPeriodAdmin(admin.ModelAdmin):
+    """Registered here, not in catalog: whether a period is in use is a rentals fact."""
 
-    def has_change_permission(self, request, obj=None):
-        return False
+    list_display = ["name", "slug", "duration", "is_active"]
 
-    def has_delete_permission(self, request, obj=None):
-        return False
+    def get_readonly_fields(self, request, obj=None):
+        if obj and Quote.objects.filter(period=obj).exists():
+            return ["duration"]  # quoted or sold: its length is part of a contract
+        return []
 
 
-class QuoteLineInline(admin.TabularInline):
+class QuoteLineInline(ReadOnlyInline):
     model = QuoteLine
-    extra = 0
-    can_delete = False
     readonly_fields = ["kind", "description", "quantity", "unit_price", "amount"]
     fields = readonly_fields
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Quote)
@@ -47,15 +45,10 @@ class QuoteAdmin(ReadOnlyAdmin):
     inlines = [QuoteLineInline]
 
 
-class EventInline(admin.TabularInline):
+class EventInline(ReadOnlyInline):
     model = AllocationEvent
-    extra = 0
-    can_delete = False
     readonly_fields = ["at", "kind", "from_state", "to_state", "actor", "note"]
     fields = readonly_fields
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Allocation)
@@ -104,7 +97,8 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     search_fields = ["user__username"]
 
 
-@admin.register(Flag)
-class FlagAdmin(ReadOnlyAdmin):
-    list_display = ["gpu", "kind", "detail", "opened_at", "closed_at"]
+@admin.register(Notice)
+class NoticeAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "user", "kind", "ends_at", "sent_at", "attempts", "last_error"]
     list_filter = ["kind"]
+    search_fields = ["user__username"]

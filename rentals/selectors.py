@@ -1,10 +1,21 @@
-"""Reads of rentals: what a user may see, ledgers, usage."""
+"""Reads of rentals: what a user may see (the owner check), quotes, the ledger."""
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, When
 
-from rentals.models import Allocation, AllocationEvent, AllocationGpu, LedgerEntry, Quote
+from catalog.models import OptionBilling
+from core.money import DECIMAL_PLACES, MAX_DIGITS
+from rentals.models import (
+    Allocation,
+    AllocationEvent,
+    AllocationGpu,
+    AllocationState,
+    LedgerEntry,
+    LedgerKind,
+    Quote,
+)
 
 
 def _can_see_all(user) -> bool:
@@ -33,6 +44,25 @@ def allocation_get_for_user(*, user, pk) -> Allocation | None:
     return allocation_list_for_user(user=user).filter(pk=pk).first()
 
 
+def allocation_get_for_owner(*, user, pk) -> tuple[Allocation | None, bool]:
+    """(allocation the user may read, whether they may act on it): staff read every
+    allocation and change none. The one owner check of pages and API alike."""
+    allocation = allocation_get_for_user(user=user, pk=pk)
+    return allocation, allocation is not None and allocation.user_id == user.pk
+
+
+def gpu_states_at(at: datetime) -> dict[int, str]:
+    """{gpu id: "running" | "stopped"} for GPUs held by a live allocation at `at`."""
+    return dict(
+        AllocationGpu.objects.filter(
+            released=False,
+            starts_at__lte=at,
+            ends_at__gt=at,
+            allocation__state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
+        ).values_list("gpu_id", "allocation__state")
+    )
+
+
 def quote_get_for_user(*, user, pk) -> Quote | None:
     return (
         Quote.objects.filter(user=user, pk=pk)
@@ -48,7 +78,8 @@ def quote_options(*, quote: Quote) -> list[tuple]:
     return [
         (
             line.option,
-            line.quantity // (quote.period_count if line.option.billing == "per_period" else 1),
+            line.quantity
+            // (quote.period_count if line.option.billing == OptionBilling.PER_PERIOD else 1),
         )
         for line in quote.lines.all()
         if line.option_id
@@ -66,9 +97,9 @@ def ledger_balance(*, user):
     total = LedgerEntry.objects.filter(user=user).aggregate(
         total=Sum(
             Case(
-                When(kind="refund", then=-F("amount")),
+                When(kind=LedgerKind.REFUND, then=-F("amount")),
                 default=F("amount"),
-                output_field=DecimalField(max_digits=14, decimal_places=2),
+                output_field=DecimalField(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES),
             )
         )
     )["total"]

@@ -1,12 +1,12 @@
-"""Celery tasks: thin, idempotent wrappers around services. Schedules: anchorgpu/schedule.py."""
+"""Celery tasks of the rentals layer: thin, idempotent wrappers around services.
+Schedules: anchorgpu/schedule.py."""
 
 from celery import shared_task
 from django.conf import settings
 
-from catalog.models import Node, NodeState
-from rentals import services
-from rentals.telemetry.poll import nodes_mark_stale, poll_nodes
-from rentals.telemetry.rollup import telemetry_prune, telemetry_rollup
+from rentals import idempotency, services
+
+NOTICE_RETRIES = 12  # with the doubling backoff below (capped at 4 h), about a day of tries
 
 
 @shared_task
@@ -15,41 +15,35 @@ def allocations_enforce_task():
 
 
 @shared_task
-def expiry_warnings_send_task():
-    return services.expiry_warnings_send()
+def expiry_notices_record_task():
+    return services.expiry_notices_record()
+
+
+@shared_task(bind=True, max_retries=NOTICE_RETRIES)
+def notice_send_task(self, notice_id):
+    """Send one notice's mail; a failed send is retried with exponential backoff."""
+    try:
+        return services.notice_send(notice_id=notice_id)
+    except Exception as exc:  # the mail server's failure, whatever its type
+        base = settings.ANCHORGPU["NOTICE_RETRY_SECONDS"]
+        countdown = min(base * 2**self.request.retries, 4 * 3600)
+        raise self.retry(exc=exc, countdown=countdown) from exc
+
+
+@shared_task
+def notices_unsent_send_task():
+    """Queue the notices whose mail is still owed (the safety net behind after-commit)."""
+    pending = services.notices_unsent()
+    for pk in pending:
+        notice_send_task.delay(pk)
+    return len(pending)
+
+
+@shared_task
+def gpu_activity_flags_task():
+    return services.gpu_activity_flags_update()
 
 
 @shared_task
 def idempotency_keys_purge_task():
-    return services.idempotency_keys_purge()
-
-
-@shared_task
-def nodes_poll_task():
-    """Fan the active fleet out into shards; each shard is polled by whichever worker takes it."""
-    conf = settings.ANCHORGPU
-    ids = list(
-        Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").values_list("pk", flat=True)
-    )
-    size = conf["POLL_SHARD_SIZE"]
-    for start in range(0, len(ids), size):
-        nodes_poll_shard_task.apply_async(
-            args=[ids[start : start + size]], expires=conf["POLL_INTERVAL"]
-        )
-    nodes_mark_stale()
-    return len(ids)
-
-
-@shared_task
-def nodes_poll_shard_task(node_ids):
-    return poll_nodes(node_ids)
-
-
-@shared_task
-def telemetry_rollup_task():
-    return telemetry_rollup()
-
-
-@shared_task
-def telemetry_prune_task():
-    return telemetry_prune()
+    return idempotency.idempotency_keys_purge()

@@ -14,7 +14,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from anchorgpu.services import api_token_create
+from accounts.services import api_token_create
 from rentals.models import Allocation
 from tests.catalog.factories import catalog_setup
 from tests.rentals.helpers import book

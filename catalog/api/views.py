@@ -1,38 +1,10 @@
-from django.db.models import Count, Prefetch
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+"""The catalog's reference lists: rental periods, options and regions."""
+
+from django.db.models import Prefetch
 from rest_framework import generics, permissions
 
-from catalog.api.serializers import (
-    GpuModelFilterSerializer,
-    GpuModelSerializer,
-    NodeSerializer,
-    OptionSerializer,
-    RegionSerializer,
-    RentalPeriodSerializer,
-)
-from catalog.models import GpuModel, Node, Option, Region, RentalPeriod
-from catalog.selectors import gpu_model_list
-
-PROBLEM = OpenApiResponse(description="Problem details (RFC 9457)")
-
-
-class GpuModelListApi(generics.ListAPIView):
-    """GPU models with specs, the price in force per period, and GPUs free now."""
-
-    permission_classes = [permissions.AllowAny]
-    serializer_class = GpuModelSerializer
-
-    def get_queryset(self):
-        filters = GpuModelFilterSerializer(data=self.request.query_params)
-        filters.is_valid(raise_exception=True)
-        return gpu_model_list(filters=filters.validated_data)
-
-    @extend_schema(
-        parameters=[GpuModelFilterSerializer],
-        responses={200: GpuModelSerializer(many=True), 400: PROBLEM},
-    )
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+from catalog.api.serializers import OptionSerializer, RegionSerializer, RentalPeriodSerializer
+from catalog.models import GpuModel, Option, Region, RentalPeriod
 
 
 class RentalPeriodListApi(generics.ListAPIView):
@@ -56,15 +28,3 @@ class RegionListApi(generics.ListAPIView):
     serializer_class = RegionSerializer
     pagination_class = None
     queryset = Region.objects.all()
-
-
-class NodeListApi(generics.ListAPIView):
-    """Fleet health, for staff."""
-
-    permission_classes = [permissions.IsAdminUser]
-    serializer_class = NodeSerializer
-    queryset = (
-        Node.objects.select_related("region", "gpu_model")
-        .annotate(gpu_total=Count("gpus"))
-        .order_by("hostname")
-    )

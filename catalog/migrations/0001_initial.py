@@ -6,7 +6,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import catalog.money
+import core.money
 
 
 class Migration(migrations.Migration):
@@ -276,8 +276,8 @@ class Migration(migrations.Migration):
                         auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
                     ),
                 ),
-                ("unit_price", catalog.money.MoneyField(decimal_places=2, max_digits=14)),
-                ("currency", catalog.money.CurrencyField(max_length=3)),
+                ("unit_price", core.money.MoneyField(decimal_places=2, max_digits=14)),
+                ("currency", core.money.CurrencyField(max_length=3)),
                 ("effective_from", models.DateTimeField()),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 (
@@ -323,8 +323,8 @@ class Migration(migrations.Migration):
                         auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
                     ),
                 ),
-                ("unit_price", catalog.money.MoneyField(decimal_places=2, max_digits=14)),
-                ("currency", catalog.money.CurrencyField(max_length=3)),
+                ("unit_price", core.money.MoneyField(decimal_places=2, max_digits=14)),
+                ("currency", core.money.CurrencyField(max_length=3)),
                 ("effective_from", models.DateTimeField()),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 (

@@ -1,18 +1,85 @@
+from django.utils.translation import gettext as _
 from rest_framework import serializers
 
+from catalog.models import GpuModel, SoftwareStack, Vendor
+from rentals import limits
 from rentals.models import Allocation, AllocationEvent, LedgerEntry, Quote, QuoteLine
+
+
+class PeriodCountField(serializers.IntegerField):
+    """1 to MAX_PERIOD_COUNT, read when validating (rentals.limits)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=1, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value > limits.period_count_max():
+            raise serializers.ValidationError(
+                _("Period count must be between 1 and %(max)s.")
+                % {"max": limits.period_count_max()}
+            )
+        return value
+
+
+class PriceSerializer(serializers.Serializer):
+    period = serializers.CharField(source="period.slug")
+    unit_price = serializers.DecimalField(max_digits=14, decimal_places=2)
+    currency = serializers.CharField()
+    effective_from = serializers.DateTimeField()
+
+
+class GpuModelSerializer(serializers.ModelSerializer):
+    prices = PriceSerializer(source="current_prices", many=True)
+    free_gpus_now = serializers.IntegerField()
+
+    class Meta:
+        model = GpuModel
+        fields = [
+            "slug",
+            "name",
+            "vendor",
+            "memory_gb",
+            "memory_reported_mib",
+            "bandwidth_gbps",
+            "stack",
+            "compute_target",
+            "fp8",
+            "bf16",
+            "interconnect",
+            "notes",
+            "prices",
+            "free_gpus_now",
+        ]
+
+
+class GpuModelFilterSerializer(serializers.Serializer):
+    vendor = serializers.ChoiceField(choices=Vendor.values, required=False)
+    min_memory_gb = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+    stack = serializers.ChoiceField(choices=SoftwareStack.values, required=False)
+    fp8 = serializers.BooleanField(required=False, allow_null=True, default=None)
+    max_price = serializers.DecimalField(
+        max_digits=14, decimal_places=2, min_value=0, required=False
+    )
+    price_period = serializers.SlugField(required=False)
+    ordering = serializers.ChoiceField(
+        choices=["name", "-name", "memory_gb", "-memory_gb", "bandwidth_gbps", "-bandwidth_gbps"],
+        required=False,
+    )
 
 
 class QuoteOptionInSerializer(serializers.Serializer):
     option = serializers.SlugField()
-    quantity = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
+    quantity = serializers.IntegerField(
+        min_value=1, max_value=limits.OPTION_QUANTITY_MAX, default=1
+    )
 
 
 class QuoteInSerializer(serializers.Serializer):
     gpu_model = serializers.SlugField()
-    gpu_count = serializers.IntegerField(min_value=1, max_value=1024)
+    gpu_count = serializers.IntegerField(min_value=1, max_value=limits.GPU_COUNT_MAX)
     period = serializers.SlugField()
-    period_count = serializers.IntegerField(min_value=1, max_value=10_000)
+    period_count = PeriodCountField()
     starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     options = QuoteOptionInSerializer(many=True, required=False, default=list)
 
@@ -55,7 +122,7 @@ class BookingInSerializer(serializers.Serializer):
 
 
 class ExtendInSerializer(serializers.Serializer):
-    period_count = serializers.IntegerField(min_value=1, max_value=10_000)
+    period_count = PeriodCountField()
 
 
 class EventSerializer(serializers.ModelSerializer):

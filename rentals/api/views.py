@@ -1,30 +1,34 @@
-import json
+"""The rentals API: the offer, quotes, bookings, allocations and their actions, the ledger.
+
+Thin: validate, call one service, serialize. Purchases go through rentals.idempotency.
+"""
 
 from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, permissions, serializers, status
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from anchorgpu.errors import DomainError
-from anchorgpu.problems import domain_error_response
 from rentals import selectors, services, usage
 from rentals.api.serializers import (
     AllocationSerializer,
     BookingInSerializer,
     BookingSerializer,
     ExtendInSerializer,
+    GpuModelFilterSerializer,
+    GpuModelSerializer,
     LedgerEntrySerializer,
     QuoteInSerializer,
     QuoteSerializer,
 )
-from rentals.exports import statement_csv_response
-from rentals.services.idempotency import idempotency_key_parse, request_fingerprint
+from rentals.availability import gpu_model_offers
+from rentals.errors import QuoteMissing
+from rentals.idempotency import idempotent
+from rentals.views.statement import statement_csv_response
 
 PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
 IDEMPOTENCY_HEADER = OpenApiParameter(
@@ -41,28 +45,23 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 )
 
 
-def _jsonable(data):
-    return json.loads(JSONRenderer().render(data))
+class GpuModelListApi(generics.ListAPIView):
+    """GPU models with specs, the price in force per period, and GPUs free now."""
 
+    permission_classes = [permissions.AllowAny]
+    serializer_class = GpuModelSerializer
 
-def _idempotent(request, handler):
-    """Run a purchase through the idempotency layer and answer with its (replayed) result."""
-    key = idempotency_key_parse(request.headers.get("Idempotency-Key"))
-    fingerprint = request_fingerprint(method=request.method, path=request.path, data=request.data)
+    def get_queryset(self):
+        filters = GpuModelFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return gpu_model_offers(filters=filters.validated_data)
 
-    def run():
-        try:
-            return handler()
-        except DomainError as exc:
-            response = domain_error_response(exc)
-            return response.status_code, _jsonable(response.data)
-
-    outcome = services.idempotent_call(
-        user=request.user, key=key, fingerprint=fingerprint, handler=run
+    @extend_schema(
+        parameters=[GpuModelFilterSerializer],
+        responses={200: GpuModelSerializer(many=True), 400: PROBLEM},
     )
-    headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
-    content_type = "application/problem+json" if outcome.status >= 400 else None
-    return Response(outcome.body, status=outcome.status, headers=headers, content_type=content_type)
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
 
 
 class QuoteCreateApi(APIView):
@@ -103,26 +102,22 @@ class BookingCreateApi(APIView):
             429: PROBLEM,
         },
     )
+    @idempotent
     def post(self, request):
-        def book():
-            data = BookingInSerializer(data=request.data)
-            data.is_valid(raise_exception=True)
-            quote = selectors.quote_get_for_user(user=request.user, pk=data.validated_data["quote"])
-            if quote is None:
-                raise DomainError(_("No such quote."), field="quote")
-            allocation = services.allocation_book(user=request.user, quote=quote)
-            allocation = selectors.allocation_get_for_user(user=request.user, pk=allocation.pk)
-            body = BookingSerializer(
-                {
-                    "id": allocation.pk,
-                    "allocation": allocation,
-                    "amount": quote.total,
-                    "currency": quote.currency,
-                }
-            ).data
-            return status.HTTP_201_CREATED, _jsonable(body)
-
-        return _idempotent(request, book)
+        data = BookingInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        quote = selectors.quote_get_for_user(user=request.user, pk=data.validated_data["quote"])
+        if quote is None:
+            raise QuoteMissing(_("No such quote."), field="quote")
+        allocation = services.allocation_book(user=request.user, quote=quote)
+        allocation = selectors.allocation_get_for_user(user=request.user, pk=allocation.pk)
+        body = {
+            "id": allocation.pk,
+            "allocation": allocation,
+            "amount": quote.total,
+            "currency": quote.currency,
+        }
+        return Response(BookingSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
 class AllocationListApi(generics.ListAPIView):
@@ -155,10 +150,10 @@ class AllocationDetailApi(APIView):
 
 
 def _own_allocation(request, pk):
-    allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+    allocation, may_act = selectors.allocation_get_for_owner(user=request.user, pk=pk)
     if allocation is None:
         raise Http404
-    if allocation.user_id != request.user.pk:
+    if not may_act:
         raise PermissionDenied(_("Staff can read every allocation but change none."))
     return allocation
 
@@ -218,20 +213,17 @@ class AllocationExtendApi(APIView):
             429: PROBLEM,
         },
     )
+    @idempotent
     def post(self, request, pk):
         allocation = _own_allocation(request, pk)
-
-        def extend():
-            data = ExtendInSerializer(data=request.data)
-            data.is_valid(raise_exception=True)
-            services.allocation_extend(
-                allocation=allocation,
-                actor=request.user,
-                period_count=data.validated_data["period_count"],
-            )
-            return status.HTTP_200_OK, _jsonable(_fresh(request, allocation))
-
-        return _idempotent(request, extend)
+        data = ExtendInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.allocation_extend(
+            allocation=allocation,
+            actor=request.user,
+            period_count=data.validated_data["period_count"],
+        )
+        return Response(_fresh(request, allocation))
 
 
 class TelemetryQuerySerializer(serializers.Serializer):

@@ -7,7 +7,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import catalog.money
+import core.money
 import rentals.models.allocations
 
 
@@ -136,8 +136,8 @@ class Migration(migrations.Migration):
                 ("paid_from", models.DateTimeField()),
                 ("paid_until", models.DateTimeField()),
                 ("starts_now", models.BooleanField(default=True)),
-                ("total", catalog.money.MoneyField(decimal_places=2, max_digits=14)),
-                ("currency", catalog.money.CurrencyField(max_length=3)),
+                ("total", core.money.MoneyField(decimal_places=2, max_digits=14)),
+                ("currency", core.money.CurrencyField(max_length=3)),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 ("valid_until", models.DateTimeField()),
                 (
@@ -196,8 +196,8 @@ class Migration(migrations.Migration):
                 ),
                 ("description", models.CharField(max_length=200)),
                 ("quantity", models.PositiveIntegerField()),
-                ("unit_price", catalog.money.MoneyField(decimal_places=2, max_digits=14)),
-                ("amount", catalog.money.MoneyField(decimal_places=2, max_digits=14)),
+                ("unit_price", core.money.MoneyField(decimal_places=2, max_digits=14)),
+                ("amount", core.money.MoneyField(decimal_places=2, max_digits=14)),
                 (
                     "option",
                     models.ForeignKey(
@@ -453,8 +453,8 @@ class Migration(migrations.Migration):
                         choices=[("charge", "charge"), ("refund", "refund")], max_length=10
                     ),
                 ),
-                ("amount", catalog.money.MoneyField(decimal_places=2, max_digits=14)),
-                ("currency", catalog.money.CurrencyField(max_length=3)),
+                ("amount", core.money.MoneyField(decimal_places=2, max_digits=14)),
+                ("currency", core.money.CurrencyField(max_length=3)),
                 ("description", models.CharField(max_length=200)),
                 ("at", models.DateTimeField()),
                 (

@@ -1,31 +1,28 @@
 from rentals.models.allocations import (
+    LIVE_STATES,
     Allocation,
     AllocationEvent,
     AllocationGpu,
     AllocationState,
-    IdempotencyKey,
-    LedgerEntry,
-    LedgerKind,
-    Quote,
-    QuoteLine,
-    QuoteLineKind,
+    EventKind,
 )
-from rentals.models.telemetry import Flag, FlagKind, GpuRollup, GpuSample, Poll, PollOutcome
+from rentals.models.idempotency import IdempotencyKey
+from rentals.models.ledger import LedgerEntry, LedgerKind
+from rentals.models.notices import Notice, NoticeKind
+from rentals.models.quotes import Quote, QuoteLine, QuoteLineKind
 
 __all__ = [
+    "LIVE_STATES",
     "Allocation",
     "AllocationEvent",
     "AllocationGpu",
     "AllocationState",
-    "Flag",
-    "FlagKind",
-    "GpuRollup",
-    "GpuSample",
+    "EventKind",
     "IdempotencyKey",
     "LedgerEntry",
     "LedgerKind",
-    "Poll",
-    "PollOutcome",
+    "Notice",
+    "NoticeKind",
     "Quote",
     "QuoteLine",
     "QuoteLineKind",

@@ -1,4 +1,5 @@
-"""Quotes, allocations of specific GPUs for a paid period, their events and the ledger."""
+"""Allocations of specific GPUs for a paid period, the GPU holdings the database guards, and
+the allocations' events."""
 
 import uuid
 
@@ -9,76 +10,9 @@ from django.db import models
 from django.db.models import F, Func, Q, Value
 from django.utils.translation import gettext_lazy as _
 
-from catalog.models import Gpu, GpuModel, Node, Option, RentalPeriod
-from catalog.money import CurrencyField, MoneyField
-
-
-class Quote(models.Model):
-    """A complete, priced offer; a snapshot that no later price change alters."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="+")
-    gpu_count = models.PositiveSmallIntegerField()
-    period = models.ForeignKey(RentalPeriod, on_delete=models.PROTECT, related_name="+")
-    period_count = models.PositiveSmallIntegerField()
-    paid_from = models.DateTimeField()
-    paid_until = models.DateTimeField()
-    starts_now = models.BooleanField(default=True)
-    total = MoneyField()
-    currency = CurrencyField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    valid_until = models.DateTimeField()
-
-    class Meta:
-        ordering = ["-created_at"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(paid_from__lt=F("paid_until")), name="rentals_quote_period_not_empty"
-            ),
-            models.CheckConstraint(
-                condition=Q(total__gte=0), name="rentals_quote_total_not_negative"
-            ),
-            models.CheckConstraint(
-                condition=Q(gpu_count__gte=1), name="rentals_quote_gpu_count_positive"
-            ),
-            models.CheckConstraint(
-                condition=Q(period_count__gte=1), name="rentals_quote_period_count_positive"
-            ),
-        ]
-
-    def __str__(self):
-        return f"Quote {self.id}"
-
-
-class QuoteLineKind(models.TextChoices):
-    GPU = "gpu", _("GPUs")
-    OPTION = "option", _("option")
-
-
-class QuoteLine(models.Model):
-    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="lines")
-    position = models.PositiveSmallIntegerField()
-    kind = models.CharField(max_length=10, choices=QuoteLineKind.choices)
-    option = models.ForeignKey(Option, null=True, blank=True, on_delete=models.PROTECT)
-    description = models.CharField(max_length=200)
-    quantity = models.PositiveIntegerField()
-    unit_price = MoneyField()
-    amount = MoneyField()
-
-    class Meta:
-        ordering = ["quote", "position"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["quote", "position"], name="rentals_quoteline_position"
-            ),
-            models.CheckConstraint(
-                condition=Q(amount__gte=0), name="rentals_quoteline_amount_not_negative"
-            ),
-        ]
-
-    def __str__(self):
-        return self.description
+from catalog.models import Gpu, GpuModel, Node, RentalPeriod
+from core.db import choices_check
+from rentals.models.quotes import Quote
 
 
 class AllocationState(models.TextChoices):
@@ -124,6 +58,7 @@ class Allocation(models.Model):
             models.CheckConstraint(
                 condition=Q(gpu_count__gte=1), name="rentals_allocation_gpu_count_positive"
             ),
+            choices_check("state", AllocationState, name="rentals_allocation_state_valid"),
         ]
         indexes = [
             models.Index(fields=["user", "-paid_from"]),
@@ -187,14 +122,15 @@ class AllocationGpu(models.Model):
         return f"{self.gpu_id} [{self.starts_at}, {self.ends_at})"
 
 
-EVENT_LABELS = {
-    "booked": _("booked"),
-    "stop": _("stopped by the owner"),
-    "start": _("started"),
-    "cancel": _("cancelled, refunded"),
-    "extend": _("extended"),
-    "expire": _("expired at paid-until"),
-}
+class EventKind(models.TextChoices):
+    """What happened to an allocation; the labels are the event history's words."""
+
+    BOOKED = "booked", _("booked")
+    STOP = "stop", _("stopped by the owner")
+    START = "start", _("started")
+    CANCEL = "cancel", _("cancelled, refunded")
+    EXTEND = "extend", _("extended")
+    EXPIRE = "expire", _("expired at paid-until")
 
 
 class AllocationEvent(models.Model):
@@ -205,84 +141,34 @@ class AllocationEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    kind = models.CharField(max_length=20)
-    from_state = models.CharField(max_length=10, blank=True)
-    to_state = models.CharField(max_length=10, blank=True)
+    kind = models.CharField(max_length=20, choices=EventKind.choices)
+    from_state = models.CharField(max_length=10, choices=AllocationState.choices, blank=True)
+    to_state = models.CharField(max_length=10, choices=AllocationState.choices, blank=True)
     note = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["allocation", "at", "id"]
+        constraints = [
+            choices_check("kind", EventKind, name="rentals_allocationevent_kind_valid"),
+            choices_check(
+                "from_state", AllocationState, blank=True, name="rentals_allocationevent_from_valid"
+            ),
+            choices_check(
+                "to_state", AllocationState, blank=True, name="rentals_allocationevent_to_valid"
+            ),
+        ]
 
     def __str__(self):
         return f"{self.kind} at {self.at}"
 
     @property
     def kind_label(self):
-        return EVENT_LABELS.get(self.kind, self.kind)
+        return self.get_kind_display()
 
     @property
     def from_label(self):
-        return AllocationState(self.from_state).label if self.from_state else ""
+        return self.get_from_state_display()
 
     @property
     def to_label(self):
-        return AllocationState(self.to_state).label if self.to_state else ""
-
-
-class LedgerKind(models.TextChoices):
-    CHARGE = "charge", _("charge")
-    REFUND = "refund", _("refund")
-
-
-class LedgerEntry(models.Model):
-    """Money moved for a customer. Amounts are never negative; the kind gives the sign."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    allocation = models.ForeignKey(Allocation, on_delete=models.PROTECT, related_name="ledger")
-    kind = models.CharField(max_length=10, choices=LedgerKind.choices)
-    amount = MoneyField()
-    currency = CurrencyField()
-    description = models.CharField(max_length=200)
-    at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        verbose_name_plural = "ledger entries"
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(amount__gte=0), name="rentals_ledgerentry_amount_not_negative"
-            ),
-            models.UniqueConstraint(
-                fields=["allocation"],
-                condition=Q(kind="refund"),
-                name="rentals_ledgerentry_one_refund",
-            ),
-        ]
-        indexes = [models.Index(fields=["user", "-at"])]
-
-    def __str__(self):
-        return f"{self.kind} {self.amount} {self.currency}"
-
-    @property
-    def signed_amount(self):
-        return self.amount if self.kind == LedgerKind.CHARGE else -self.amount
-
-
-class IdempotencyKey(models.Model):
-    """The first response to (user, key), replayed for retries of the same request."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    status_code = models.PositiveSmallIntegerField()
-    body = models.JSONField()
-    created_at = models.DateTimeField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="rentals_idempotencykey_once"),
-        ]
-        indexes = [models.Index(fields=["created_at"])]
-
-    def __str__(self):
-        return self.key
+        return self.get_to_state_display()

@@ -1,18 +1,16 @@
+"""Writes of the rentals layer. Every page, API view, admin action and task calls these."""
+
+from rentals.services.activity import gpu_activity_flags_update
 from rentals.services.allocations import (
-    allocation_book,
     allocation_cancel,
     allocation_extend,
     allocation_start,
     allocation_stop,
-    allocations_enforce,
-    expiry_warnings_send,
+    extension_price,
 )
-from rentals.services.idempotency import (
-    idempotency_key_parse,
-    idempotency_keys_purge,
-    idempotent_call,
-    request_fingerprint,
-)
+from rentals.services.bookings import allocation_book
+from rentals.services.enforcement import allocations_enforce
+from rentals.services.notices import expiry_notices_record, notice_send, notices_unsent
 from rentals.services.quotes import quote_create
 
 __all__ = [
@@ -22,10 +20,10 @@ __all__ = [
     "allocation_start",
     "allocation_stop",
     "allocations_enforce",
-    "expiry_warnings_send",
-    "idempotency_key_parse",
-    "idempotency_keys_purge",
-    "idempotent_call",
+    "expiry_notices_record",
+    "extension_price",
+    "gpu_activity_flags_update",
+    "notice_send",
+    "notices_unsent",
     "quote_create",
-    "request_fingerprint",
 ]

@@ -8,12 +8,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from anchorgpu.errors import NoCapacity
 from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
-from catalog.money import Money
-from catalog.selectors import gpu_price_at, max_gpus_per_node, option_price_at
+from catalog.selectors import gpu_price_at, option_price_at
+from core.money import Money
+from rentals import limits
+from rentals.availability import earliest_start, fits, max_gpus_per_node
+from rentals.errors import NoCapacity
 from rentals.models import Quote, QuoteLine, QuoteLineKind
-from rentals.placement import earliest_start, fits
 
 
 def _get_active(model, slug, field, errors, label):
@@ -52,8 +53,14 @@ def quote_create(
     model = _get_active(GpuModel, gpu_model, "gpu_model", errors, _("GPU model"))
     rental_period = _get_active(RentalPeriod, period, "period", errors, _("rental period"))
 
-    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 1:
-        errors["gpu_count"] = _("GPU count must be a whole number of at least 1.")
+    if (
+        not isinstance(gpu_count, int)
+        or isinstance(gpu_count, bool)
+        or not 1 <= gpu_count <= limits.GPU_COUNT_MAX
+    ):
+        errors["gpu_count"] = _("GPU count must be a whole number from 1 to %(max)s.") % {
+            "max": limits.GPU_COUNT_MAX
+        }
     elif model is not None:
         per_node = max_gpus_per_node(gpu_model=model)
         if gpu_count > per_node:
@@ -61,7 +68,7 @@ def quote_create(
                 "At most %(n)s GPUs of this model fit on one node; an allocation uses one node."
             ) % {"n": per_node}
 
-    max_count = conf["MAX_PERIOD_COUNT"]
+    max_count = limits.period_count_max()
     if (
         not isinstance(period_count, int)
         or isinstance(period_count, bool)
@@ -77,9 +84,9 @@ def quote_create(
             errors["starts_at"] = _("Give the start with a time zone (UTC recommended).")
         elif starts_at < now:
             errors["starts_at"] = _("The start is in the past; choose now or a later time.")
-        elif starts_at > now + conf["MAX_SCHEDULE_AHEAD"]:
+        elif starts_at > now + limits.schedule_ahead_max():
             errors["starts_at"] = _("The start is too far ahead (at most %(days)s days).") % {
-                "days": conf["MAX_SCHEDULE_AHEAD"].days
+                "days": limits.schedule_ahead_max().days
             }
 
     chosen = _options(options, model, rental_period, errors)

@@ -47,7 +47,9 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
     assert set(schedule) == {
         "enforce-allocations",
         "send-expiry-warnings",
+        "send-unsent-notices",
         "poll-nodes",
+        "flag-gpu-activity",
         "rollup-telemetry",
         "prune-telemetry",
         "purge-idempotency-keys",

@@ -5,9 +5,11 @@ import time
 
 import pytest
 
-from rentals.models import Allocation, GpuSample, LedgerEntry
-from rentals.telemetry.poll import poll_nodes
-from rentals.telemetry.simulator import Simulator, fleet_from_database
+from rentals.models import Allocation, LedgerEntry
+from rentals.simulation import simulated_fleet
+from telemetry.models import GpuSample
+from telemetry.poll import poll_nodes
+from telemetry.simulator import Simulator
 from tests.e2e.conftest import axe_serious, login, screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -24,7 +26,7 @@ def get_quote(page, live_server, model="l4", gpus="2"):
 
 
 def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, page, live_server):
-    simulator = Simulator(fleet_from_database, refresh=0.0).start_in_thread()
+    simulator = Simulator(simulated_fleet, refresh=0.0).start_in_thread()
     try:
         login(page, live_server, "alice", "pw-alice-123456")
         page.goto(live_server.url + "/")

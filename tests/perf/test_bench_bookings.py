@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from anchorgpu.services import api_token_create
+from accounts.services import api_token_create
 from catalog.demo import seed_catalog
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 
 from catalog.demo import seed_catalog
-from rentals.models import GpuRollup
-from rentals.telemetry.rollup import telemetry_rollup
+from telemetry.models import GpuRollup
+from telemetry.rollup import telemetry_rollup
 from tests.perf.conftest import h100_fleet, report
 from tests.rentals.helpers import book
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from catalog.demo import seed_catalog
-from rentals.models import GpuSample
+from telemetry.models import GpuSample
 from tests.perf.conftest import h100_fleet, report
 
 pytestmark = pytest.mark.django_db

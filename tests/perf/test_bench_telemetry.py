@@ -11,8 +11,8 @@ from django.db import connection, connections
 
 from anchorgpu.launcher import free_port, wait_for_port
 from catalog.demo import seed_catalog
-from rentals.models import GpuSample
-from rentals.telemetry.poll import fetch_all, poll_nodes, run_async
+from telemetry.models import GpuSample
+from telemetry.poll import fetch_all, poll_nodes, run_async
 from tests.perf.conftest import ROOT, database_url, h100_fleet, report
 
 pytestmark = pytest.mark.django_db(transaction=True)

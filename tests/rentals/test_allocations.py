@@ -7,8 +7,9 @@ from django.core import mail
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from anchorgpu.errors import Conflict, NoCapacity
 from catalog.services import gpu_price_set
+from core.errors import Conflict
+from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
 from rentals.models import Allocation, AllocationEvent, AllocationGpu, LedgerEntry
 from rentals.services import (
     allocation_book,
@@ -17,10 +18,11 @@ from rentals.services import (
     allocation_start,
     allocation_stop,
     allocations_enforce,
-    expiry_warnings_send,
+    expiry_notices_record,
+    notice_send,
+    notices_unsent,
     quote_create,
 )
-from rentals.services.allocations import QuoteExpired, QuoteUsed
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -213,6 +215,14 @@ def test_scheduled_and_past_its_end_expires_directly(catalog, alice):
     assert allocations_enforce(now=now + timedelta(days=3)) == {"started": 0, "expired": 1}
     scheduled.refresh_from_db()
     assert scheduled.state == "expired"
+
+
+def expiry_warnings_send(*, now):
+    """Record the due notices, then send what is owed (what the after-commit task does)."""
+    recorded = expiry_notices_record(now=now)
+    for pk in notices_unsent(now=now, older_than=timedelta(0)):
+        notice_send(notice_id=pk)
+    return recorded
 
 
 def test_expiry_warnings_are_sent_once_each(catalog, alice):

@@ -4,8 +4,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from rentals.idempotency import idempotency_keys_purge
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
-from rentals.services import idempotency_keys_purge
 from tests.rentals.helpers import book, key
 
 pytestmark = pytest.mark.django_db

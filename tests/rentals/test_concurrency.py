@@ -7,11 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from django.db import connection, connections
+from django.http import JsonResponse
 
-from anchorgpu.errors import NoCapacity
-from anchorgpu.services import api_token_create
+from accounts.services import api_token_create
+from rentals.errors import NoCapacity
+from rentals.idempotency import respond_once
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
-from rentals.services import allocation_book, idempotent_call, quote_create
+from rentals.services import allocation_book, quote_create
 from tests.rentals.test_allocations import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,17 +93,17 @@ def test_two_identical_requests_at_once_book_once(catalog, alice):
         inside.set()
         release.wait(10)
         allocation = allocation_book(user=alice, quote=quote)
-        return 201, {"id": str(allocation.pk)}
+        return JsonResponse({"id": str(allocation.pk)}, status=201)
 
     @_in_thread
     def first():
-        return idempotent_call(user=alice, key=key, fingerprint="f", handler=slow_book)
+        return respond_once(user=alice, key=key, fingerprint="f", respond=slow_book)
 
     @_in_thread
     def second():
         inside.wait(10)
         try:
-            return idempotent_call(user=alice, key=key, fingerprint="f", handler=slow_book)
+            return respond_once(user=alice, key=key, fingerprint="f", respond=slow_book)
         except Exception as exc:  # the in-flight refusal is what we expect
             return exc
         finally:
@@ -111,11 +113,11 @@ def test_two_identical_requests_at_once_book_once(catalog, alice):
         one, two = pool.submit(first), pool.submit(second)
         results = [one.result(), two.result()]
 
-    assert results[0].status == 201 and not results[0].replayed
+    assert results[0].status_code == 201 and "Idempotent-Replayed" not in results[0]
     assert getattr(results[1], "code", None) == "in_flight" and results[1].status == 409
     assert Allocation.objects.count() == 1
-    replay = idempotent_call(user=alice, key=key, fingerprint="f", handler=slow_book)
-    assert replay.replayed and replay.body == results[0].body
+    replay = respond_once(user=alice, key=key, fingerprint="f", respond=slow_book)
+    assert replay["Idempotent-Replayed"] == "true" and replay.content == results[0].content
 
 
 def test_a_failure_after_the_insert_stores_nothing_and_a_retry_succeeds(catalog, alice):
@@ -127,13 +129,13 @@ def test_a_failure_after_the_insert_stores_nothing_and_a_retry_succeeds(catalog,
         raise RuntimeError("power cut")
 
     with pytest.raises(RuntimeError):
-        idempotent_call(user=alice, key=key, fingerprint="f", handler=crash_after_booking)
+        respond_once(user=alice, key=key, fingerprint="f", respond=crash_after_booking)
     assert Allocation.objects.count() == 0 and IdempotencyKey.objects.count() == 0
     assert LedgerEntry.objects.count() == 0
 
     def book():
-        return 201, {"id": str(allocation_book(user=alice, quote=quote).pk)}
+        return JsonResponse({"id": str(allocation_book(user=alice, quote=quote).pk)}, status=201)
 
-    assert idempotent_call(user=alice, key=key, fingerprint="f", handler=book).status == 201
+    assert respond_once(user=alice, key=key, fingerprint="f", respond=book).status_code == 201
     assert Allocation.objects.count() == 1
     assert connection.in_atomic_block is False

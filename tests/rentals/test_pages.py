@@ -64,7 +64,7 @@ def test_tokens_page_creates_shows_once_and_revokes(alice, client, api):
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert api.get("/api/v1/ledger/").status_code == 200
     assert secret not in client.get("/account/tokens/").content.decode()
-    from anchorgpu.models import ApiToken
+    from accounts.models import ApiToken
 
     client.post("/account/tokens/", {"revoke": ApiToken.objects.get().pk})
     assert api.get("/api/v1/ledger/").status_code == 401

@@ -8,9 +8,9 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anchorgpu.errors import NoCapacity
-from catalog.money import Money
 from catalog.services import gpu_price_set
+from core.money import Money
+from rentals.errors import NoCapacity
 from rentals.models import Quote, QuoteLine
 from rentals.services import quote_create
 from tests.rentals.helpers import book

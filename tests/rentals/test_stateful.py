@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from anchorgpu.errors import DomainError
+from core.errors import DomainError
 from rentals.models import Allocation
 from rentals.services import (
     allocation_extend,

@@ -9,8 +9,10 @@ from celery.contrib.testing.worker import start_worker
 
 from anchorgpu.celery import app
 from catalog.models import NodeHealth
-from rentals.models import Allocation, GpuSample
-from rentals.telemetry.simulator import Simulator, fleet_from_database
+from rentals.models import Allocation
+from rentals.simulation import simulated_fleet
+from telemetry.models import GpuSample
+from telemetry.simulator import Simulator
 from tests.anchorgpu.test_celery import wait_for
 from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 
@@ -20,13 +22,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 def test_beat_and_worker_poll_nodes_and_enforce_paid_periods(catalog, alice, tmp_path):
     ended = book(alice, model="l4", count=1, period="day")
     end_paid_periods_a_minute_ago()
-    simulator = Simulator(fleet_from_database, refresh=0.5).start_in_thread()
+    simulator = Simulator(simulated_fleet, refresh=0.5).start_in_thread()
     for node in catalog.nodes:
         node.telemetry_url = simulator.url_for(node.hostname)
         node.save(update_fields=["telemetry_url"])
     schedule = app.conf.beat_schedule
     app.conf.beat_schedule = {
-        "poll-nodes": {"task": "rentals.tasks.nodes_poll_task", "schedule": timedelta(seconds=1)},
+        "poll-nodes": {"task": "telemetry.tasks.nodes_poll_task", "schedule": timedelta(seconds=1)},
         "enforce": {
             "task": "rentals.tasks.allocations_enforce_task",
             "schedule": timedelta(seconds=1),

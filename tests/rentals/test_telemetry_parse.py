@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rentals.telemetry.parse import ScrapeError, parse_amd, parse_dcgm
+from telemetry.parse import ScrapeError, parse_amd, parse_dcgm
 
 FIXTURES = Path(__file__).parent / "fixtures"
 H100_A = "GPU-11111111-2222-3333-4444-555555555555"

@@ -8,11 +8,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from catalog.models import ExporterKind, NodeHealth
-from rentals.models import Flag, GpuRollup, GpuSample, Poll
-from rentals.services import allocation_stop
-from rentals.telemetry.poll import nodes_mark_stale, poll_nodes
-from rentals.telemetry.rollup import telemetry_prune, telemetry_rollup
-from rentals.telemetry.simulator import SimGpu, SimNode, Simulator
+from rentals.services import allocation_stop, gpu_activity_flags_update
+from telemetry.models import Flag, GpuRollup, GpuSample, Poll
+from telemetry.poll import nodes_mark_stale, poll_nodes
+from telemetry.rollup import telemetry_prune, telemetry_rollup
+from telemetry.simulator import SimGpu, SimNode, Simulator
 from tests.catalog.factories import NodeFactory
 from tests.rentals.helpers import book
 
@@ -120,6 +120,7 @@ def test_samples_follow_allocation_state_and_flags_open_and_close(
     point_at(simulator, [l4], {held_gpu.uuid: "running", free_gpu.uuid: "running"})
 
     poll_nodes([l4.pk])
+    gpu_activity_flags_update()
 
     open_flags = set(Flag.objects.filter(closed_at__isnull=True).values_list("gpu_id", "kind"))
     assert open_flags == {
@@ -127,10 +128,12 @@ def test_samples_follow_allocation_state_and_flags_open_and_close(
         (free_gpu.pk, "unallocated_active"),
     }
     poll_nodes([l4.pk])
+    gpu_activity_flags_update()
     assert Flag.objects.count() == 2  # a condition that holds opens its flag once
 
     point_at(simulator, [l4])
     poll_nodes([l4.pk])
+    gpu_activity_flags_update()
     assert Flag.objects.filter(closed_at__isnull=True).count() == 0
     sample = GpuSample.objects.filter(gpu=held_gpu).latest("at")
     assert sample.utilization == 0 and sample.memory_total_mib == l4.gpu_model.memory_reported_mib

@@ -5,8 +5,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from rentals.dashboard import fleet_dashboard
 from rentals.services import allocation_start, allocation_stop
-from rentals.usage import allocation_usage, fleet_dashboard
+from rentals.usage import allocation_usage
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db

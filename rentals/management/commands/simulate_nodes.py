@@ -3,7 +3,8 @@ import contextlib
 
 from django.core.management.base import BaseCommand
 
-from rentals.telemetry.simulator import Simulator, fleet_from_database
+from rentals.simulation import simulated_fleet
+from telemetry.simulator import Simulator
 
 
 class Command(BaseCommand):
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, host, port, fault, **options):
-        simulator = Simulator(fleet_from_database, host=host, port=port)
+        simulator = Simulator(simulated_fleet, host=host, port=port)
         for item in fault:
             hostname, _, mode = item.partition("=")
             mode, _, gpu = mode.partition(":")

@@ -1,0 +1,75 @@
+"""Database helpers every app shares: enum CHECKs and transactions that retry whole."""
+
+import functools
+import random
+import threading
+import time
+
+from django.db import OperationalError, models, transaction
+from django.db.models import Q
+
+RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
+ATTEMPTS = 4
+
+
+def choices_check(field: str, choices, *, name: str, blank: bool = False):
+    """A CHECK that the column holds one of the enum's values (or '' where `blank`)."""
+    condition = Q(**{f"{field}__in": list(choices.values)})
+    if blank:
+        condition |= Q(**{field: ""})
+    return models.CheckConstraint(condition=condition, name=name)
+
+
+def sqlstate(exc) -> str | None:
+    return getattr(getattr(exc, "__cause__", None), "sqlstate", None)
+
+
+class Retry(Exception):
+    """Raised inside a retried transaction when a race was lost (for example an exclusion
+    violation): the whole transaction runs again; after the last attempt `final` is raised."""
+
+    def __init__(self, final: Exception):
+        super().__init__(str(final))
+        self.final = final
+
+
+_local = threading.local()  # each thread has its own database connection
+
+
+def retried_transaction(func):
+    """Run `func` in a transaction of its own and run that whole transaction again on a
+    deadlock, a serialization failure or a `Retry`, with jitter.
+
+    Nested inside another retried transaction it is a plain savepoint and the failure goes
+    up, so the outermost one starts over with nothing held. Called inside a transaction that
+    is not retried (a test's, or a caller's own atomic block) the retries can only be
+    savepoints, which under READ COMMITTED still read fresh rows.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if getattr(_local, "retrying", False):
+            with transaction.atomic():
+                return func(*args, **kwargs)
+        _local.retrying = True
+        try:
+            for attempt in range(1, ATTEMPTS + 1):
+                try:
+                    with transaction.atomic():
+                        return func(*args, **kwargs)
+                except (OperationalError, Retry) as exc:
+                    if (
+                        isinstance(exc, OperationalError)
+                        and sqlstate(exc) not in RETRYABLE_SQLSTATES
+                    ):
+                        raise
+                    if attempt == ATTEMPTS:
+                        if isinstance(exc, Retry):
+                            raise exc.final from exc
+                        raise
+                    time.sleep(random.uniform(0.005, 0.03) * attempt)
+        finally:
+            _local.retrying = False
+        raise AssertionError("unreachable")
+
+    return wrapper

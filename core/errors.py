@@ -1,0 +1,24 @@
+"""Errors that services raise; the API turns them into problem details, pages into messages."""
+
+from django.utils.translation import gettext_lazy as _
+
+
+class DomainError(Exception):
+    """A refused operation that is the client's to fix or retry; nothing was changed."""
+
+    status = 400
+    code = "invalid"
+    title = _("The request was refused")
+    retry_after: int | None = None  # seconds, for refusals that a retry soon may pass
+
+    def __init__(self, detail, *, field=None, extra=None):
+        super().__init__(str(detail))
+        self.detail = detail
+        self.field = field
+        self.extra = extra or {}
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "conflict"
+    title = _("The request conflicts with the current state")

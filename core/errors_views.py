@@ -1,0 +1,32 @@
+"""Error pages: problem details under /api/, friendly HTML elsewhere."""
+
+from django.http import JsonResponse
+from django.shortcuts import render
+
+from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE
+
+
+def _problem(status, title, code):
+    return JsonResponse(
+        {
+            "type": f"{TYPE_BASE}{code}",
+            "title": title,
+            "status": status,
+            "detail": title,
+            "code": code,
+        },
+        status=status,
+        content_type=PROBLEM_CONTENT_TYPE,
+    )
+
+
+def not_found(request, exception=None):
+    if request.path.startswith("/api/"):
+        return _problem(404, "Not found.", "not_found")
+    return render(request, "404.html", status=404)
+
+
+def server_error(request):
+    if request.path.startswith("/api/"):
+        return _problem(500, "Internal error; nothing was changed.", "server_error")
+    return render(request, "500.html", status=500)

@@ -1,0 +1,110 @@
+"""RFC 9457 problem details for every API error.
+
+Shape: {type, title, status, detail, code, errors: {field: [message, ...]}, ...extra}.
+Django's ValidationError and our DomainError reach here too, so no service error
+becomes a 500.
+"""
+
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from django.utils.translation import gettext as _
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from core.errors import DomainError
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+TYPE_BASE = "/api/docs/#problem-"
+
+
+def problem_response(*, status_code, title, detail, code, errors=None, headers=None, **extra):
+    body = {
+        "type": f"{TYPE_BASE}{code}",
+        "title": str(title),
+        "status": status_code,
+        "detail": str(detail),
+        "code": code,
+    }
+    if errors:
+        body["errors"] = errors
+    body.update(extra)
+    return Response(body, status=status_code, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def domain_error_response(exc: DomainError):
+    """The problem response for a refused operation; also what idempotency stores."""
+    return problem_response(
+        status_code=exc.status,
+        title=exc.title,
+        detail=exc.detail,
+        code=exc.code,
+        errors={exc.field: [str(exc.detail)]} if exc.field else None,
+        headers={"Retry-After": str(exc.retry_after)} if exc.retry_after else None,
+        **exc.extra,
+    )
+
+
+def _flatten(detail):
+    """DRF error detail (dict/list/str, nested) → {field: [messages]}."""
+    if isinstance(detail, dict):
+        out = {}
+        for field, value in detail.items():
+            nested = _flatten(value)
+            if isinstance(nested, dict):
+                for sub, messages in nested.items():
+                    key = field if sub == "non_field_errors" else f"{field}.{sub}"
+                    out.setdefault(key, []).extend(messages)
+            else:
+                out[field] = nested
+        return out
+    if isinstance(detail, list):
+        if any(isinstance(item, dict) for item in detail):
+            out = {}
+            for index, item in enumerate(detail):
+                for sub, messages in _flatten(item).items():
+                    out.setdefault(f"{index}.{sub}", []).extend(messages)
+            return out
+        return [str(item) for item in detail]
+    return [str(detail)]
+
+
+def problem_exception_handler(exc, context):
+    if isinstance(exc, DomainError):
+        return domain_error_response(exc)
+    if isinstance(exc, DjangoValidationError):
+        if hasattr(exc, "error_dict"):
+            detail = {k: [m for e in v for m in e.messages] for k, v in exc.error_dict.items()}
+        else:
+            detail = {"non_field_errors": exc.messages}
+        exc = exceptions.ValidationError(detail)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten(exc.detail)
+        if isinstance(errors, list):
+            errors = {"non_field_errors": errors}
+        first = next(iter(errors.values()))[0]
+        return problem_response(
+            status_code=status.HTTP_400_BAD_REQUEST,
+            title=_("Invalid input"),
+            detail=first,
+            code="invalid",
+            errors=errors,
+        )
+    detail = exc.detail if isinstance(exc.detail, str) else _flatten(exc.detail)
+    code = getattr(exc, "default_code", "error")
+    return problem_response(
+        status_code=response.status_code,
+        title=_(str(exc.default_detail)) if hasattr(exc, "default_detail") else _("Error"),
+        detail=detail if isinstance(detail, str) else str(detail),
+        code=code,
+        headers={k: v for k, v in response.items() if k in ("Retry-After", "WWW-Authenticate")},
+    )

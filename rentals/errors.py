@@ -1,0 +1,62 @@
+"""The refusals of renting: pages act on these types, the API turns them into problems."""
+
+from django.utils.translation import gettext_lazy as _
+
+from core.errors import Conflict, DomainError
+
+
+class NoCapacity(Conflict):
+    code = "no_capacity"
+    title = _("Not enough free GPUs")
+
+    def __init__(self, detail, *, earliest_start=None, field=None):
+        extra = {"earliest_start": earliest_start.isoformat() if earliest_start else None}
+        super().__init__(detail, field=field, extra=extra)
+        self.earliest_start = earliest_start
+
+
+class QuoteMissing(DomainError):
+    code = "invalid"
+    title = _("No such quote")
+
+
+class QuoteExpired(Conflict):
+    code = "quote_expired"
+    title = _("The quote has expired")
+
+
+class QuoteUsed(Conflict):
+    code = "quote_used"
+    title = _("The quote was already booked")
+
+
+class InvalidTransition(Conflict):
+    code = "invalid_state"
+    title = _("Not possible in the allocation's current state")
+
+
+class NotOffered(DomainError):
+    code = "not_offered"
+    title = _("Not offered any more")
+
+
+class KeyMissing(DomainError):
+    code = "idempotency_key_missing"
+    title = _("Idempotency-Key header required")
+
+
+class KeyMalformed(DomainError):
+    code = "idempotency_key_malformed"
+    title = _("Malformed Idempotency-Key header")
+
+
+class KeyReused(DomainError):
+    status = 422
+    code = "idempotency_key_reused"
+    title = _("Idempotency-Key reused with a different request")
+
+
+class KeyInFlight(Conflict):
+    code = "in_flight"
+    title = _("A request with this Idempotency-Key is still being processed")
+    retry_after = 1

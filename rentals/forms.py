@@ -1,0 +1,135 @@
+"""Page forms of the rentals layer. Bounds come from rentals.limits, as in the API."""
+
+from datetime import UTC
+
+from django import forms
+from django.core.validators import MaxValueValidator
+from django.utils.translation import gettext_lazy as _
+
+from catalog.models import Option, RentalPeriod, SoftwareStack, Vendor
+from rentals import limits
+
+
+class GpuModelFilterForm(forms.Form):
+    """The catalog page's filters (the API's are GpuModelFilterSerializer)."""
+
+    vendor = forms.ChoiceField(choices=Vendor.choices, required=False)
+    min_memory_gb = forms.IntegerField(min_value=0, max_value=100_000, required=False)
+    stack = forms.ChoiceField(choices=SoftwareStack.choices, required=False)
+    fp8 = forms.NullBooleanField(required=False)
+    max_price = forms.DecimalField(max_digits=14, decimal_places=2, min_value=0, required=False)
+    price_period = forms.SlugField(required=False)
+    ordering = forms.ChoiceField(
+        choices=[
+            (o, o)
+            for o in (
+                "name",
+                "-name",
+                "memory_gb",
+                "-memory_gb",
+                "bandwidth_gbps",
+                "-bandwidth_gbps",
+            )
+        ],
+        required=False,
+    )
+
+    def clean(self):
+        return {k: v for k, v in super().clean().items() if v not in (None, "")}
+
+
+def _period_count_field(label, **kwargs):
+    field = forms.IntegerField(label=label, min_value=1, **kwargs)
+    field.max_value = limits.period_count_max()
+    field.validators.append(MaxValueValidator(field.max_value))
+    field.widget.attrs["max"] = field.max_value
+    return field
+
+
+class ExtendForm(forms.Form):
+    period_count = forms.IntegerField(min_value=1)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["period_count"] = _period_count_field(_("Extend by"))
+
+
+class DashboardForm(forms.Form):
+    DEFAULT_DAYS = 7
+    days = forms.IntegerField(min_value=1, max_value=90, required=False)
+
+    def clean_days(self):
+        return self.cleaned_data["days"] or self.DEFAULT_DAYS
+
+
+class QuoteForm(forms.Form):
+    """The booking form's input; the quote service does the real validation."""
+
+    gpu_count = forms.IntegerField(
+        label=_("GPUs"), min_value=1, max_value=limits.GPU_COUNT_MAX, initial=1
+    )
+    period = forms.ModelChoiceField(
+        label=_("Rental period"),
+        queryset=RentalPeriod.objects.filter(is_active=True),
+        to_field_name="slug",
+        empty_label=None,
+    )
+    period_count = forms.IntegerField(label=_("Number of periods"), min_value=1, initial=1)
+    start = forms.ChoiceField(
+        label=_("Start"),
+        choices=[("now", _("Now")), ("later", _("At a date and time (UTC)"))],
+        initial="now",
+        widget=forms.RadioSelect,
+    )
+    starts_at = forms.DateTimeField(
+        label=_("Start (UTC)"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"],
+    )
+
+    def __init__(self, *args, gpu_model, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["period_count"] = _period_count_field(_("Number of periods"), initial=1)
+        self.options = [
+            o
+            for o in Option.objects.filter(is_active=True).prefetch_related("gpu_models")
+            if not o.gpu_models.all() or gpu_model in o.gpu_models.all()
+        ]
+        for option in self.options:
+            self.fields[f"option_{option.slug}"] = forms.IntegerField(
+                label=f"{option.name} ({option.unit})",
+                min_value=0,
+                max_value=option.max_quantity,
+                initial=0,
+                required=False,
+                help_text=option.description,
+            )
+
+    def option_fields(self):
+        return [self[f"option_{o.slug}"] for o in self.options]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("start") == "later":
+            if not data.get("starts_at"):
+                self.add_error("starts_at", _("Choose the start date and time."))
+            else:
+                data["starts_at"] = data["starts_at"].replace(tzinfo=UTC)
+        else:
+            data["starts_at"] = None
+        return data
+
+    def quote_input(self):
+        data = self.cleaned_data
+        return {
+            "gpu_count": data["gpu_count"],
+            "period": data["period"].slug,
+            "period_count": data["period_count"],
+            "starts_at": data["starts_at"],
+            "options": [
+                {"option": o.slug, "quantity": data[f"option_{o.slug}"]}
+                for o in self.options
+                if data.get(f"option_{o.slug}")
+            ],
+        }

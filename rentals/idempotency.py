@@ -1,0 +1,170 @@
+"""Idempotent purchases (reliability.md §1.3), one layer for the API and the pages alike.
+
+The first response to (user, key), as the client saw it (status, content type, location
+and body), is stored in the same transaction as the purchase and replayed byte for byte
+with `Idempotent-Replayed: true`: a refused purchase is refused again the same way. Input
+errors are not stored, so a corrected retry works. A transaction-scoped advisory lock
+tells a concurrent duplicate apart (409) without blocking it.
+"""
+
+import functools
+import hashlib
+import json
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpResponse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from rest_framework.views import APIView
+
+from core.db import retried_transaction
+from core.errors import DomainError
+from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
+from rentals.models import IdempotencyKey
+
+REPLAYED = "Idempotent-Replayed"
+FORM_FIELD = "idempotency_key"
+
+
+def idempotency_key_parse(raw: str | None) -> str:
+    """A UUID, bare or as an RFC 8941 sf-string ("…")."""
+    if raw is None or not raw.strip():
+        raise KeyMissing(_("Send an Idempotency-Key header (a UUID) with every purchase."))
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    if len(value) > 255:
+        raise KeyMalformed(_("The Idempotency-Key is longer than 255 characters."))
+    try:
+        return str(uuid.UUID(value))
+    except ValueError as exc:
+        raise KeyMalformed(_("The Idempotency-Key must be a UUID.")) from exc
+
+
+def request_fingerprint(*, method: str, path: str, data) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{method.upper()} {path}\n{canonical}".encode()).hexdigest()
+
+
+def _replay(stored: IdempotencyKey) -> HttpResponse:
+    response = HttpResponse(
+        bytes(stored.body), status=stored.status_code, content_type=stored.content_type
+    )
+    if stored.location:
+        response["Location"] = stored.location
+    response[REPLAYED] = "true"
+    return response
+
+
+@retried_transaction
+def respond_once(*, user, key: str, fingerprint: str, respond) -> HttpResponse:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", [f"idem:{user.pk}:{key}"]
+        )
+        if not cursor.fetchone()[0]:
+            raise KeyInFlight(_("The first request with this key is still running; retry shortly."))
+    now = timezone.now()
+    stored = IdempotencyKey.objects.filter(user=user, key=key).first()
+    if (
+        stored is not None
+        and stored.created_at <= now - settings.ANCHORGPU["IDEMPOTENCY_RETENTION"]
+    ):
+        stored.delete()
+        stored = None
+    if stored is not None:
+        if stored.fingerprint != fingerprint:
+            raise KeyReused(
+                _("This Idempotency-Key was used for a different request; use a new key.")
+            )
+        return _replay(stored)
+    response = respond()
+    if hasattr(response, "render") and not response.is_rendered:
+        response.render()
+    IdempotencyKey.objects.create(
+        user=user,
+        key=key,
+        fingerprint=fingerprint,
+        status_code=response.status_code,
+        content_type=response.get("Content-Type", ""),
+        location=response.get("Location", ""),
+        body=response.content,
+        created_at=now,
+    )
+    return response
+
+
+def idempotent(view=None, *, refused=None):
+    """Make a purchase view answer once per (user, key): an API view's method or a page view.
+
+    The API takes the key from the `Idempotency-Key` header and answers refusals as problem
+    details (DRF's exception handler). A page takes it from the form's `idempotency_key`
+    field; the page view turns its own refusals into the page the customer sees, and
+    `refused(request, exc, **kwargs)` answers the layer's (a bad key, a duplicate in flight).
+    """
+    if view is None:
+        return functools.partial(idempotent, refused=refused)
+
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        try:
+            return _answer(view, args, kwargs)
+        except DomainError as exc:
+            if refused is None:
+                raise
+            return refused(args[0], exc, **kwargs)
+
+    return wrapper
+
+
+def _answer(view, args, kwargs):
+    """Key, fingerprint, then the stored answer or a new one."""
+    api = args[0] if isinstance(args[0], APIView) else None
+    request = args[1] if api else args[0]
+    if api:
+        raw_key = request.headers.get("Idempotency-Key")
+        data = request.data
+    else:
+        raw_key = request.POST.get(FORM_FIELD)
+        data = {
+            k: v for k, v in request.POST.items() if k not in (FORM_FIELD, "csrfmiddlewaretoken")
+        }
+    key = idempotency_key_parse(raw_key)
+    fingerprint = request_fingerprint(method=request.method, path=request.path, data=data)
+
+    def respond(refusal=None):
+        if refusal is not None:
+            return _finalized(api, request, api.handle_exception(refusal))
+        try:
+            return _finalized(api, request, view(*args, **kwargs))
+        except DomainError as exc:
+            if api is None:
+                raise
+            return _finalized(api, request, api.handle_exception(exc))
+
+    try:
+        return respond_once(user=request.user, key=key, fingerprint=fingerprint, respond=respond)
+    except DomainError as exc:
+        if api is None or isinstance(exc, (KeyInFlight, KeyReused)):
+            raise
+        # A race lost on every retry surfaces here, after the transaction: store that
+        # refusal too, so a retry with this key is refused the same way.
+        return respond_once(
+            user=request.user,
+            key=key,
+            fingerprint=fingerprint,
+            respond=functools.partial(respond, refusal=exc),
+        )
+
+
+def _finalized(api, request, response):
+    return api.finalize_response(request, response) if api else response
+
+
+def idempotency_keys_purge(*, now: datetime | None = None) -> int:
+    cutoff = (now or timezone.now()) - settings.ANCHORGPU["IDEMPOTENCY_RETENTION"]
+    deleted, _counts = IdempotencyKey.objects.filter(created_at__lte=cutoff).delete()
+    return deleted

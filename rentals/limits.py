@@ -1,0 +1,24 @@
+"""Every bound on what one purchase may ask for, in one place.
+
+The API serializers, the page forms and the services all read these, so no interface
+accepts a request that another refuses for a different bound.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+
+# An allocation holds GPUs on one node, so the largest node of the model caps it lower.
+GPU_COUNT_MAX = 64
+# Each option's own `max_quantity` caps it lower.
+OPTION_QUANTITY_MAX = 10_000
+
+
+def period_count_max() -> int:
+    """Most periods in one booking and in one extension (MAX_PERIOD_COUNT)."""
+    return settings.ANCHORGPU["MAX_PERIOD_COUNT"]
+
+
+def schedule_ahead_max() -> timedelta:
+    """Furthest start of a scheduled booking (MAX_SCHEDULE_AHEAD_DAYS)."""
+    return settings.ANCHORGPU["MAX_SCHEDULE_AHEAD"]

@@ -1,0 +1,25 @@
+import os
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from catalog.demo import seed_catalog, seed_users
+from rentals.demo import seed_rentals
+
+
+class Command(BaseCommand):
+    help = "Load the demo catalog and fleet; in demo mode also the demo accounts and rentals."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--simulator", help="base URL of simulate_nodes, e.g. http://127.0.0.1:9400"
+        )
+
+    def handle(self, *args, simulator=None, **options):
+        seed_catalog(simulator_url=simulator)
+        if settings.ANCHORGPU["DEMO"]:
+            seed_users(password=os.environ.get("DEMO_PASSWORD") or "anchorgpu-demo")
+            seed_rentals()
+            self.stdout.write("demo catalog, fleet, accounts and rentals ready")
+        else:
+            self.stdout.write("demo catalog and fleet ready (no accounts: ANCHORGPU_DEMO is off)")

@@ -1,0 +1,48 @@
+"""Notices to customers (expiry warnings), recorded in the transaction that decides them and
+e-mailed by a task after it commits: once each, whatever fails and retries."""
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from core.db import choices_check
+from rentals.models.allocations import Allocation
+
+
+class NoticeKind(models.TextChoices):
+    EXPIRY_24H = "expiry_24h", _("paid period ends within 24 hours")
+    EXPIRY_1H = "expiry_1h", _("paid period ends within an hour")
+
+
+class Notice(models.Model):
+    """One notice to one user. `sent_at` is set once the mail went out; `claimed_until`
+    keeps two workers from sending the same notice at once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="notices")
+    kind = models.CharField(max_length=20, choices=NoticeKind.choices)
+    ends_at = models.DateTimeField(help_text="paid_until when the notice was decided")
+    created_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["allocation", "kind", "ends_at"], name="rentals_notice_once"
+            ),
+            choices_check("kind", NoticeKind, name="rentals_notice_kind_valid"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(sent_at__isnull=True),
+                name="rentals_notice_unsent",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.kind} for {self.allocation_id}"

@@ -1,0 +1,81 @@
+"""Quotes: complete, priced offers that a booking or an extension charges exactly."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
+
+from catalog.models import GpuModel, Option, RentalPeriod
+from core.db import choices_check
+from core.money import CurrencyField, MoneyField
+
+
+class Quote(models.Model):
+    """A complete, priced offer; a snapshot that no later price change alters."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="+")
+    gpu_count = models.PositiveSmallIntegerField()
+    period = models.ForeignKey(RentalPeriod, on_delete=models.PROTECT, related_name="+")
+    period_count = models.PositiveSmallIntegerField()
+    paid_from = models.DateTimeField()
+    paid_until = models.DateTimeField()
+    starts_now = models.BooleanField(default=True)
+    total = MoneyField()
+    currency = CurrencyField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    valid_until = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(paid_from__lt=F("paid_until")), name="rentals_quote_period_not_empty"
+            ),
+            models.CheckConstraint(
+                condition=Q(total__gte=0), name="rentals_quote_total_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_count__gte=1), name="rentals_quote_gpu_count_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(period_count__gte=1), name="rentals_quote_period_count_positive"
+            ),
+        ]
+
+    def __str__(self):
+        return f"Quote {self.id}"
+
+
+class QuoteLineKind(models.TextChoices):
+    GPU = "gpu", _("GPUs")
+    OPTION = "option", _("option")
+
+
+class QuoteLine(models.Model):
+    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="lines")
+    position = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=10, choices=QuoteLineKind.choices)
+    option = models.ForeignKey(Option, null=True, blank=True, on_delete=models.PROTECT)
+    description = models.CharField(max_length=200)
+    quantity = models.PositiveIntegerField()
+    unit_price = MoneyField()
+    amount = MoneyField()
+
+    class Meta:
+        ordering = ["quote", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["quote", "position"], name="rentals_quoteline_position"
+            ),
+            models.CheckConstraint(
+                condition=Q(amount__gte=0), name="rentals_quoteline_amount_not_negative"
+            ),
+            choices_check("kind", QuoteLineKind, name="rentals_quoteline_kind_valid"),
+        ]
+
+    def __str__(self):
+        return self.description

@@ -1,0 +1,47 @@
+"""Activity against the paid state: a GPU busy while its allocation is stopped, or busy with
+no allocation at all. Telemetry stores what the GPUs did; only this layer knows what they
+were rented for, so it judges these two flags from the newest samples."""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from rentals.models import AllocationGpu, AllocationState
+from telemetry.models import ACTIVITY_FLAGS, FlagKind, GpuSample
+from telemetry.poll import flags_sync
+
+
+def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
+    """Open or close the activity flags of every GPU polled in the last two intervals."""
+    now = now or timezone.now()
+    conf = settings.ANCHORGPU
+    since = now - timedelta(seconds=2 * conf["POLL_INTERVAL"])
+    newest = dict(
+        GpuSample.objects.filter(at__gte=since, at__lte=now)
+        .order_by("gpu_id", "-at")
+        .distinct("gpu_id")
+        .values_list("gpu_id", "utilization")
+    )
+    if not newest:
+        return 0
+    held = dict(
+        AllocationGpu.objects.filter(
+            gpu_id__in=list(newest),
+            released=False,
+            starts_at__lte=now,
+            ends_at__gt=now,
+            allocation__state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
+        ).values_list("gpu_id", "allocation__state")
+    )
+    holding = {}
+    for gpu_id, utilization in newest.items():
+        if utilization is None or utilization <= conf["ACTIVE_UTILISATION_PCT"]:
+            continue
+        state = held.get(gpu_id)
+        if state == AllocationState.STOPPED:
+            holding[(gpu_id, FlagKind.STOPPED_BUT_ACTIVE)] = f"{utilization:.0f} %"
+        elif state is None:
+            holding[(gpu_id, FlagKind.UNALLOCATED_ACTIVE)] = f"{utilization:.0f} %"
+    flags_sync(holding, polled=[], seen=list(newest), now=now, kinds=ACTIVITY_FLAGS)
+    return len(holding)

@@ -1,0 +1,104 @@
+"""Booking: a valid quote becomes an allocation of specific GPUs and one charge of its total.
+
+The path: the page (views/catalog.py) or the API (api/views.py) → `allocation_book` →
+placement (a node row lock, then its free GPUs) → `AllocationGpu` rows, which the exclusion
+constraint `rentals_allocationgpu_no_overlap` guards whatever the code above got wrong.
+"""
+
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from core.db import retried_transaction
+from rentals.availability import earliest_start
+from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
+from rentals.models import (
+    Allocation,
+    AllocationGpu,
+    AllocationState,
+    EventKind,
+    LedgerEntry,
+    LedgerKind,
+    Quote,
+)
+from rentals.placement import place_locked
+from rentals.services.events import event_record, raise_if_lost_race
+
+
+@retried_transaction
+def allocation_book(*, user, quote: Quote, now: datetime | None = None) -> Allocation:
+    """Turn a valid quote into an allocation of specific GPUs and one charge of its total."""
+    now = now or timezone.now()
+    quote = Quote.objects.select_for_update().filter(pk=quote.pk, user=user).first()
+    if quote is None:
+        raise QuoteMissing(_("No such quote."), field="quote")
+    if Allocation.objects.filter(quote=quote).exists():
+        raise QuoteUsed(_("This quote was already booked; request a new quote."), field="quote")
+    if quote.valid_until <= now:
+        raise QuoteExpired(
+            _("The quote expired at %(at)s; request a new quote.")
+            % {"at": quote.valid_until.isoformat()},
+            field="quote",
+        )
+    if quote.starts_now:
+        paid_from = now
+        paid_until = now + (quote.paid_until - quote.paid_from)
+    else:
+        paid_from, paid_until = quote.paid_from, quote.paid_until
+        if paid_from < now:
+            raise QuoteExpired(_("The quote's start has passed; request a new quote."))
+
+    placed = place_locked(
+        gpu_model=quote.gpu_model,
+        gpu_count=quote.gpu_count,
+        starts_at=paid_from,
+        ends_at=paid_until,
+    )
+    if placed is None:
+        raise NoCapacity(
+            _("Not enough free %(model)s GPUs for that period.") % {"model": quote.gpu_model},
+            earliest_start=earliest_start(
+                gpu_model=quote.gpu_model,
+                gpu_count=quote.gpu_count,
+                duration=paid_until - paid_from,
+                not_before=paid_from,
+            ),
+        )
+    node, gpus = placed
+    state = AllocationState.RUNNING if paid_from <= now else AllocationState.SCHEDULED
+    allocation = Allocation(
+        user=user,
+        quote=quote,
+        gpu_model=quote.gpu_model,
+        node=node,
+        gpu_count=quote.gpu_count,
+        period=quote.period,
+        paid_from=paid_from,
+        paid_until=paid_until,
+        state=state,
+    )
+    allocation.save()
+    try:
+        with transaction.atomic():
+            AllocationGpu.objects.bulk_create(
+                AllocationGpu(
+                    allocation=allocation, gpu=gpu, starts_at=paid_from, ends_at=paid_until
+                )
+                for gpu in gpus
+            )
+    except IntegrityError as exc:
+        raise_if_lost_race(exc)
+        raise
+    LedgerEntry.objects.create(
+        user=user,
+        allocation=allocation,
+        kind=LedgerKind.CHARGE,
+        amount=quote.total,
+        currency=quote.currency,
+        description=_("Booking: %s") % quote.lines.order_by("position").first().description,
+        at=now,
+    )
+    event_record(allocation, kind=EventKind.BOOKED, actor=user, to_state=state, at=now)
+    return allocation

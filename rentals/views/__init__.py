@@ -1,0 +1,21 @@
+"""Pages of the rentals layer: catalog and booking, allocations, statement, staff usage."""
+
+from django.contrib import messages
+from django.shortcuts import redirect
+
+from rentals.errors import KeyInFlight
+
+
+def key_refused(*, back: str, in_flight: str, in_flight_to: str | None = None):
+    """How a purchase page answers the idempotency layer's own refusals (a bad key, the same
+    purchase still in flight): a message and a way back (`back` takes the object's pk),
+    never a stored response."""
+
+    def refused(request, exc, pk):
+        if isinstance(exc, KeyInFlight):
+            messages.info(request, in_flight)
+            return redirect(in_flight_to) if in_flight_to else redirect(back, pk=pk)
+        messages.error(request, exc.detail)
+        return redirect(back, pk=pk)
+
+    return refused

@@ -1,0 +1,172 @@
+"""Allocation pages: the list, the detail with its live parts, and the owner's actions.
+
+Writes go through the same services as the API; refusals are acted on by type.
+"""
+
+import uuid
+from datetime import datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_POST
+
+from core.errors import DomainError
+from rentals import limits, selectors, services, usage
+from rentals.forms import ExtendForm
+from rentals.idempotency import idempotent
+from rentals.models import Allocation, AllocationState
+from rentals.views import key_refused
+
+LIST_LIMIT = 200
+
+
+@login_required
+def allocation_list_page(request):
+    state = request.GET.get("state") or None
+    if state not in (None, *AllocationState.values):
+        state = None
+    allocations = selectors.allocation_list_for_user(user=request.user, state=state)[:LIST_LIMIT]
+    return render(
+        request,
+        "rentals/allocation_list.html",
+        {
+            "allocations": allocations,
+            "state": state,
+            "states": AllocationState.choices,
+            "now": timezone.now(),
+            "nav": "allocations",
+        },
+    )
+
+
+def _readable(request, pk) -> Allocation:
+    allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+    if allocation is None:
+        raise Http404
+    return allocation
+
+
+def paid_timeline(*, allocation: Allocation, now: datetime) -> dict:
+    """The paid period as a bar: where now is and the stopped spans, in % of its width."""
+    start, end = allocation.paid_from, allocation.paid_until
+    total = (end - start).total_seconds()
+
+    def pct(at):
+        return max(0.0, min(100.0, (at - start).total_seconds() / total * 100))
+
+    left = usage.time_left(allocation=allocation, now=now)
+    return {
+        "now_pct": pct(now),
+        "stopped": [
+            {"left": pct(a), "width": max(pct(b) - pct(a), 0.4), "from": a, "to": b}
+            for a, b in usage.stopped_spans(allocation=allocation, now=now)
+        ],
+        "time_left": left,
+        "hours_left": round(left.total_seconds() / 3600, 1),
+    }
+
+
+def _detail_context(request, allocation, **extra):
+    now = timezone.now()
+    return {
+        "allocation": allocation,
+        "now": now,
+        "timeline": paid_timeline(allocation=allocation, now=now),
+        "summary": usage.allocation_usage(allocation=allocation, now=now),
+        "is_owner": allocation.user_id == request.user.pk,
+        "extend_range": range(1, limits.period_count_max() + 1),
+        "extend_key": uuid.uuid4(),
+        "nav": "allocations",
+        **extra,
+    }
+
+
+@login_required
+def allocation_detail_page(request, pk):
+    allocation = _readable(request, pk)
+    return render(request, "rentals/allocation_detail.html", _detail_context(request, allocation))
+
+
+@login_required
+def allocation_live_part(request, pk):
+    """The parts of the detail page that htmx refreshes: state, timeline, summary."""
+    allocation = _readable(request, pk)
+    return render(request, "rentals/_allocation_live.html", _detail_context(request, allocation))
+
+
+@login_required
+def allocation_telemetry_json(request, pk):
+    allocation = _readable(request, pk)
+    return JsonResponse(usage.allocation_series(allocation=allocation))
+
+
+def _owned(request, pk):
+    """The allocation, or None after telling a staff reader that they may not change it."""
+    allocation, may_act = selectors.allocation_get_for_owner(user=request.user, pk=pk)
+    if allocation is None:
+        raise Http404
+    if not may_act:
+        messages.error(request, _("Staff can read every allocation but change none."))
+        return None
+    return allocation
+
+
+ACTIONS = {
+    "stop": (services.allocation_stop, gettext_lazy("Stopped. The paid period keeps running.")),
+    "start": (services.allocation_start, gettext_lazy("Started.")),
+    "cancel": (services.allocation_cancel, gettext_lazy("Cancelled and refunded in full.")),
+}
+
+
+@login_required
+@require_POST
+def allocation_action(request, pk, action):
+    if action not in ACTIONS:
+        raise Http404
+    allocation = _owned(request, pk)
+    if allocation is not None:
+        service, done = ACTIONS[action]
+        try:
+            service(allocation=allocation, actor=request.user)
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        else:
+            messages.success(request, done)
+    return redirect("allocation-detail", pk=pk)
+
+
+@login_required
+@require_POST
+@idempotent(
+    refused=key_refused(
+        back="allocation-detail",
+        in_flight=gettext_lazy("Your extension is being processed."),
+    )
+)
+def allocation_extend_page(request, pk):
+    """Extend from the detail page; the form's own key makes a resubmit extend once."""
+    allocation = _owned(request, pk)
+    if allocation is None:
+        return redirect("allocation-detail", pk=pk)
+    form = ExtendForm(request.POST)
+    try:
+        if not form.is_valid():
+            raise ValidationError(form.errors.get("period_count"))
+        services.allocation_extend(
+            allocation=allocation,
+            actor=request.user,
+            period_count=form.cleaned_data["period_count"],
+        )
+    except (DomainError, ValidationError) as exc:
+        detail = exc.detail if isinstance(exc, DomainError) else " ".join(exc.messages)
+        status = exc.status if isinstance(exc, DomainError) else 400
+        context = _detail_context(request, allocation, refusal=detail)
+        return render(request, "rentals/allocation_detail.html", context, status=status)
+    messages.success(request, _("Extended. The new end of the paid period is shown below."))
+    return redirect("allocation-detail", pk=pk)

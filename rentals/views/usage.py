@@ -1,0 +1,22 @@
+"""The staff dashboard page and its tables as CSV."""
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.shortcuts import render
+
+from core.csv import csv_response
+from rentals.dashboard import dashboard_tables, fleet_dashboard
+from rentals.forms import DashboardForm
+
+
+@staff_member_required
+def usage_page(request):
+    form = DashboardForm(request.GET)
+    days = form.cleaned_data["days"] if form.is_valid() else DashboardForm.DEFAULT_DAYS
+    context = fleet_dashboard(days=days)
+    if table := request.GET.get("csv"):
+        tables = dashboard_tables(context)
+        table = table if table in tables else "over_time"
+        header, rows = tables[table]
+        return csv_response(filename=f"anchorgpu-{table}.csv", header=header, rows=rows)
+    context.update({"days": days, "nav": "usage"})
+    return render(request, "rentals/usage.html", context)

@@ -1,0 +1,127 @@
+"""Telemetry from the nodes' exporters: polls, per-GPU samples, rollups and flags."""
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from catalog.models import Gpu, Node
+from core.db import choices_check
+
+
+class PollOutcome(models.TextChoices):
+    OK = "ok", _("ok")
+    DEGRADED = "degraded", _("degraded")
+    UNREACHABLE = "unreachable", _("unreachable")
+    MALFORMED = "malformed", _("malformed")
+
+
+class Poll(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="polls")
+    at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=12, choices=PollOutcome.choices)
+    error = models.TextField(blank=True)
+    gpus_seen = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "-at"], name="telemetry_poll_node_at")]
+        constraints = [choices_check("outcome", PollOutcome, name="telemetry_poll_outcome_valid")]
+
+    def __str__(self):
+        return f"{self.node_id} at {self.at}: {self.outcome}"
+
+
+class GpuSample(models.Model):
+    """One GPU at one poll. NULL means the exporter did not report it, never zero."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
+    at = models.DateTimeField()
+    utilization = models.FloatField(null=True)
+    memory_used_mib = models.FloatField(null=True)
+    memory_total_mib = models.FloatField(null=True)
+    power_w = models.FloatField(null=True)
+    temperature_c = models.FloatField(null=True)
+    energy_j = models.FloatField(null=True)
+    xid = models.IntegerField(null=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["gpu", "at"], name="telemetry_sample_gpu_at"),
+            models.Index(fields=["at"], name="telemetry_sample_at"),
+        ]
+
+    def __str__(self):
+        return f"{self.gpu_id} at {self.at}"
+
+
+class RollupBucket(models.TextChoices):
+    MINUTE = "minute"
+    HOUR = "hour"
+    DAY = "day"
+
+
+class GpuRollup(models.Model):
+    """Averages and peaks per GPU per minute, hour or day; what long ranges and dashboards read."""
+
+    Bucket = RollupBucket
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
+    bucket = models.CharField(max_length=6, choices=Bucket.choices)
+    at = models.DateTimeField()
+    samples = models.PositiveIntegerField()
+    utilization_avg = models.FloatField(null=True)
+    utilization_max = models.FloatField(null=True)
+    memory_used_max_mib = models.FloatField(null=True)
+    memory_total_mib = models.FloatField(null=True)
+    power_avg_w = models.FloatField(null=True)
+    temperature_max_c = models.FloatField(null=True)
+    energy_j = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu", "bucket", "at"], name="telemetry_gpurollup_once"
+            ),
+            choices_check("bucket", RollupBucket, name="telemetry_gpurollup_bucket_valid"),
+        ]
+        indexes = [models.Index(fields=["bucket", "at"], name="telemetry_rollup_bucket_at")]
+
+    def __str__(self):
+        return f"{self.gpu_id} {self.bucket} {self.at}"
+
+
+class FlagKind(models.TextChoices):
+    STOPPED_BUT_ACTIVE = "stopped_active", _("activity on a stopped allocation")
+    UNALLOCATED_ACTIVE = "unallocated_active", _("activity on an unallocated GPU")
+    XID = "xid", _("XID error")
+    HOT = "hot", _("temperature over threshold")
+    GPU_MISSING = "gpu_missing", _("GPU missing from the exporter")
+
+
+# Flags a reading decides on its own; the others compare activity with allocation states,
+# which only the rentals layer knows.
+READING_FLAGS = (FlagKind.XID, FlagKind.HOT, FlagKind.GPU_MISSING)
+ACTIVITY_FLAGS = (FlagKind.STOPPED_BUT_ACTIVE, FlagKind.UNALLOCATED_ACTIVE)
+
+
+class Flag(models.Model):
+    """A condition staff should look at; opened once, closed when it clears."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="flags")
+    kind = models.CharField(max_length=20, choices=FlagKind.choices)
+    detail = models.CharField(max_length=200, blank=True)
+    opened_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-opened_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu", "kind"],
+                condition=models.Q(closed_at__isnull=True),
+                name="telemetry_flag_one_open",
+            ),
+            choices_check("kind", FlagKind, name="telemetry_flag_kind_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} on {self.gpu_id}"

@@ -1,0 +1,260 @@
+"""Poll nodes' exporters concurrently, store samples, update node health and flags.
+
+One shard of nodes is fetched at once with asyncio (bounded concurrency, connect and read
+timeouts, a body-size cap), so a slow or dead node costs only its own timeout. Storing is
+one bulk insert per shard.
+"""
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from catalog.models import Gpu, Node, NodeHealth, NodeState
+from telemetry.models import READING_FLAGS, Flag, FlagKind, GpuSample, Poll, PollOutcome
+from telemetry.parse import Scrape, ScrapeError, parse_exporter
+
+MAX_CONCURRENCY = 200
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+@dataclass
+class Fetched:
+    node_id: int
+    started: float
+    duration_ms: int
+    body: str | None = None
+    error: str | None = None
+
+
+async def _fetch_one(client, node_id, url, max_bytes, semaphore) -> Fetched:
+    async with semaphore:
+        started = time.monotonic()
+        try:
+            async with client.stream("GET", url) as response:
+                if response.status_code != 200:
+                    raise httpx.HTTPStatusError(
+                        f"HTTP {response.status_code}", request=response.request, response=response
+                    )
+                chunks, size = [], 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise BodyTooLarge(f"body larger than {max_bytes} bytes")
+                    chunks.append(chunk)
+            body = b"".join(chunks).decode("utf-8", errors="replace")
+            return Fetched(node_id, started, int((time.monotonic() - started) * 1000), body=body)
+        except (httpx.HTTPError, BodyTooLarge, OSError) as exc:
+            message = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+            return Fetched(
+                node_id, started, int((time.monotonic() - started) * 1000), error=message
+            )
+
+
+async def fetch_all(targets: list[tuple[int, str]], *, conf=None) -> list[Fetched]:
+    conf = conf or settings.ANCHORGPU
+    timeout = httpx.Timeout(
+        connect=conf["POLL_CONNECT_TIMEOUT"],
+        read=conf["POLL_READ_TIMEOUT"],
+        write=conf["POLL_READ_TIMEOUT"],
+        pool=None,
+    )
+    semaphore = asyncio.Semaphore(MAX_CONCURRENCY)
+    limits = httpx.Limits(
+        max_connections=MAX_CONCURRENCY, max_keepalive_connections=MAX_CONCURRENCY
+    )
+    headers = {"Accept": "text/plain;version=0.0.4"}
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers) as client:
+        return await asyncio.gather(
+            *(
+                _fetch_one(client, nid, url, conf["POLL_MAX_BYTES"], semaphore)
+                for nid, url in targets
+            )
+        )
+
+
+def run_async(coroutine):
+    """asyncio.run, also from a thread that already runs a loop (ASGI, a browser driver)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def reading_for(scrape: Scrape, gpu: Gpu):
+    """By UUID / serial; an AMD exporter without serials keys its GPUs by gpu_id (index)."""
+    return scrape.readings.get(gpu.uuid) or scrape.readings.get(f"gpu_id:{gpu.index}")
+
+
+def _outcome(node, gpus, fetched: Fetched) -> tuple[str, str, Scrape | None]:
+    if fetched.error:
+        return PollOutcome.UNREACHABLE, fetched.error, None
+    try:
+        scrape = parse_exporter(fetched.body, exporter=node.exporter, prefix=node.metric_prefix)
+    except ScrapeError as exc:
+        return PollOutcome.MALFORMED, str(exc), None
+    if scrape.gpu_families == 0:
+        return PollOutcome.DEGRADED, "exporter answered without GPU families", scrape
+    missing = [g for g in gpus if reading_for(scrape, g) is None]
+    if missing:
+        names = ", ".join(f"#{g.index} {g.uuid}" for g in missing)
+        return PollOutcome.DEGRADED, f"missing GPUs (possibly fallen off the bus): {names}", scrape
+    return PollOutcome.OK, "; ".join(scrape.problems[:5]), scrape
+
+
+def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
+    """Poll these nodes once and store what they said. Never raises for a node's fault."""
+    nodes = {
+        n.pk: n
+        for n in Node.objects.filter(pk__in=node_ids, state=NodeState.ACTIVE).only(
+            "id", "telemetry_url", "exporter", "metric_prefix", "last_good_poll_at"
+        )
+    }
+    if not nodes:
+        return {"nodes": 0, "samples": 0}
+    gpus_by_node: dict[int, list[Gpu]] = {}
+    for gpu in Gpu.objects.filter(node_id__in=nodes).only("id", "node_id", "index", "uuid"):
+        gpus_by_node.setdefault(gpu.node_id, []).append(gpu)
+    fetched = run_async(fetch_all([(n.pk, n.telemetry_url) for n in nodes.values()]))
+    return store_polls(nodes, gpus_by_node, fetched, now=now or timezone.now())
+
+
+def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
+    conf = settings.ANCHORGPU
+    stale_after = timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
+    polls, samples, readings_by_gpu = [], [], {}
+    health_updates = []
+    for item in fetched:
+        node = nodes[item.node_id]
+        gpus = gpus_by_node.get(node.pk, [])
+        outcome, detail, scrape = _outcome(node, gpus, item)
+        polls.append(
+            Poll(
+                node=node,
+                at=now,
+                duration_ms=item.duration_ms,
+                outcome=outcome,
+                error=detail[:2000],
+                gpus_seen=len(scrape.readings) if scrape else 0,
+            )
+        )
+        if scrape is not None:
+            for gpu in gpus:
+                reading = reading_for(scrape, gpu)
+                if reading is None:
+                    continue
+                readings_by_gpu[gpu.pk] = reading
+                samples.append(
+                    GpuSample(
+                        gpu_id=gpu.pk,
+                        at=now,
+                        utilization=reading.utilization,
+                        memory_used_mib=reading.memory_used_mib,
+                        memory_total_mib=reading.memory_total_mib,
+                        power_w=reading.power_w,
+                        temperature_c=reading.temperature_c,
+                        energy_j=reading.energy_j,
+                        xid=reading.xid,
+                    )
+                )
+        good = outcome in (PollOutcome.OK, PollOutcome.DEGRADED) and scrape and scrape.readings
+        last_good = now if good else node.last_good_poll_at
+        if outcome == PollOutcome.OK:
+            health = NodeHealth.HEALTHY
+        elif outcome == PollOutcome.DEGRADED:
+            health = NodeHealth.DEGRADED
+        elif last_good is None or now - last_good >= stale_after:
+            health = NodeHealth.STALE if last_good else NodeHealth(outcome)
+        else:
+            health = NodeHealth(outcome)
+        if health == NodeHealth.STALE:
+            detail = f"no good poll since {last_good:%Y-%m-%d %H:%M:%S} UTC; last error: {detail}"
+        health_updates.append((node.pk, health, detail[:2000], last_good))
+    with transaction.atomic():
+        Poll.objects.bulk_create(polls, batch_size=2000)
+        GpuSample.objects.bulk_create(samples, batch_size=5000)
+        _update_health(health_updates, now)
+        _update_flags(gpus_by_node, readings_by_gpu, now)
+    return {"nodes": len(polls), "samples": len(samples)}
+
+
+def _update_health(updates, now):
+    if not updates:
+        return
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "UPDATE catalog_node SET health = %s, health_detail = %s, last_good_poll_at = %s, "
+            "last_poll_at = %s WHERE id = %s",
+            [(health, detail, last_good, now, pk) for pk, health, detail, last_good in updates],
+        )
+
+
+def _update_flags(gpus_by_node, readings_by_gpu, now):
+    """Open a flag when its condition holds, close it when a good reading shows it cleared.
+
+    Only the flags a reading alone decides (XID, heat, a GPU missing); activity against
+    the allocations' states is the rentals layer's to judge (rentals/services/activity.py).
+    """
+    conf = settings.ANCHORGPU
+    polled = [g.pk for gpus in gpus_by_node.values() for g in gpus]
+    holding: dict[tuple[int, str], str] = {}
+    for gpus in gpus_by_node.values():
+        for gpu in gpus:
+            reading = readings_by_gpu.get(gpu.pk)
+            if reading is None:
+                holding[(gpu.pk, FlagKind.GPU_MISSING)] = "not in the exporter's output"
+                continue
+            if reading.xid:
+                holding[(gpu.pk, FlagKind.XID)] = f"XID {reading.xid}"
+            if (
+                reading.temperature_c is not None
+                and reading.temperature_c > conf["HOT_TEMPERATURE_C"]
+            ):
+                holding[(gpu.pk, FlagKind.HOT)] = f"{reading.temperature_c:.0f} °C"
+    flags_sync(holding, polled=polled, seen=[g for g in polled if g in readings_by_gpu], now=now)
+
+
+def flags_sync(holding: dict[tuple[int, str], str], *, polled, seen, now, kinds=READING_FLAGS):
+    """Open the flags in `holding` (once: a partial unique index) and close the open flags of
+    `kinds` on GPUs that were seen without that condition. A GPU missing from the exporter is
+    seen by being polled."""
+    Flag.objects.bulk_create(
+        [Flag(gpu_id=g, kind=k, detail=d, opened_at=now) for (g, k), d in holding.items()],
+        ignore_conflicts=True,
+    )
+    open_flags = Flag.objects.filter(closed_at__isnull=True, kind__in=kinds).filter(
+        Q(gpu_id__in=seen) | Q(gpu_id__in=polled, kind=FlagKind.GPU_MISSING)
+    )
+    to_close = [
+        f.pk for f in open_flags.only("id", "gpu_id", "kind") if (f.gpu_id, f.kind) not in holding
+    ]
+    if to_close:
+        Flag.objects.filter(pk__in=to_close).update(closed_at=now)
+
+
+def nodes_mark_stale(*, now: datetime | None = None) -> int:
+    """Nodes with no good poll for N intervals (for example, no worker polled them) are stale."""
+    now = now or timezone.now()
+    conf = settings.ANCHORGPU
+    cutoff = now - timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
+    return (
+        Node.objects.filter(state=NodeState.ACTIVE)
+        .exclude(health__in=[NodeHealth.STALE, NodeHealth.UNKNOWN])
+        .filter(Q(last_good_poll_at__lt=cutoff) | Q(last_good_poll_at__isnull=True))
+        .update(
+            health=NodeHealth.STALE,
+            health_detail=f"no good poll since before {cutoff:%H:%M:%S} UTC",
+        )
+    )

@@ -1,0 +1,105 @@
+"""Per-minute, per-hour and per-day rollups of the raw samples, and retention.
+
+Each run recomputes from the last bucket it wrote, so a run after an outage catches up and
+a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent.
+"""
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from telemetry.models import GpuRollup, GpuSample, Poll
+
+_COLUMNS = (
+    "samples = EXCLUDED.samples, utilization_avg = EXCLUDED.utilization_avg, "
+    "utilization_max = EXCLUDED.utilization_max, memory_used_max_mib = EXCLUDED.memory_used_max_mib, "
+    "memory_total_mib = EXCLUDED.memory_total_mib, power_avg_w = EXCLUDED.power_avg_w, "
+    "temperature_max_c = EXCLUDED.temperature_max_c, energy_j = EXCLUDED.energy_j"
+)
+
+_MINUTES = f"""
+INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
+SELECT gpu_id, 'minute', date_trunc('minute', at), count(*), avg(utilization), max(utilization),
+    max(memory_used_mib), max(memory_total_mib), avg(power_w), max(temperature_c),
+    max(energy_j) - min(energy_j)
+FROM telemetry_gpusample
+WHERE at >= %(since)s AND at < date_trunc('minute', %(now)s::timestamptz)
+GROUP BY gpu_id, date_trunc('minute', at)
+ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
+"""
+
+
+def _coarser(target: str, source: str) -> str:
+    """Roll `source` buckets up into `target` buckets (minute → hour, hour → day)."""
+    return f"""
+INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
+SELECT gpu_id, '{target}', date_trunc('{target}', at), sum(samples),
+    sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
+    max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
+    max(temperature_max_c), sum(energy_j)
+FROM telemetry_gpurollup
+WHERE bucket = '{source}' AND at >= %(since)s AND at < date_trunc('{target}', %(now)s::timestamptz)
+GROUP BY gpu_id, date_trunc('{target}', at)
+ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
+"""
+
+
+_HOURS = _coarser("hour", "minute")
+_DAYS = _coarser("day", "hour")
+
+
+def _since(bucket, source_model, source_filter=None):
+    last = (
+        GpuRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
+    )
+    if last is not None:
+        return last
+    source = source_model.objects.all()
+    if source_filter:
+        source = source.filter(**source_filter)
+    return source.order_by("at").values_list("at", flat=True).first()
+
+
+@transaction.atomic
+def telemetry_rollup(*, now: datetime | None = None) -> dict:
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(hashtextextended('telemetry_rollup', 0))")
+        if not cursor.fetchone()[0]:
+            return {"minute": 0, "hour": 0, "day": 0, "skipped": True}
+        counts = {}
+        since = _since("minute", GpuSample)
+        counts["minute"] = 0
+        if since is not None:
+            cursor.execute(_MINUTES, {"since": since, "now": now})
+            counts["minute"] = cursor.rowcount
+        since = _since("hour", GpuRollup, {"bucket": "minute"})
+        counts["hour"] = 0
+        if since is not None:
+            cursor.execute(
+                _HOURS, {"since": since.replace(minute=0, second=0, microsecond=0), "now": now}
+            )
+            counts["hour"] = cursor.rowcount
+        since = _since("day", GpuRollup, {"bucket": "hour"})
+        counts["day"] = 0
+        if since is not None:
+            cursor.execute(
+                _DAYS,
+                {"since": since.replace(hour=0, minute=0, second=0, microsecond=0), "now": now},
+            )
+            counts["day"] = cursor.rowcount
+    return counts
+
+
+def telemetry_prune(*, now: datetime | None = None) -> dict:
+    now = now or timezone.now()
+    conf = settings.ANCHORGPU
+    raw_cutoff = now - conf["RAW_RETENTION"]
+    samples, _ = GpuSample.objects.filter(at__lt=raw_cutoff).delete()
+    polls, _ = Poll.objects.filter(at__lt=raw_cutoff).delete()
+    rollups, _ = GpuRollup.objects.filter(at__lt=now - conf["ROLLUP_RETENTION"]).delete()
+    return {"samples": samples, "polls": polls, "rollups": rollups}

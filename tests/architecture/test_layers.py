@@ -1,0 +1,91 @@
+"""The layers point one way (docs/architecture.md), read from the code's own import graph.
+
+anchorgpu → rentals → telemetry → catalog → core, with accounts and glossary beside them:
+a module imports only its own layer and those below it, and never from inside a function
+(where an import hides a dependency or dodges a cycle).
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = {"anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary"}
+# What each package may import of ours (besides itself).
+ALLOWED = {
+    "core": set(),
+    "accounts": {"core"},
+    "catalog": {"core"},
+    "telemetry": {"core", "catalog"},
+    "rentals": {"core", "accounts", "catalog", "telemetry"},
+    "glossary": {"core"},
+    "anchorgpu": OURS,
+}
+
+
+def _modules():
+    for package in sorted(OURS):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield package, path
+
+
+def _imports(tree):
+    """(imported top-level package, line, inside a function?) for every import."""
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.Import):
+                found.extend((a.name.split(".")[0], child.lineno, in_function) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                found.append((child.module.split(".")[0], child.lineno, in_function))
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def _violations():
+    upward, local = [], []
+    for package, path in _modules():
+        name = path.relative_to(ROOT)
+        for target, line, in_function in _imports(ast.parse(path.read_text(), str(path))):
+            if target not in OURS or target == package:
+                continue
+            if target not in ALLOWED[package]:
+                upward.append(f"{name}:{line} imports {target}")
+            if in_function:
+                local.append(f"{name}:{line} imports {target} inside a function")
+    return upward, local
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward, _ = _violations()
+    assert upward == []
+
+
+def test_no_function_local_import_of_our_own_modules():
+    _, local = _violations()
+    assert local == []
+
+
+def test_the_checker_sees_a_violation():
+    """The rules above would fail on the shape they forbid."""
+    tree = ast.parse("from rentals.models import Allocation\ndef f():\n    import catalog.models\n")
+    assert _imports(tree) == [("rentals", 1, False), ("catalog", 3, True)]
+
+
+@pytest.mark.parametrize("package", sorted(OURS - {"anchorgpu"}))
+def test_migrations_never_name_a_higher_apps_table(package):
+    """A migration's SQL may read its own tables and those below, never one above."""
+    above = {p for p in OURS if p != package and p not in ALLOWED[package] and p != "anchorgpu"}
+    offending = []
+    for path in sorted((ROOT / package / "migrations").glob("0*.py")):
+        text = path.read_text()
+        for name in above:
+            for line_no, line in enumerate(text.splitlines(), 1):
+                if f"{name}_" in line and ("SELECT" in line or "FROM" in line or "JOIN" in line):
+                    offending.append(f"{path.relative_to(ROOT)}:{line_no}")
+    assert offending == []

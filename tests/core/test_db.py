@@ -1,0 +1,44 @@
+"""A retried transaction runs again whole: nothing of a failed attempt survives, and a nested
+retried function hands the retry to the outermost one."""
+
+import pytest
+
+from catalog.models import Region
+from core.db import ATTEMPTS, Retry, retried_transaction
+from core.errors import Conflict
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_lost_race_reruns_the_whole_transaction_from_the_outermost_function():
+    calls = {"outer": 0, "inner": 0}
+
+    @retried_transaction
+    def inner():
+        calls["inner"] += 1
+        if calls["inner"] == 1:
+            raise Retry(Conflict("taken"))
+        return Region.objects.create(slug="inner", name="inner")
+
+    @retried_transaction
+    def outer():
+        calls["outer"] += 1
+        Region.objects.create(slug=f"outer-{calls['outer']}", name="outer")
+        return inner()
+
+    outer()
+    assert calls == {"outer": 2, "inner": 2}
+    # The first attempt's outer write went with it: the whole transaction ran again.
+    assert sorted(Region.objects.values_list("slug", flat=True)) == ["inner", "outer-2"]
+
+
+def test_the_last_attempt_raises_the_refusal_and_leaves_nothing():
+    @retried_transaction
+    def always_loses():
+        Region.objects.create(slug=f"r{Region.objects.count()}", name="r")
+        raise Retry(Conflict("taken"))
+
+    with pytest.raises(Conflict):
+        always_loses()
+    assert Region.objects.count() == 0
+    assert ATTEMPTS > 1
