@@ -1,6 +1,8 @@
-"""Bearer-token authentication for the API."""
+"""Bearer-token authentication for the API: live tokens only (not revoked, not expired, and
+issued under the user's current password)."""
 
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions
 
@@ -20,14 +22,23 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeError as exc:
             raise exceptions.AuthenticationFailed(_("Invalid token.")) from exc
+        now = timezone.now()
         token = (
             ApiToken.objects.select_related("user")
-            .filter(key_hash=token_hash(raw), revoked_at__isnull=True, user__is_active=True)
+            .filter(
+                key_hash=token_hash(raw),
+                revoked_at__isnull=True,
+                expires_at__gt=now,
+                user__is_active=True,
+            )
             .first()
         )
         if token is None:
-            raise exceptions.AuthenticationFailed(_("Invalid or revoked token."))
-        now = timezone.now()
+            raise exceptions.AuthenticationFailed(_("Invalid, expired or revoked token."))
+        if not constant_time_compare(token.password_stamp, token.user.get_session_auth_hash()):
+            # Issued under a password the user no longer has: dead for good.
+            ApiToken.objects.filter(pk=token.pk).update(revoked_at=now)
+            raise exceptions.AuthenticationFailed(_("Invalid, expired or revoked token."))
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token

@@ -12,7 +12,11 @@ def token_hash(raw: str) -> str:
 
 
 class ApiToken(models.Model):
-    """A personal API token. Only its SHA-256 is stored; the user sees the secret once."""
+    """A personal API token. Only its SHA-256 is stored; the user sees the secret once.
+
+    It expires, and it dies with the password it was issued under: `password_stamp` is the
+    user's session auth hash at issue, which changes whenever the password does.
+    """
 
     PREFIX = "agpu_"
 
@@ -23,9 +27,12 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    password_stamp = models.CharField(max_length=128)
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "revoked_at"], name="accounts_token_user_live")]
 
     def __str__(self):
         return f"{self.name} ({self.hint}…)"

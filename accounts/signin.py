@@ -1,17 +1,24 @@
 """Sign-in with a password, for the web form and the API alike: one lockout, one success path.
 
-After `LOCKOUT_THRESHOLD` failures for a username, sign-in is refused for `LOCKOUT_SECONDS`
-(counted in Redis, so every web process sees the same count).
+Every attempt is counted before the password is checked (an atomic increment in Redis), and
+the decision is taken on the count that increment returned, so parallel attempts cannot
+slip past the threshold. Counts are kept per (username, client address), so nobody can lock
+another person out from elsewhere, and per client address, so one address cannot guess
+through many usernames. Django's `authenticate()` is the only way to succeed.
 """
+
+import contextlib
 
 from django.contrib.auth import authenticate
 from django.core.cache import cache
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from rest_framework.throttling import BaseThrottle
 
 from core.errors import DomainError
 
-LOCKOUT_THRESHOLD = 5
+LOCKOUT_THRESHOLD = 5  # failures of one username from one address
+ADDRESS_THRESHOLD = 20  # failures from one address, whatever the usernames
 LOCKOUT_SECONDS = 300
 
 
@@ -19,6 +26,7 @@ class LockedOut(DomainError):
     status = 429
     code = "locked_out"
     title = gettext_lazy("Too many failed sign-ins")
+    retry_after = LOCKOUT_SECONDS
 
 
 class BadCredentials(DomainError):
@@ -27,34 +35,33 @@ class BadCredentials(DomainError):
     title = gettext_lazy("Wrong username or password")
 
 
-def _lock_key(username: str) -> str:
-    return f"login-failures:{username.lower()[:150]}"
+def client_address(request) -> str:
+    """The client's address as DRF's throttles see it: REMOTE_ADDR, or the entry of
+    X-Forwarded-For that the trusted proxies (DJANGO_TRUSTED_PROXIES) vouch for."""
+    return BaseThrottle().get_ident(request)
 
 
-def _locked(username: str) -> bool:
-    return cache.get(_lock_key(username), 0) >= LOCKOUT_THRESHOLD
-
-
-def _failed(username: str) -> None:
-    key = _lock_key(username)
+def _count(key: str) -> int:
     cache.add(key, 0, LOCKOUT_SECONDS)
     try:
-        cache.incr(key)
-    except ValueError:
-        cache.set(key, 1, LOCKOUT_SECONDS)
-
-
-def _succeeded(username: str) -> None:
-    cache.delete(_lock_key(username))
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 0, LOCKOUT_SECONDS)
+        return cache.incr(key)
 
 
 def sign_in(request, *, username: str, password: str):
-    """The user for these credentials, or LockedOut / BadCredentials; counts every failure."""
-    if _locked(username):
+    """The user for these credentials, or LockedOut / BadCredentials."""
+    address = client_address(request)
+    pair = f"signin:{username.lower()[:150]}:{address}"
+    per_address = f"signin-address:{address}"
+    attempts, from_address = _count(pair), _count(per_address)
+    if attempts > LOCKOUT_THRESHOLD or from_address > ADDRESS_THRESHOLD:
         raise LockedOut(_("Too many failed attempts; try again in a few minutes."))
     user = authenticate(request, username=username, password=password)
     if user is None:
-        _failed(username)
         raise BadCredentials(_("Wrong username or password."))
-    _succeeded(username)
+    cache.delete(pair)
+    with contextlib.suppress(ValueError):  # the count may have just expired
+        cache.decr(per_address)  # a success is not a failure from this address
     return user

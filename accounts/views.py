@@ -1,16 +1,21 @@
 """Sign-in (with lockout after repeated failures) and the API tokens page."""
 
+from urllib.parse import urlsplit
+
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect, render, resolve_url
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from accounts.models import ApiToken
-from accounts.services import api_token_create, api_token_revoke
+from accounts.services import TooManyTokens, api_token_create, api_token_revoke
 from accounts.signin import BadCredentials, LockedOut, sign_in
 
 
@@ -37,6 +42,13 @@ class LoginView(auth_views.LoginView):
     template_name = "registration/login.html"
     redirect_authenticated_user = True
 
+    def get_success_url(self):
+        """Never back to the sign-in page itself: a signed-in user sent there loops."""
+        url = super().get_success_url()
+        if urlsplit(url).path == reverse("login"):
+            return resolve_url(settings.LOGIN_REDIRECT_URL)
+        return url
+
 
 class LogoutView(auth_views.LogoutView):
     pass
@@ -46,22 +58,39 @@ class TokenForm(forms.Form):
     name = forms.CharField(label=gettext_lazy("Token name"), max_length=80)
 
 
+class RevokeForm(forms.Form):
+    revoke = forms.IntegerField(min_value=1)
+
+
 @login_required
 def tokens_page(request):
     new_secret = None
     form = TokenForm()
+    status = 200
     if request.method == "POST":
         if "revoke" in request.POST:
-            if api_token_revoke(user=request.user, pk=request.POST.get("revoke")):
+            revoke = RevokeForm(request.POST)
+            if revoke.is_valid() and api_token_revoke(
+                user=request.user, pk=revoke.cleaned_data["revoke"]
+            ):
                 messages.success(request, _("Token revoked."))
             return redirect("tokens")
         form = TokenForm(request.POST)
         if form.is_valid():
-            new_secret = api_token_create(user=request.user, name=form.cleaned_data["name"])
-            form = TokenForm()
+            try:
+                new_secret = api_token_create(user=request.user, name=form.cleaned_data["name"])
+            except TooManyTokens as exc:
+                form.add_error("name", exc.detail)
+                status = exc.status
+            else:
+                form = TokenForm()
+        else:
+            status = 400
     tokens = ApiToken.objects.filter(user=request.user)
     return render(
         request,
         "registration/tokens.html",
-        {"tokens": tokens, "form": form, "new_secret": new_secret, "nav": "tokens"},
-    )
+        {"tokens": tokens, "form": form, "new_secret": new_secret, "now": timezone.now(),
+         "nav": "tokens"},
+        status=status,
+    )  # fmt: skip

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from accounts.api.views import TokenObtainApi
+from accounts.api.views import TokenListApi, TokenObtainApi, TokenRevokeApi
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
 from rentals.api import views as rentals
@@ -8,6 +8,8 @@ from telemetry.api import views as telemetry
 
 urlpatterns = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
+    path("auth/tokens/", TokenListApi.as_view(), name="api-tokens"),
+    path("auth/tokens/<int:pk>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("gpu-models/", rentals.GpuModelListApi.as_view(), name="api-gpu-models"),
     path("periods/", catalog.RentalPeriodListApi.as_view(), name="api-periods"),
     path("options/", catalog.OptionListApi.as_view(), name="api-options"),

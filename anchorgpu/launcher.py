@@ -172,6 +172,7 @@ def run(port):
         with services() as env:
             env["ANCHORGPU_DEMO"] = env.get("ANCHORGPU_DEMO", "true")
             env.setdefault("DEMO_PASSWORD", DEFAULT_DEMO_PASSWORD)
+            env.setdefault("DJANGO_ALLOW_INSECURE", "true")  # plain HTTP on loopback
             sim_port = int(env.get("SIMULATOR_PORT") or free_port())
             manage(env, "migrate", "--noinput", "-v", "0")
             manage(env, "collectstatic", "--noinput", "-v", "0")
@@ -203,7 +204,8 @@ def run(port):
             wait_for_port(port, timeout=60)
             log(f"AnchorGPU is up: http://127.0.0.1:{port}/")
             log(
-                "demo accounts: alice, bob (customers), staff (staff), admin (superuser); "
+                "demo accounts: alice, bob (customers), staff (read-only staff), pricing (staff who "
+                "set prices), admin (superuser); "
                 f"password: {env['DEMO_PASSWORD']}"
             )
             log("Ctrl-C stops everything")

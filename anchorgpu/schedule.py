@@ -50,6 +50,11 @@ def beat_schedule():
             "schedule": crontab(minute=17),
             "options": {"expires": 3600},
         },
+        "purge-expired-quotes": {
+            "task": "rentals.tasks.quotes_expired_purge_task",
+            "schedule": crontab(minute=37),
+            "options": {"expires": 3600},
+        },
         "purge-idempotency-keys": {
             "task": "rentals.tasks.idempotency_keys_purge_task",
             "schedule": crontab(minute=7),

@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import environ
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -61,6 +62,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.middleware.RefuseControlCharacters",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -69,6 +71,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "anchorgpu.urls"
@@ -163,6 +166,28 @@ if _read("DJANGO_BEHIND_PROXY", "bool", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
 
+# Headers on every response, HTTPS or not.
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],  # no inline script: behaviour lives in static/js
+        "style-src": [SELF, UNSAFE_INLINE],  # style attributes draw the timeline and heatmap
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+# Production serving (anchorgpu.wsgi) refuses DEBUG, a short key or plain HTTP unless this
+# is set: `make run` sets it for its local, non-public server.
+ALLOW_INSECURE = _read("DJANGO_ALLOW_INSECURE", "bool", default=False)
+
 EMAIL_BACKEND = _read(
     "EMAIL_BACKEND", "str", default="django.core.mail.backends.console.EmailBackend"
 )
@@ -179,11 +204,21 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "core.pagination.BoundedLimitOffsetPagination",
+    # JSON in, JSON (or problem details) out: no forms, no browsable HTML.
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "core.renderers.ProblemJSONRenderer",
+    ],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "core.problems.problem_exception_handler",
+    # Which X-Forwarded-For entry names the client: 0 trusts none (REMOTE_ADDR).
+    "NUM_PROXIES": _read("DJANGO_TRUSTED_PROXIES", "int", default=0),
     "DEFAULT_THROTTLE_RATES": {
         "auth": _read("AUTH_THROTTLE_RATE", "str", default="10/min"),
         "purchase": _read("PURCHASE_THROTTLE_RATE", "str", default="120/min"),
+        "quote": _read("QUOTE_THROTTLE_RATE", "str", default="120/min"),
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -233,6 +268,12 @@ ANCHORGPU = {
     "POLL_CONNECT_TIMEOUT": _read("POLL_CONNECT_TIMEOUT_SECONDS", "float", default=2.0),
     "POLL_READ_TIMEOUT": _read("POLL_READ_TIMEOUT_SECONDS", "float", default=5.0),
     "POLL_MAX_BYTES": _read("POLL_MAX_BYTES", "int", default=4 * 1024 * 1024),
+    # A whole answer per node, however slowly it trickles in; and the whole shard, kept
+    # below the task's soft time limit so the task records what it got.
+    "POLL_NODE_DEADLINE": _read("POLL_NODE_DEADLINE_SECONDS", "float", default=10.0),
+    "POLL_SHARD_DEADLINE": _read(
+        "POLL_SHARD_DEADLINE_SECONDS", "float", default=max(CELERY_TASK_SOFT_TIME_LIMIT - 15, 5)
+    ),
     "POLL_SHARD_SIZE": _read("POLL_SHARD_SIZE", "int", default=250),
     "STALE_AFTER_POLLS": _read("STALE_AFTER_POLLS", "int", default=4),
     "RAW_RETENTION": timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7)),
@@ -241,6 +282,8 @@ ANCHORGPU = {
     ),
     "HOT_TEMPERATURE_C": _read("HOT_TEMPERATURE_C", "float", default=85.0),
     "ACTIVE_UTILISATION_PCT": _read("ACTIVE_UTILISATION_PCT", "float", default=5.0),
+    "API_TOKEN_LIFETIME": timedelta(days=_read("API_TOKEN_DAYS", "int", default=90)),
+    "API_TOKENS_MAX": _read("API_TOKENS_MAX", "int", default=20),
     "NOTICE_RETRY_SECONDS": _read("NOTICE_RETRY_SECONDS", "float", default=30.0),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
 }

@@ -4,3 +4,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anchorgpu.settings")
 application = get_wsgi_application()
+
+from anchorgpu.production import refuse_unsafe_settings  # noqa: E402  (needs the settings)
+
+refuse_unsafe_settings()

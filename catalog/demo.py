@@ -78,12 +78,16 @@ FLEET = [
     ("us-east", "mi300x", 2, 8), ("us-east", "h200", 1, 8), ("us-east", "l40s", 1, 4),
 ]  # fmt: skip
 
+# username, e-mail, staff, superuser. Staff read dashboards and allocations and change
+# nothing; `pricing` is staff who may also schedule prices (the Pricing group); `admin` all.
 USERS = [
     ("alice", "alice@example.com", False, False),
     ("bob", "bob@example.com", False, False),
     ("staff", "staff@example.com", True, False),
+    ("pricing", "pricing@example.com", True, False),
     ("admin", "admin@example.com", True, True),
 ]
+PRICING_USERS = {"pricing"}
 
 
 def gpu_identity(hostname: str, index: int, vendor: str) -> str:
@@ -190,5 +194,7 @@ def seed_users(*, password: str) -> None:
         user.email, user.is_staff, user.is_superuser = email, is_staff, is_superuser
         user.set_password(password)
         user.save()
-        if username == "staff":
+        if username in PRICING_USERS:
             user.groups.add(pricing)
+        else:
+            user.groups.remove(pricing)

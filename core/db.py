@@ -4,8 +4,9 @@ import functools
 import random
 import threading
 import time
+from datetime import datetime
 
-from django.db import OperationalError, models, transaction
+from django.db import OperationalError, connection, models, transaction
 from django.db.models import Q
 
 RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
@@ -73,3 +74,11 @@ def retried_transaction(func):
         raise AssertionError("unreachable")
 
     return wrapper
+
+
+def db_now() -> datetime:
+    """The database's clock. Every comparison that decides money or state uses it, so a web
+    server whose clock drifts still agrees with enforcement (which runs on it too)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]

@@ -3,6 +3,7 @@ fits and the earliest start when nothing fits now. Reads only; placement.py lock
 
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
@@ -81,27 +82,50 @@ def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
     )
 
 
+_EARLIEST_START = """
+WITH candidate AS (
+    SELECT %(not_before)s::timestamptz AS t
+    UNION
+    (SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
+     JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
+     WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
+     ORDER BY ag.ends_at LIMIT %(limit)s)
+)
+SELECT c.t
+FROM candidate c
+JOIN catalog_node n ON n.gpu_model_id = %(model)s AND n.state = %(active)s
+JOIN catalog_gpu g ON g.node_id = n.id
+WHERE NOT EXISTS (
+    SELECT 1 FROM rentals_allocationgpu ag
+    WHERE ag.gpu_id = g.id AND NOT ag.released
+      AND ag.starts_at < c.t + %(duration)s AND ag.ends_at > c.t
+)
+GROUP BY c.t, n.id
+HAVING count(*) >= %(count)s
+ORDER BY c.t
+LIMIT 1
+"""
+
+
 def earliest_start(
     *, gpu_model: GpuModel, gpu_count: int, duration: timedelta, not_before: datetime
 ) -> datetime | None:
     """The first instant ≥ not_before at which the request fits, or None if none is in sight.
 
-    Capacity only frees up when a holding ends, so those instants are the only candidates.
+    Capacity only frees up when a holding ends, so those instants (the next
+    MAX_START_CANDIDATES of them) are the only candidates; one query tries them all.
     """
-    ends = (
-        AllocationGpu.objects.filter(
-            gpu__node__gpu_model=gpu_model, released=False, ends_at__gt=not_before
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _EARLIEST_START,
+            {
+                "not_before": not_before,
+                "model": gpu_model.pk,
+                "limit": MAX_START_CANDIDATES,
+                "active": NodeState.ACTIVE,
+                "duration": duration,
+                "count": gpu_count,
+            },
         )
-        .order_by("ends_at")
-        .values_list("ends_at", flat=True)
-        .distinct()[:MAX_START_CANDIDATES]
-    )
-    for candidate in [not_before, *ends]:
-        if fits(
-            gpu_model=gpu_model,
-            gpu_count=gpu_count,
-            starts_at=candidate,
-            ends_at=candidate + duration,
-        ):
-            return candidate
-    return None
+        row = cursor.fetchone()
+    return row[0] if row else None

@@ -12,6 +12,8 @@ from django.conf import settings
 GPU_COUNT_MAX = 64
 # Each option's own `max_quantity` caps it lower.
 OPTION_QUANTITY_MAX = 10_000
+# Options in one quote (each may be chosen once; the catalog has far fewer).
+OPTIONS_MAX = 50
 
 
 def period_count_max() -> int:

@@ -47,3 +47,8 @@ def gpu_activity_flags_task():
 @shared_task
 def idempotency_keys_purge_task():
     return idempotency.idempotency_keys_purge()
+
+
+@shared_task
+def quotes_expired_purge_task():
+    return services.quotes_expired_purge()

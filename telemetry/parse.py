@@ -6,6 +6,7 @@ None: a missing value is missing, never zero. A scrape that fails to parse is re
 """
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -77,11 +78,28 @@ AMD_FALLBACKS = {
 }
 
 
+GPU_INDEX = re.compile(r"[0-9]{1,4}")
+XID_MAX = 2**31 - 1  # the column is a 32-bit integer
+
+
+def _index(raw) -> int | None:
+    """A GPU index label: ASCII digits only ("²" passes isdigit() and fails int())."""
+    return int(raw) if isinstance(raw, str) and GPU_INDEX.fullmatch(raw) else None
+
+
+def _xid(value, problems, key) -> int | None:
+    if not 0 <= value <= XID_MAX:
+        problems.append(f"XID {value:g} for {key} is out of range: ignored")
+        return None
+    return int(value)
+
+
 def _families(text):
     try:
         return list(text_string_to_metric_families(text))
     except (ValueError, IndexError, TypeError) as exc:
-        raise ScrapeError(f"unparseable exporter text: {str(exc)[:200]}") from exc
+        # Never the body itself: it ends up in health_detail, which staff read.
+        raise ScrapeError(f"unparseable exporter text ({type(exc).__name__})") from exc
 
 
 def parse_dcgm(text: str) -> Scrape:
@@ -109,8 +127,8 @@ def parse_dcgm(text: str) -> Scrape:
                 problems.append(f"duplicate series {name} for {key}: last one kept")
             seen.add(identity)
             reading = readings.setdefault(key, Reading(key=key))
-            if reading.index is None and labels.get("gpu", "").isdigit():
-                reading.index = int(labels["gpu"])
+            if reading.index is None:
+                reading.index = _index(labels.get("gpu"))
             value = _value(sample.value, problems, name, key)
             if value is None:
                 continue
@@ -121,7 +139,11 @@ def parse_dcgm(text: str) -> Scrape:
                 reading._alt[mig] = value * 100
             else:
                 attr, scale = DCGM_FIELDS[name]
-                setattr(reading, attr, int(value) if attr == "xid" else value * scale)
+                if attr == "xid":
+                    value = _xid(value, problems, key)
+                    if value is None:
+                        continue
+                setattr(reading, attr, value if attr == "xid" else value * scale)
     for reading in readings.values():
         used = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_USED"]
         free = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_FREE"]
@@ -139,7 +161,8 @@ def amd_key(labels) -> str | None:
     """Serial, else the exporter's GPU UUID, else the GPU id (serials are empty on VMs)."""
     if labels.get("serial_number") or labels.get("gpu_uuid"):
         return labels.get("serial_number") or labels.get("gpu_uuid")
-    return f"gpu_id:{labels['gpu_id']}" if labels.get("gpu_id", "").isdigit() else None
+    index = _index(labels.get("gpu_id"))
+    return f"gpu_id:{index}" if index is not None else None
 
 
 def parse_amd(text: str, prefix: str = "") -> Scrape:
@@ -169,8 +192,8 @@ def parse_amd(text: str, prefix: str = "") -> Scrape:
                 problems.append(f"duplicate series {name} for {key}: last one kept")
             seen.add(identity)
             reading = readings.setdefault(key, Reading(key=key))
-            if reading.index is None and labels.get("gpu_id", "").isdigit():
-                reading.index = int(labels["gpu_id"])
+            if reading.index is None:
+                reading.index = _index(labels.get("gpu_id"))
             value = _value(sample.value, problems, name, key)
             if value is None:
                 continue

@@ -6,6 +6,7 @@ one bulk insert per shard.
 """
 
 import asyncio
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,19 +14,21 @@ from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from catalog.models import Gpu, Node, NodeHealth, NodeState
 from telemetry.models import READING_FLAGS, Flag, FlagKind, GpuSample, Poll, PollOutcome
-from telemetry.parse import Scrape, ScrapeError, parse_exporter
+from telemetry.parse import Reading, Scrape, ScrapeError, parse_exporter
 
 MAX_CONCURRENCY = 200
 
+logger = logging.getLogger(__name__)
 
-class BodyTooLarge(Exception):
-    pass
+
+class BodyRefused(Exception):
+    """Too large, or compressed."""
 
 
 @dataclass
@@ -37,28 +40,39 @@ class Fetched:
     error: str | None = None
 
 
-async def _fetch_one(client, node_id, url, max_bytes, semaphore) -> Fetched:
+async def _read_capped(client, url, max_bytes) -> str:
+    """The body as sent, counted in bytes on the wire: a compressed body could expand far
+    past the cap, so none is accepted (we ask for identity)."""
+    async with client.stream("GET", url) as response:
+        if response.status_code != 200:
+            raise httpx.HTTPStatusError(
+                f"HTTP {response.status_code}", request=response.request, response=response
+            )
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise BodyRefused(f"compressed body ({encoding}) refused")
+        chunks, size = [], 0
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
+            if size > max_bytes:
+                raise BodyRefused(f"body larger than {max_bytes} bytes")
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+async def _fetch_one(client, node_id, url, conf, semaphore) -> Fetched:
     async with semaphore:
         started = time.monotonic()
         try:
-            async with client.stream("GET", url) as response:
-                if response.status_code != 200:
-                    raise httpx.HTTPStatusError(
-                        f"HTTP {response.status_code}", request=response.request, response=response
-                    )
-                chunks, size = [], 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise BodyTooLarge(f"body larger than {max_bytes} bytes")
-                    chunks.append(chunk)
-            body = b"".join(chunks).decode("utf-8", errors="replace")
-            return Fetched(node_id, started, int((time.monotonic() - started) * 1000), body=body)
-        except (httpx.HTTPError, BodyTooLarge, OSError) as exc:
-            message = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
-            return Fetched(
-                node_id, started, int((time.monotonic() - started) * 1000), error=message
+            body = await asyncio.wait_for(
+                _read_capped(client, url, conf["POLL_MAX_BYTES"]), conf["POLL_NODE_DEADLINE"]
             )
+            return Fetched(node_id, started, int((time.monotonic() - started) * 1000), body=body)
+        except TimeoutError:
+            message = f"no complete answer within {conf['POLL_NODE_DEADLINE']:g} s"
+        except (httpx.HTTPError, BodyRefused, OSError) as exc:
+            message = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+        return Fetched(node_id, started, int((time.monotonic() - started) * 1000), error=message)
 
 
 async def fetch_all(targets: list[tuple[int, str]], *, conf=None) -> list[Fetched]:
@@ -73,14 +87,23 @@ async def fetch_all(targets: list[tuple[int, str]], *, conf=None) -> list[Fetche
     limits = httpx.Limits(
         max_connections=MAX_CONCURRENCY, max_keepalive_connections=MAX_CONCURRENCY
     )
-    headers = {"Accept": "text/plain;version=0.0.4"}
+    headers = {"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "identity"}
     async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers) as client:
-        return await asyncio.gather(
-            *(
-                _fetch_one(client, nid, url, conf["POLL_MAX_BYTES"], semaphore)
-                for nid, url in targets
-            )
-        )
+        tasks = {
+            asyncio.ensure_future(_fetch_one(client, nid, url, conf, semaphore)): nid
+            for nid, url in targets
+        }
+        started = time.monotonic()
+        done, pending = await asyncio.wait(tasks, timeout=conf["POLL_SHARD_DEADLINE"])
+        for task in pending:  # the shard's deadline keeps the task under Celery's time limit
+            task.cancel()
+        late = int((time.monotonic() - started) * 1000)
+        return [
+            task.result()
+            if task in done
+            else Fetched(tasks[task], started, late, error="the shard's poll deadline passed")
+            for task in tasks
+        ]
 
 
 def run_async(coroutine):
@@ -105,6 +128,9 @@ def _outcome(node, gpus, fetched: Fetched) -> tuple[str, str, Scrape | None]:
         scrape = parse_exporter(fetched.body, exporter=node.exporter, prefix=node.metric_prefix)
     except ScrapeError as exc:
         return PollOutcome.MALFORMED, str(exc), None
+    except Exception:  # whatever an exporter sends, it is that node's fault only
+        logger.exception("parsing node %s", node.pk)
+        return PollOutcome.MALFORMED, "the exporter's answer could not be read", None
     if scrape.gpu_families == 0:
         return PollOutcome.DEGRADED, "exporter answered without GPU families", scrape
     missing = [g for g in gpus if reading_for(scrape, g) is None]
@@ -131,63 +157,101 @@ def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
     return store_polls(nodes, gpus_by_node, fetched, now=now or timezone.now())
 
 
+@dataclass
+class NodePoll:
+    """What one node's poll stores."""
+
+    poll: Poll
+    samples: list[GpuSample]
+    readings: dict[int, Reading]
+    health: tuple
+
+
+def _node_poll(node, gpus, item: Fetched, *, now, stale_after) -> NodePoll:
+    outcome, detail, scrape = _outcome(node, gpus, item)
+    readings = {}
+    samples = []
+    for gpu in gpus if scrape is not None else []:
+        reading = reading_for(scrape, gpu)
+        if reading is not None:
+            readings[gpu.pk] = reading
+            samples.append(
+                GpuSample(
+                    gpu_id=gpu.pk,
+                    at=now,
+                    utilization=reading.utilization,
+                    memory_used_mib=reading.memory_used_mib,
+                    memory_total_mib=reading.memory_total_mib,
+                    power_w=reading.power_w,
+                    temperature_c=reading.temperature_c,
+                    energy_j=reading.energy_j,
+                    xid=reading.xid,
+                )
+            )
+    good = outcome in (PollOutcome.OK, PollOutcome.DEGRADED) and scrape and scrape.readings
+    last_good = now if good else node.last_good_poll_at
+    if outcome == PollOutcome.OK:
+        health = NodeHealth.HEALTHY
+    elif outcome == PollOutcome.DEGRADED:
+        health = NodeHealth.DEGRADED
+    elif last_good is None or now - last_good >= stale_after:
+        health = NodeHealth.STALE if last_good else NodeHealth(outcome)
+    else:
+        health = NodeHealth(outcome)
+    if health == NodeHealth.STALE:
+        detail = f"no good poll since {last_good:%Y-%m-%d %H:%M:%S} UTC; last error: {detail}"
+    poll = Poll(
+        node=node,
+        at=now,
+        duration_ms=min(item.duration_ms, 2**31 - 1),
+        outcome=outcome,
+        error=detail[:2000],
+        gpus_seen=min(len(scrape.readings) if scrape else 0, 32767),
+    )
+    return NodePoll(poll, samples, readings, (node.pk, health, detail[:2000], last_good))
+
+
+def _malformed(node, item: Fetched, *, now) -> NodePoll:
+    detail = "the exporter's answer could not be stored"
+    poll = Poll(node=node, at=now, duration_ms=0, outcome=PollOutcome.MALFORMED, error=detail)
+    return NodePoll(poll, [], {}, (node.pk, NodeHealth.MALFORMED, detail, node.last_good_poll_at))
+
+
+def _store(results: list[NodePoll], gpus_by_node, now):
+    with transaction.atomic():
+        Poll.objects.bulk_create([r.poll for r in results], batch_size=2000)
+        GpuSample.objects.bulk_create([s for r in results for s in r.samples], batch_size=5000)
+        _update_health([r.health for r in results], now)
+        readings = {gpu: reading for r in results for gpu, reading in r.readings.items()}
+        _update_flags(gpus_by_node, readings, now)
+
+
 def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
+    """Store a shard's polls in one transaction. Should the database refuse something one
+    node sent, each node is stored on its own instead, and the refused ones are marked
+    malformed: one bad exporter never blanks the others."""
     conf = settings.ANCHORGPU
     stale_after = timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
-    polls, samples, readings_by_gpu = [], [], {}
-    health_updates = []
-    for item in fetched:
-        node = nodes[item.node_id]
-        gpus = gpus_by_node.get(node.pk, [])
-        outcome, detail, scrape = _outcome(node, gpus, item)
-        polls.append(
-            Poll(
-                node=node,
-                at=now,
-                duration_ms=item.duration_ms,
-                outcome=outcome,
-                error=detail[:2000],
-                gpus_seen=len(scrape.readings) if scrape else 0,
-            )
+    results = [
+        _node_poll(
+            nodes[item.node_id], gpus_by_node.get(item.node_id, []), item,
+            now=now, stale_after=stale_after,
         )
-        if scrape is not None:
-            for gpu in gpus:
-                reading = reading_for(scrape, gpu)
-                if reading is None:
-                    continue
-                readings_by_gpu[gpu.pk] = reading
-                samples.append(
-                    GpuSample(
-                        gpu_id=gpu.pk,
-                        at=now,
-                        utilization=reading.utilization,
-                        memory_used_mib=reading.memory_used_mib,
-                        memory_total_mib=reading.memory_total_mib,
-                        power_w=reading.power_w,
-                        temperature_c=reading.temperature_c,
-                        energy_j=reading.energy_j,
-                        xid=reading.xid,
-                    )
-                )
-        good = outcome in (PollOutcome.OK, PollOutcome.DEGRADED) and scrape and scrape.readings
-        last_good = now if good else node.last_good_poll_at
-        if outcome == PollOutcome.OK:
-            health = NodeHealth.HEALTHY
-        elif outcome == PollOutcome.DEGRADED:
-            health = NodeHealth.DEGRADED
-        elif last_good is None or now - last_good >= stale_after:
-            health = NodeHealth.STALE if last_good else NodeHealth(outcome)
-        else:
-            health = NodeHealth(outcome)
-        if health == NodeHealth.STALE:
-            detail = f"no good poll since {last_good:%Y-%m-%d %H:%M:%S} UTC; last error: {detail}"
-        health_updates.append((node.pk, health, detail[:2000], last_good))
-    with transaction.atomic():
-        Poll.objects.bulk_create(polls, batch_size=2000)
-        GpuSample.objects.bulk_create(samples, batch_size=5000)
-        _update_health(health_updates, now)
-        _update_flags(gpus_by_node, readings_by_gpu, now)
-    return {"nodes": len(polls), "samples": len(samples)}
+        for item in fetched
+    ]  # fmt: skip
+    try:
+        _store(results, gpus_by_node, now)
+    except DatabaseError:
+        logger.exception("storing a shard of %s polls; storing node by node", len(results))
+        for item, result in zip(fetched, results, strict=True):
+            node = nodes[item.node_id]
+            only = {node.pk: gpus_by_node.get(node.pk, [])}
+            try:
+                _store([result], only, now)
+            except DatabaseError:
+                logger.exception("storing node %s", node.pk)
+                _store([_malformed(node, item, now=now)], only, now)
+    return {"nodes": len(results), "samples": sum(len(r.samples) for r in results)}
 
 
 def _update_health(updates, now):

@@ -3,7 +3,7 @@
 It serves every node at /nodes/<hostname>/metrics on one loopback port, following the
 allocations (running → load that varies, stopped or free → near idle), and injects faults
 on request: POST /faults/<hostname>?mode=timeout|500|empty|garbage|html|truncated|reset|
-gpu-gone|no-serials|ok.
+gpu-gone|no-serials|gzip-bomb|trickle|ok.
 """
 
 import asyncio
@@ -12,6 +12,7 @@ import math
 import random
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,8 +27,9 @@ GpuStates = Callable[[datetime], dict[int, str]]
 
 FAULT_MODES = {
     "ok", "timeout", "500", "empty", "garbage", "html", "truncated", "gpu-gone", "reset",
-    "no-serials",
+    "no-serials", "gzip-bomb", "trickle",
 }  # fmt: skip
+BOMB_BYTES = 64 * 2**20  # what the gzip bomb expands to; it is ~64 kB on the wire
 
 
 @dataclass
@@ -236,6 +238,9 @@ class Simulator:
         if fault == "html":
             await self._send(writer, 200, "<html><body>502 Bad Gateway</body></html>\n")
             return
+        if fault == "gzip-bomb":
+            await self._send_gzip_bomb(writer)
+            return
         if node.exporter == "amd":
             body = render_amd(
                 node, time.time(), drop=self.gone.get(hostname), serials=fault != "no-serials"
@@ -246,18 +251,36 @@ class Simulator:
             body = "DCGM_FI_DEV_GPU_UTIL{gpu=0} abc\n" + body
         if fault == "truncated":
             body = body[: len(body) // 2].rsplit('"', 1)[0]
+        if fault == "trickle":  # a byte now and then: each read is quick, the answer never is
+            await self._send(writer, 200, body, per_byte_delay=0.2)
+            return
         await self._send(writer, 200, body)
 
     @staticmethod
-    async def _send(writer, status, body):
-        data = body.encode()
+    async def _send(writer, status, body, *, per_byte_delay=0.0, encoding=None):
+        data = body if isinstance(body, bytes) else body.encode()
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
-        writer.write(
-            f"HTTP/1.1 {status} {reason.get(status, 'OK')}\r\nContent-Type: text/plain; version=0.0.4; "
-            f"charset=utf-8\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
-            + data
+        head = (
+            f"HTTP/1.1 {status} {reason.get(status, 'OK')}\r\nContent-Type: text/plain; "
+            f"version=0.0.4; charset=utf-8\r\nContent-Length: {len(data)}\r\n"
+            + (f"Content-Encoding: {encoding}\r\n" if encoding else "")
+            + "Connection: close\r\n\r\n"
         )
+        writer.write(head.encode())
+        if not per_byte_delay:
+            writer.write(data)
+        else:
+            for offset in range(len(data)):
+                writer.write(data[offset : offset + 1])
+                await writer.drain()
+                await asyncio.sleep(per_byte_delay)
         await writer.drain()
+
+    async def _send_gzip_bomb(self, writer):
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
+        chunk = b"#" * 2**20
+        data = b"".join(packer.compress(chunk) for _ in range(BOMB_BYTES // len(chunk)))
+        await self._send(writer, 200, data + packer.flush(), encoding="gzip")
 
     async def serve(self):
         self._loop = asyncio.get_running_loop()

@@ -1,5 +1,7 @@
 """schemathesis against our OpenAPI schema with two users: no 5xx, no undocumented status,
-and no way to reach the other user's objects."""
+and no way to reach the other user's objects. Every {pk} points at the caller's own object
+in one run and at the other user's in the other, so both the real paths and the refusals
+are fuzzed."""
 
 import pytest
 import schemathesis
@@ -14,6 +16,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from accounts.models import ApiToken
 from accounts.services import api_token_create
 from rentals.models import Allocation
 from tests.catalog.factories import catalog_setup
@@ -38,20 +41,33 @@ def two_users(db, django_user_model, keep_test_connection):
     catalog_setup()
     alice = django_user_model.objects.create_user("fuzz-alice")
     bob = django_user_model.objects.create_user("fuzz-bob")
-    book(alice, model="h100", count=1, period="day")
+    alices = book(alice, model="h100", count=1, period="day", periods=3)
     bobs = book(bob, model="l4", count=1, period="day")
-    return {"token": api_token_create(user=alice, name="fuzz"), "bobs": str(bobs.pk)}
+    token = api_token_create(user=alice, name="fuzz")
+    api_token_create(user=alice, name="spare")  # what DELETE /auth/tokens/{pk} may revoke
+    api_token_create(user=bob, name="bobs")
+    tokens = dict(ApiToken.objects.values_list("name", "pk"))
+    return {
+        "token": token,
+        "bobs": str(bobs.pk),
+        "own": {"allocations": str(alices.pk), "quotes": str(alices.quote_id),
+                "auth": tokens["spare"]},
+        "other": {"allocations": str(bobs.pk), "quotes": str(bobs.quote_id),
+                  "auth": tokens["bobs"]},
+    }  # fmt: skip
 
 
+@pytest.mark.parametrize("owner", ["own", "other"])
 @schema.parametrize()
 @settings(
     max_examples=20,
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
-def test_api_never_errors_and_documents_every_status(case, two_users):
+def test_api_never_errors_and_documents_every_status(case, two_users, owner):
     if "{pk}" in case.path and case.path_parameters is not None:
-        case.path_parameters = {**case.path_parameters, "pk": two_users["bobs"]}
+        resource = case.path.split("/")[3]  # /api/v1/<resource>/...
+        case.path_parameters = {**case.path_parameters, "pk": two_users[owner][resource]}
     response = case.call(headers={"Authorization": f"Bearer {two_users['token']}"})
     assert response.status_code < 500, (case.method, case.path, response.text[:500])
     # What the API promises: no server error, only documented statuses, content types and

@@ -1,13 +1,17 @@
 """Sign-in for API clients: username + password → a personal bearer token."""
 
+from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import permissions, serializers, status
+from rest_framework import generics, permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.services import api_token_create
+from accounts.models import ApiToken
+from accounts.services import api_token_create, api_token_revoke
 from accounts.signin import sign_in
+
+PROBLEM = OpenApiResponse(description="Problem details (RFC 9457)")
 
 
 class TokenRequestSerializer(serializers.Serializer):
@@ -30,9 +34,10 @@ class TokenObtainApi(APIView):
         request=TokenRequestSerializer,
         responses={
             201: TokenSerializer,
-            400: OpenApiResponse(description="Problem details"),
-            401: OpenApiResponse(description="Problem details"),
-            429: OpenApiResponse(description="Problem details"),
+            400: PROBLEM,
+            401: PROBLEM,
+            409: OpenApiResponse(description="Problem details: too many live tokens"),
+            429: PROBLEM,
         },
     )
     def post(self, request):
@@ -45,3 +50,27 @@ class TokenObtainApi(APIView):
         )
         secret = api_token_create(user=user, name=data.validated_data["name"])
         return Response({"token": secret}, status=status.HTTP_201_CREATED)
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "hint", "created_at", "last_used_at", "expires_at", "revoked_at"]
+        read_only_fields = fields
+
+
+class TokenListApi(generics.ListAPIView):
+    """The caller's API tokens (never their secrets), newest first."""
+
+    serializer_class = ApiTokenSerializer
+
+    def get_queryset(self):
+        return ApiToken.objects.filter(user=self.request.user)
+
+
+class TokenRevokeApi(APIView):
+    @extend_schema(request=None, responses={204: None, 401: PROBLEM, 404: PROBLEM})
+    def delete(self, request, pk):
+        if not api_token_revoke(user=request.user, pk=pk):
+            raise Http404
+        return Response(status=status.HTTP_204_NO_CONTENT)

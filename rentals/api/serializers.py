@@ -2,8 +2,16 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from catalog.models import GpuModel, SoftwareStack, Vendor
+from core.fields import BoundedDateTimeField
 from rentals import limits
-from rentals.models import Allocation, AllocationEvent, LedgerEntry, Quote, QuoteLine
+from rentals.models import (
+    Allocation,
+    AllocationEvent,
+    AllocationState,
+    LedgerEntry,
+    Quote,
+    QuoteLine,
+)
 
 
 class PeriodCountField(serializers.IntegerField):
@@ -68,6 +76,20 @@ class GpuModelFilterSerializer(serializers.Serializer):
     )
 
 
+class AllocationFilterSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=AllocationState.choices, required=False)
+
+
+class TelemetryQuerySerializer(serializers.Serializer):
+    start = BoundedDateTimeField(required=False)
+    end = BoundedDateTimeField(required=False)
+
+    def validate(self, data):
+        if data.get("start") and data.get("end") and data["start"] >= data["end"]:
+            raise serializers.ValidationError({"from": _("`from` must be before `to`.")})
+        return data
+
+
 class QuoteOptionInSerializer(serializers.Serializer):
     option = serializers.SlugField()
     quantity = serializers.IntegerField(
@@ -80,8 +102,10 @@ class QuoteInSerializer(serializers.Serializer):
     gpu_count = serializers.IntegerField(min_value=1, max_value=limits.GPU_COUNT_MAX)
     period = serializers.SlugField()
     period_count = PeriodCountField()
-    starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    options = QuoteOptionInSerializer(many=True, required=False, default=list)
+    starts_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
+    options = QuoteOptionInSerializer(
+        many=True, required=False, default=list, max_length=limits.OPTIONS_MAX
+    )
 
 
 class QuoteLineSerializer(serializers.ModelSerializer):

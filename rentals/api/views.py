@@ -7,14 +7,17 @@ from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, permissions, serializers, status
+from rest_framework import generics, permissions, status
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from core.renderers import CSVRenderer
 from rentals import selectors, services, usage
 from rentals.api.serializers import (
+    AllocationFilterSerializer,
     AllocationSerializer,
     BookingInSerializer,
     BookingSerializer,
@@ -24,6 +27,7 @@ from rentals.api.serializers import (
     LedgerEntrySerializer,
     QuoteInSerializer,
     QuoteSerializer,
+    TelemetryQuerySerializer,
 )
 from rentals.availability import gpu_model_offers
 from rentals.errors import QuoteMissing
@@ -65,9 +69,12 @@ class GpuModelListApi(generics.ListAPIView):
 
 
 class QuoteCreateApi(APIView):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "quote"
+
     @extend_schema(
         request=QuoteInSerializer,
-        responses={201: QuoteSerializer, 400: PROBLEM, 401: PROBLEM, 409: PROBLEM},
+        responses={201: QuoteSerializer, 400: PROBLEM, 401: PROBLEM, 409: PROBLEM, 429: PROBLEM},
     )
     def post(self, request):
         data = QuoteInSerializer(data=request.data)
@@ -124,17 +131,15 @@ class AllocationListApi(generics.ListAPIView):
     serializer_class = AllocationSerializer
 
     def get_queryset(self):
+        filters = AllocationFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
         return selectors.allocation_list_for_user(
-            user=self.request.user, state=self.request.query_params.get("state") or None
+            user=self.request.user, state=filters.validated_data.get("state")
         )
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "state", str, enum=["scheduled", "running", "stopped", "expired", "cancelled"]
-            )
-        ],
-        responses={200: AllocationSerializer(many=True), 401: PROBLEM},
+        parameters=[AllocationFilterSerializer],
+        responses={200: AllocationSerializer(many=True), 400: PROBLEM, 401: PROBLEM},
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
@@ -226,16 +231,6 @@ class AllocationExtendApi(APIView):
         return Response(_fresh(request, allocation))
 
 
-class TelemetryQuerySerializer(serializers.Serializer):
-    start = serializers.DateTimeField(required=False)
-    end = serializers.DateTimeField(required=False)
-
-    def validate(self, data):
-        if data.get("start") and data.get("end") and data["start"] >= data["end"]:
-            raise serializers.ValidationError({"from": _("`from` must be before `to`.")})
-        return data
-
-
 class AllocationTelemetryApi(APIView):
     """Series per GPU: raw samples up to 6 h, per-minute rollups up to 7 days, then hourly."""
 
@@ -276,6 +271,8 @@ class LedgerListApi(generics.ListAPIView):
 
 class LedgerCsvApi(APIView):
     """The statement as CSV (one row per charge or refund; refunds negative)."""
+
+    renderer_classes = [CSVRenderer, JSONRenderer]
 
     @extend_schema(
         responses={

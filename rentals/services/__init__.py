@@ -11,7 +11,7 @@ from rentals.services.allocations import (
 from rentals.services.bookings import allocation_book
 from rentals.services.enforcement import allocations_enforce
 from rentals.services.notices import expiry_notices_record, notice_send, notices_unsent
-from rentals.services.quotes import quote_create
+from rentals.services.quotes import quote_create, quotes_expired_purge
 
 __all__ = [
     "allocation_book",
@@ -26,4 +26,5 @@ __all__ = [
     "notice_send",
     "notices_unsent",
     "quote_create",
+    "quotes_expired_purge",
 ]

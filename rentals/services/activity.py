@@ -5,8 +5,8 @@ were rented for, so it judges these two flags from the newest samples."""
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.utils import timezone
 
+from core.db import db_now
 from rentals.models import AllocationGpu, AllocationState
 from telemetry.models import ACTIVITY_FLAGS, FlagKind, GpuSample
 from telemetry.poll import flags_sync
@@ -14,7 +14,7 @@ from telemetry.poll import flags_sync
 
 def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
     """Open or close the activity flags of every GPU polled in the last two intervals."""
-    now = now or timezone.now()
+    now = now or db_now()
     conf = settings.ANCHORGPU
     since = now - timedelta(seconds=2 * conf["POLL_INTERVAL"])
     newest = dict(

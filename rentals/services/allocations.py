@@ -9,12 +9,11 @@ from datetime import datetime
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from catalog.models import OptionBilling
 from catalog.selectors import gpu_price_at, option_price_at
-from core.db import retried_transaction
+from core.db import db_now, retried_transaction
 from core.errors import Conflict
 from core.money import Money
 from rentals import limits
@@ -37,7 +36,7 @@ def _locked(allocation) -> Allocation:
 
 
 def _transition(allocation, *, actor, to_state, allowed, kind, now=None):
-    now = now or timezone.now()
+    now = now or db_now()
     with transaction.atomic():
         allocation = _locked(allocation)
         if allocation.paid_until <= now:
@@ -82,7 +81,7 @@ def allocation_start(*, allocation: Allocation, actor, now=None) -> Allocation:
 @transaction.atomic
 def allocation_cancel(*, allocation: Allocation, actor, now=None) -> Allocation:
     """Cancel before the start, refunding every charge in full; after the start only stop."""
-    now = now or timezone.now()
+    now = now or db_now()
     allocation = _locked(allocation)
     if allocation.state != AllocationState.SCHEDULED or allocation.paid_from <= now:
         raise InvalidTransition(
@@ -136,7 +135,7 @@ def allocation_extend(
     *, allocation: Allocation, actor, period_count: int, now: datetime | None = None
 ) -> Allocation:
     """Add whole periods right after paid_until on the same GPUs, if they are free."""
-    now = now or timezone.now()
+    now = now or db_now()
     max_count = limits.period_count_max()
     if (
         not isinstance(period_count, int)

@@ -8,10 +8,9 @@ constraint `rentals_allocationgpu_no_overlap` guards whatever the code above got
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from core.db import retried_transaction
+from core.db import db_now, retried_transaction
 from rentals.availability import earliest_start
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
@@ -30,7 +29,7 @@ from rentals.services.events import event_record, raise_if_lost_race
 @retried_transaction
 def allocation_book(*, user, quote: Quote, now: datetime | None = None) -> Allocation:
     """Turn a valid quote into an allocation of specific GPUs and one charge of its total."""
-    now = now or timezone.now()
+    now = now or db_now()
     quote = Quote.objects.select_for_update().filter(pk=quote.pk, user=user).first()
     if quote is None:
         raise QuoteMissing(_("No such quote."), field="quote")

@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from core.db import db_now
 from rentals.models import Allocation, AllocationState, Notice, NoticeKind
 
 SEND_TASK = "rentals.tasks.notice_send_task"
@@ -30,7 +31,7 @@ WARNINGS = (
 
 def expiry_notices_record(*, now: datetime | None = None) -> int:
     """Record the 24 h and 1 h warnings that are due, once each, and queue their mails."""
-    now = now or timezone.now()
+    now = now or db_now()
     recorded = 0
     for kind, field, ahead in WARNINGS:
         while True:
@@ -71,7 +72,7 @@ def _queue(notice_ids):
 def notice_send(*, notice_id: int) -> bool:
     """E-mail one notice unless it was sent or another worker is sending it. Raises when
     the mail server fails, after releasing the claim, so the task retries."""
-    now = timezone.now()
+    now = db_now()
     claimed = (
         Notice.objects.filter(pk=notice_id, sent_at__isnull=True)
         .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
@@ -104,7 +105,7 @@ def notice_send(*, notice_id: int) -> bool:
 
 def notices_unsent(*, now: datetime | None = None, older_than=timedelta(minutes=1)) -> list[int]:
     """Notices whose mail is still owed (a queueing lost with a broker outage, retries spent)."""
-    now = now or timezone.now()
+    now = now or db_now()
     return list(
         Notice.objects.filter(sent_at__isnull=True, created_at__lte=now - older_than)
         .exclude(user__email="")

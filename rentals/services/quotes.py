@@ -1,6 +1,6 @@
 """Complete quotes: every line priced now and frozen, the total exactly their sum."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 
 from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
 from catalog.selectors import gpu_price_at, option_price_at
+from core.db import db_now
 from core.money import Money
 from rentals import limits
 from rentals.availability import earliest_start, fits, max_gpus_per_node
@@ -47,7 +48,7 @@ def quote_create(
     Raises ValidationError with field errors for bad input, NoCapacity (with the
     earliest start that would fit) when no node has enough free GPUs.
     """
-    now = now or timezone.now()
+    now = now or db_now()
     conf = settings.ANCHORGPU
     errors: dict[str, str] = {}
     model = _get_active(GpuModel, gpu_model, "gpu_model", errors, _("GPU model"))
@@ -224,3 +225,13 @@ def _options(requested, model, period, errors):
             continue
         chosen.append((option, quantity))
     return chosen
+
+
+def quotes_expired_purge(*, now: datetime | None = None, kept=timedelta(days=1)) -> int:
+    """Delete quotes nobody booked, a day after they expired (booked ones stay: they are
+    the allocation's contract)."""
+    now = now or db_now()
+    deleted, _counts = Quote.objects.filter(
+        valid_until__lt=now - kept, allocation__isnull=True
+    ).delete()
+    return deleted

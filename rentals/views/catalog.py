@@ -11,13 +11,13 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from catalog.models import GpuModel
+from core.db import db_now
 from core.errors import DomainError
 from rentals import selectors, services
 from rentals.availability import gpu_model_offers
@@ -134,7 +134,7 @@ def quote_book(request, pk):
 
 def _requote(request, quote):
     """An expired quote: price the same request again and show the new total to confirm."""
-    starts_at = None if quote.starts_now or quote.paid_from <= timezone.now() else quote.paid_from
+    starts_at = None if quote.starts_now or quote.paid_from <= db_now() else quote.paid_from
     try:
         fresh = services.quote_create(
             user=request.user,

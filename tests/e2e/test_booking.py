@@ -25,6 +25,18 @@ def get_quote(page, live_server, model="l4", gpus="2"):
     page.wait_for_url(re.compile(r"/quotes/"))
 
 
+def _wait_for_points(page, *, more_than, timeout=20.0):
+    """Poll the chart's point count from Python: the page's CSP forbids the string eval
+    that page.wait_for_function needs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        points = int(page.locator("#charts").get_attribute("data-points") or 0)
+        if points > more_than:
+            return points
+        page.wait_for_timeout(100)
+    raise AssertionError(f"the charts never showed more than {more_than} points")
+
+
 def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, page, live_server):
     simulator = Simulator(simulated_fleet, refresh=0.0).start_in_thread()
     try:
@@ -64,14 +76,11 @@ def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, pag
 
         poll_nodes([allocation.node_id])
         page.reload()
-        page.wait_for_function("document.getElementById('charts').dataset.points > 0")
-        before = int(page.locator("#charts").get_attribute("data-points"))
+        before = _wait_for_points(page, more_than=0)
         time.sleep(1.1)  # a new poll needs a later timestamp; the chart refetches on its timer
         poll_nodes([allocation.node_id])
         page.evaluate("window.dispatchEvent(new Event('anchorgpu:refresh'))")
-        page.wait_for_function(
-            f"document.getElementById('charts').dataset.points > {before}", timeout=20_000
-        )
+        _wait_for_points(page, more_than=before)
         assert GpuSample.objects.filter(gpu__held__allocation=allocation).count() >= 4
         screenshot(page, "allocation-detail")
         assert page.errors == []

@@ -42,6 +42,8 @@ def gunicorn(workers=2, threads=4):
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url(), "LOG_LEVEL": "WARNING"}
     env["AUTH_THROTTLE_RATE"] = env["PURCHASE_THROTTLE_RATE"] = "100000/s"
+    env["QUOTE_THROTTLE_RATE"] = "100000/s"
+    env["DJANGO_ALLOW_INSECURE"] = "true"  # plain HTTP on loopback
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "anchorgpu.wsgi", "--bind", f"127.0.0.1:{port}",
          "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],

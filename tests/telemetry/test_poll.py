@@ -12,51 +12,11 @@ from rentals.services import allocation_stop, gpu_activity_flags_update
 from telemetry.models import Flag, GpuRollup, GpuSample, Poll
 from telemetry.poll import nodes_mark_stale, poll_nodes
 from telemetry.rollup import telemetry_prune, telemetry_rollup
-from telemetry.simulator import SimGpu, SimNode, Simulator
 from tests.catalog.factories import NodeFactory
 from tests.rentals.helpers import book
+from tests.telemetry.conftest import point_at
 
 pytestmark = pytest.mark.django_db
-
-
-def sim_nodes(nodes, states=None):
-    states = states or {}
-    return {
-        node.hostname: SimNode(
-            hostname=node.hostname,
-            exporter=node.exporter,
-            model_name=node.gpu_model.name,
-            memory_mib=node.gpu_model.memory_reported_mib,
-            gpus=[SimGpu(g.index, g.uuid, states.get(g.uuid, "free")) for g in node.gpus.all()],
-        )
-        for node in nodes
-    }
-
-
-@pytest.fixture
-def fast_polls(settings):
-    settings.ANCHORGPU = {
-        **settings.ANCHORGPU,
-        "POLL_CONNECT_TIMEOUT": 0.5,
-        "POLL_READ_TIMEOUT": 1.0,
-        "POLL_INTERVAL": 15.0,
-    }
-
-
-@pytest.fixture
-def simulator():
-    state = {"nodes": {}}
-    sim = Simulator(lambda: state["nodes"], refresh=0.0, hang_seconds=10.0).start_in_thread()
-    sim.state = state
-    yield sim
-    sim.stop()
-
-
-def point_at(sim, nodes, states=None):
-    sim.state["nodes"] = sim_nodes(nodes, states)
-    for node in nodes:
-        node.telemetry_url = sim.url_for(node.hostname)
-        node.save(update_fields=["telemetry_url"])
 
 
 FAULTS = {

@@ -1,0 +1,49 @@
+"""Refuse control characters in a request before any view or query sees them.
+
+PostgreSQL text cannot hold NUL, and no field of ours means to hold the other C0 controls
+(tab, line feed and carriage return excepted), so such a request is the client's error: 400.
+"""
+
+import re
+
+from django.http import HttpResponseBadRequest, JsonResponse
+
+from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE
+
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A \u escape of one of those inside JSON text (not preceded by an escaping backslash).
+ESCAPED_CONTROL = re.compile(rb"(?<!\\)(?:\\\\)*\\u00(?:0[0-8bcef]|1[0-9a-f]|7f)", re.I)
+FORM = "application/x-www-form-urlencoded"
+
+
+def _has_control(request) -> bool:
+    if CONTROL.search(request.path):
+        return True
+    if any(CONTROL.search(v) for k, vs in request.GET.lists() for v in [k, *vs]):
+        return True
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return False
+    content_type = request.content_type or ""
+    if content_type == FORM:
+        return any(CONTROL.search(v) for k, vs in request.POST.lists() for v in [k, *vs])
+    if content_type.endswith("json"):
+        body = request.body
+        return bool(ESCAPED_CONTROL.search(body) or CONTROL.search(body.decode("latin-1")))
+    return False
+
+
+class RefuseControlCharacters:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if _has_control(request):
+            detail = (
+                "The request contains control characters (such as NUL), which no field accepts."
+            )
+            if request.path.startswith("/api/"):
+                body = {"type": f"{TYPE_BASE}invalid", "title": "Invalid input", "status": 400,
+                        "detail": detail, "code": "invalid"}  # fmt: skip
+                return JsonResponse(body, status=400, content_type=PROBLEM_CONTENT_TYPE)
+            return HttpResponseBadRequest(detail)
+        return self.get_response(request)
