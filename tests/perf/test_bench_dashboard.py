@@ -15,7 +15,7 @@ from tests.rentals.helpers import book
 pytestmark = pytest.mark.django_db
 
 FILL = """
-INSERT INTO rentals_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
     memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
 SELECT g.id, 'hour', h, 240, (g.id * 7 + extract(hour FROM h))::int % 100, 100, 40000, 81559,
        350, 70, 1.2e6
@@ -42,7 +42,7 @@ def test_dashboard_server_time(client, django_user_model):
         cursor.execute(FILL)
     days = telemetry_rollup()["day"]
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE rentals_gpurollup")
+        cursor.execute("ANALYZE telemetry_gpurollup")
     rows = GpuRollup.objects.filter(bucket="hour").count()
     customer = django_user_model.objects.create_user("busy")
     for _ in range(50):

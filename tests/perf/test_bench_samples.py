@@ -15,7 +15,7 @@ from tests.perf.conftest import h100_fleet, report
 pytestmark = pytest.mark.django_db
 
 FILL = """
-INSERT INTO rentals_gpusample (gpu_id, at, utilization, memory_used_mib, memory_total_mib,
+INSERT INTO telemetry_gpusample (gpu_id, at, utilization, memory_used_mib, memory_total_mib,
                                power_w, temperature_c, energy_j, xid)
 SELECT g.id, t, 50, 40000, 81559, 300, 60, 1e6, 0
 FROM catalog_gpu g
@@ -24,7 +24,7 @@ WHERE g.node_id IN (SELECT id FROM catalog_node WHERE hostname LIKE 'idx-%%')
 """
 
 READ = """
-SELECT gpu_id, at, utilization FROM rentals_gpusample
+SELECT gpu_id, at, utilization FROM telemetry_gpusample
 WHERE gpu_id = ANY(%(gpus)s) AND at >= %(start)s AND at <= %(end)s ORDER BY at
 """
 
@@ -45,7 +45,7 @@ def test_time_range_read_with_and_without_the_index():
     now = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(FILL, {"now": now})
-        cursor.execute("ANALYZE rentals_gpusample")
+        cursor.execute("ANALYZE telemetry_gpusample")
         rows = GpuSample.objects.count()
         gpus = list(nodes[42].gpus.values_list("pk", flat=True))
         params = {"gpus": gpus, "start": now - timedelta(hours=1), "end": now}
@@ -54,7 +54,7 @@ def test_time_range_read_with_and_without_the_index():
         scanned = median_ms(cursor, params, runs=3)
         cursor.execute("RESET enable_indexscan; RESET enable_bitmapscan")
         cursor.execute(
-            "SELECT pg_relation_size('rentals_gpusample'), pg_indexes_size('rentals_gpusample')"
+            "SELECT pg_relation_size('telemetry_gpusample'), pg_indexes_size('telemetry_gpusample')"
         )
         table_bytes, index_bytes = cursor.fetchone()
     report(

@@ -51,7 +51,7 @@ def test_poll_two_thousand_nodes():
         simulator.wait(20)
     assert result == {"nodes": NODES, "samples": NODES * 8}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_total_relation_size('rentals_gpusample')")
+        cursor.execute("SELECT pg_total_relation_size('telemetry_gpusample')")
         table_bytes = cursor.fetchone()[0]
     samples = GpuSample.objects.count()
     report(
