@@ -1,14 +1,30 @@
-"""Personal API tokens."""
+"""Personal API tokens, preferences and sign-in history."""
 
 import hashlib
 import secrets
+import zoneinfo
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from core.db import choices_check
+from core.money import MoneyField
 
 
 def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class Role(models.TextChoices):
+    """What a member may do in a team (accounts/access.py holds the whole matrix)."""
+
+    OWNER = "owner", _("owner")
+    MEMBER = "member", _("member")
+    BILLING = "billing", _("billing")
+    VIEWER = "viewer", _("viewer")
 
 
 class ApiToken(models.Model):
@@ -29,10 +45,14 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField()
     password_stamp = models.CharField(max_length=128)
+    # The token acts for this team in this role (capped by the member's role when used).
+    team = models.ForeignKey("Team", on_delete=models.CASCADE, related_name="+")
+    role = models.CharField(max_length=10, choices=Role.choices)
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["user", "revoked_at"], name="accounts_token_user_live")]
+        constraints = [choices_check("role", Role, name="accounts_apitoken_role_valid")]
 
     def __str__(self):
         return f"{self.name} ({self.hint}…)"
@@ -40,3 +60,151 @@ class ApiToken(models.Model):
     @classmethod
     def new_secret(cls) -> str:
         return cls.PREFIX + secrets.token_urlsafe(32)
+
+
+class Language(models.TextChoices):
+    EN = "en", "English"
+    PL = "pl", "Polski"
+
+
+def validate_time_zone(value: str) -> None:
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(_("Unknown time zone: %(zone)s") % {"zone": value})
+
+
+class Profile(models.Model):
+    """A person's preferences: the language pages are shown in (set by the language switch
+    while signed in) and their time zone."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile"
+    )
+    language = models.CharField(max_length=2, choices=Language.choices, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+
+    class Meta:
+        constraints = [
+            choices_check("language", Language, blank=True, name="accounts_profile_language_valid")
+        ]
+
+    def __str__(self):
+        return f"{self.user} ({self.language or 'auto'}, {self.time_zone})"
+
+
+class SignInMethod(models.TextChoices):
+    PASSWORD = "password", _("password")
+    API = "api", _("password, for an API token")
+
+
+class SignIn(models.Model):
+    """A successful sign-in, for the account's history."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+    method = models.CharField(max_length=10, choices=SignInMethod.choices)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["user", "-at"], name="accounts_signin_user_at")]
+        constraints = [choices_check("method", SignInMethod, name="accounts_signin_method_valid")]
+
+    def __str__(self):
+        return f"{self.user} at {self.at}"
+
+
+class Team(models.Model):
+    """Who owns rentals and money. Every user has a personal team (`personal_for`); a company
+    makes a team of its own and invites colleagues."""
+
+    name = models.CharField(max_length=100)
+    personal_for = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="personal_team",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
+    )
+    # Optional: most the team may be charged per calendar month (UTC), in the catalog currency.
+    monthly_spend_limit = MoneyField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(monthly_spend_limit__gte=0) | Q(monthly_spend_limit__isnull=True),
+                name="accounts_team_spend_limit_not_negative",
+            )
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="accounts_membership_once"),
+            choices_check("role", Role, name="accounts_membership_role_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class Invitation(models.Model):
+    """An invitation by e-mail to join a team in a role; the link carries a secret of which
+    only the hash is kept."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    key_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [choices_check("role", Role, name="accounts_invitation_role_valid")]
+
+    def __str__(self):
+        return f"{self.email} to {self.team} ({self.role})"
+
+
+class SpendLimitChange(models.Model):
+    """Who changed a team's monthly spend limit, when, from what to what. Never edited."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="spend_limit_changes")
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+    old_limit = MoneyField(null=True, blank=True)
+    new_limit = MoneyField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self):
+        return f"{self.team}: {self.old_limit} → {self.new_limit}"

@@ -7,7 +7,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from accounts.models import ApiToken, token_hash
+from accounts.access import ALLOWED, NotAllowed, acting_as
+from accounts.models import ApiToken, Profile, Role, Team, token_hash
 from core.errors import Conflict
 
 
@@ -24,9 +25,18 @@ def api_tokens_live(*, user):
 
 
 @transaction.atomic
-def api_token_create(*, user, name: str) -> str:
-    """A new token; the secret is returned once and never stored. At most API_TOKENS_MAX
-    live tokens per user (the user row is locked, so parallel requests cannot pass it)."""
+def api_token_create(*, user, name: str, team: Team | None = None, role: str | None = None) -> str:
+    """A new token acting for one team in one role (default: the personal team, the user's
+    role there); it can never do more than the user's role allows. The secret is returned
+    once and never stored. At most API_TOKENS_MAX live tokens per user (the user row is
+    locked, so parallel requests cannot pass it)."""
+    acting = acting_as(user, team)
+    role = role or acting.role
+    if not ALLOWED[Role(role)] <= acting.allowed:
+        raise NotAllowed(
+            _("A token cannot do more than your role in %(team)s allows.")
+            % {"team": acting.team.name}
+        )
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()
     limit = settings.ANCHORGPU["API_TOKENS_MAX"]
     if api_tokens_live(user=user).count() >= limit:
@@ -41,6 +51,8 @@ def api_token_create(*, user, name: str) -> str:
         hint=secret[:9],
         expires_at=timezone.now() + settings.ANCHORGPU["API_TOKEN_LIFETIME"],
         password_stamp=user.get_session_auth_hash(),
+        team=acting.team,
+        role=role,
     )
     return secret
 
@@ -51,3 +63,25 @@ def api_token_revoke(*, user, pk: int) -> bool:
             revoked_at=timezone.now()
         )
     )
+
+
+_UNSET = object()
+
+
+@transaction.atomic
+def account_preferences_set(
+    *, user, first_name=_UNSET, last_name=_UNSET, language=_UNSET, time_zone=_UNSET
+) -> Profile:
+    """Change what is given of the person's name and preferences."""
+    profile = Profile.objects.select_for_update().get_or_create(user=user)[0]
+    for field, value in (("language", language), ("time_zone", time_zone)):
+        if value is not _UNSET:
+            setattr(profile, field, value)
+    profile.full_clean()
+    profile.save()
+    names = {
+        k: v for k, v in (("first_name", first_name), ("last_name", last_name)) if v is not _UNSET
+    }
+    if names:
+        get_user_model().objects.filter(pk=user.pk).update(**names)
+    return profile

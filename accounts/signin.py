@@ -8,6 +8,7 @@ through many usernames. Django's `authenticate()` is the only way to succeed.
 """
 
 import contextlib
+import ipaddress
 
 from django.contrib.auth import authenticate
 from django.core.cache import cache
@@ -15,6 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework.throttling import BaseThrottle
 
+from accounts.models import SignIn, SignInMethod
 from core.errors import DomainError
 
 LOCKOUT_THRESHOLD = 5  # failures of one username from one address
@@ -50,7 +52,7 @@ def _count(key: str) -> int:
         return cache.incr(key)
 
 
-def sign_in(request, *, username: str, password: str):
+def sign_in(request, *, username: str, password: str, method: str = SignInMethod.PASSWORD):
     """The user for these credentials, or LockedOut / BadCredentials."""
     address = client_address(request)
     pair = f"signin:{username.lower()[:150]}:{address}"
@@ -64,4 +66,17 @@ def sign_in(request, *, username: str, password: str):
     cache.delete(pair)
     with contextlib.suppress(ValueError):  # the count may have just expired
         cache.decr(per_address)  # a success is not a failure from this address
+    SignIn.objects.create(
+        user=user,
+        method=method,
+        address=_valid_address(address),
+        user_agent=request.META.get("HTTP_USER_AGENT", "")[:200],
+    )
     return user
+
+
+def _valid_address(address: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return None

@@ -1,57 +1,27 @@
-"""Sign-in (with lockout after repeated failures) and the API tokens page."""
-
-from urllib.parse import urlsplit
+"""The account page (name, preferences, sign-in history), the language switch and the API
+tokens page. Sign-up, sign-in, e-mail, password and two-factor pages are allauth's."""
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm
-from django.shortcuts import redirect, render, resolve_url
-from django.urls import reverse
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from django.views import i18n
+from django.views.decorators.http import require_POST
 
-from accounts.models import ApiToken
-from accounts.services import TooManyTokens, api_token_create, api_token_revoke
-from accounts.signin import BadCredentials, LockedOut, sign_in
-
-
-class LockoutAuthenticationForm(AuthenticationForm):
-    """Django's sign-in form, checked by the same `sign_in` as the API (one lockout)."""
-
-    def clean(self):
-        username = self.cleaned_data.get("username")
-        password = self.cleaned_data.get("password")
-        if not username or not password:
-            return self.cleaned_data  # the required-field errors say what is missing
-        try:
-            self.user_cache = sign_in(self.request, username=username, password=password)
-        except LockedOut as exc:
-            raise forms.ValidationError(exc.detail, code="locked") from exc
-        except BadCredentials as exc:
-            raise self.get_invalid_login_error() from exc
-        self.confirm_login_allowed(self.user_cache)
-        return self.cleaned_data
-
-
-class LoginView(auth_views.LoginView):
-    form_class = LockoutAuthenticationForm
-    template_name = "registration/login.html"
-    redirect_authenticated_user = True
-
-    def get_success_url(self):
-        """Never back to the sign-in page itself: a signed-in user sent there loops."""
-        url = super().get_success_url()
-        if urlsplit(url).path == reverse("login"):
-            return resolve_url(settings.LOGIN_REDIRECT_URL)
-        return url
-
-
-class LogoutView(auth_views.LogoutView):
-    pass
+from accounts.access import acting_for_request
+from accounts.middleware import SESSION_KEY
+from accounts.models import ApiToken, Profile
+from accounts.selectors import profile_for, sign_in_history
+from accounts.services import (
+    TooManyTokens,
+    account_preferences_set,
+    api_token_create,
+    api_token_revoke,
+)
 
 
 class TokenForm(forms.Form):
@@ -78,7 +48,11 @@ def tokens_page(request):
         form = TokenForm(request.POST)
         if form.is_valid():
             try:
-                new_secret = api_token_create(user=request.user, name=form.cleaned_data["name"])
+                new_secret = api_token_create(
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    team=acting_for_request(request).team,
+                )
             except TooManyTokens as exc:
                 form.add_error("name", exc.detail)
                 status = exc.status
@@ -86,7 +60,7 @@ def tokens_page(request):
                 form = TokenForm()
         else:
             status = 400
-    tokens = ApiToken.objects.filter(user=request.user)
+    tokens = ApiToken.objects.filter(user=request.user).select_related("team")
     return render(
         request,
         "registration/tokens.html",
@@ -94,3 +68,54 @@ def tokens_page(request):
          "nav": "tokens"},
         status=status,
     )  # fmt: skip
+
+
+class PreferencesForm(forms.ModelForm):
+    first_name = forms.CharField(label=gettext_lazy("First name"), max_length=150, required=False)
+    last_name = forms.CharField(label=gettext_lazy("Last name"), max_length=150, required=False)
+
+    class Meta:
+        model = Profile
+        fields = ["language", "time_zone"]
+        labels = {"language": gettext_lazy("Language"), "time_zone": gettext_lazy("Time zone")}
+
+
+@login_required
+def account_page(request):
+    profile = profile_for(user=request.user)
+    initial = {"first_name": request.user.first_name, "last_name": request.user.last_name}
+    form = PreferencesForm(instance=profile, initial=initial)
+    status = 200
+    if request.method == "POST":
+        form = PreferencesForm(request.POST, instance=profile)
+        if form.is_valid():
+            account_preferences_set(
+                user=request.user,
+                first_name=form.cleaned_data["first_name"],
+                last_name=form.cleaned_data["last_name"],
+                language=form.cleaned_data["language"],
+                time_zone=form.cleaned_data["time_zone"],
+            )
+            if form.cleaned_data["language"]:
+                request.session[SESSION_KEY] = form.cleaned_data["language"]
+            else:
+                request.session.pop(SESSION_KEY, None)
+            messages.success(request, _("Saved."))
+            return redirect("account")
+        status = 400
+    return render(
+        request,
+        "accounts/account.html",
+        {"form": form, "history": sign_in_history(user=request.user), "nav": "account"},
+        status=status,
+    )
+
+
+@require_POST
+def set_language(request):
+    """Django's language switch; signed in, it also becomes the person's preference."""
+    language = request.POST.get("language")
+    if request.user.is_authenticated and language in dict(settings.LANGUAGES):
+        account_preferences_set(user=request.user, language=language)
+        request.session[SESSION_KEY] = language
+    return i18n.set_language(request)

@@ -1,6 +1,13 @@
 from django.urls import path
 
-from accounts.api.views import TokenListApi, TokenObtainApi, TokenRevokeApi
+from accounts.api.views import (
+    TeamInvitationCreateApi,
+    TeamListApi,
+    TeamMemberListApi,
+    TokenListApi,
+    TokenObtainApi,
+    TokenRevokeApi,
+)
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
 from rentals.api import views as rentals
@@ -10,6 +17,13 @@ urlpatterns = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
     path("auth/tokens/", TokenListApi.as_view(), name="api-tokens"),
     path("auth/tokens/<int:pk>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
+    path("teams/", TeamListApi.as_view(), name="api-teams"),
+    path("teams/<int:pk>/members/", TeamMemberListApi.as_view(), name="api-team-members"),
+    path(
+        "teams/<int:pk>/invitations/",
+        TeamInvitationCreateApi.as_view(),
+        name="api-team-invitations",
+    ),
     path("gpu-models/", rentals.GpuModelListApi.as_view(), name="api-gpu-models"),
     path("periods/", catalog.RentalPeriodListApi.as_view(), name="api-periods"),
     path("options/", catalog.OptionListApi.as_view(), name="api-options"),

@@ -52,6 +52,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "core",
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
     "accounts",
     "anchorgpu",
     "catalog",
@@ -69,6 +72,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    "accounts.middleware.PreferredLanguage",
+    "core.middleware.RefusalPage",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -88,6 +94,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.teams",
             ],
         },
     },
@@ -130,9 +137,34 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "login"
+LOGIN_URL = "account_login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+
+# --- Accounts (django-allauth) ------------------------------------------------------------
+# Sign-in by username or e-mail; sign-up open, or only with a team invitation.
+ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_UNIQUE_EMAIL = True
+# Signing in works before verification; booking does not (rentals checks it).
+ACCOUNT_EMAIL_VERIFICATION = "optional"
+ACCOUNT_CONFIRM_EMAIL_ON_GET = False
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+ACCOUNT_LOGOUT_ON_GET = False
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[AnchorGPU] "
+# Failed sign-ins are counted by accounts.signin (one lockout for the form and the API);
+# allauth's own limits stay on for sign-up, password reset and confirmation mails.
+ACCOUNT_RATE_LIMITS = {"login_failed": False}
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = "AnchorGPU"
+SIGNUP_MODE = _read("ANCHORGPU_SIGNUP", "str", default="open")
+if SIGNUP_MODE not in ("open", "invite"):
+    raise ImproperlyConfigured("ANCHORGPU_SIGNUP must be open or invite.")
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("pl", "Polski")]

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from accounts import views as accounts
 from anchorgpu import health
 
 urlpatterns = [
@@ -10,7 +11,7 @@ urlpatterns = [
     path("api/v1/", include("anchorgpu.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
-    path("i18n/", include("django.conf.urls.i18n")),
+    path("i18n/setlang/", accounts.set_language, name="set_language"),
     path("admin/", admin.site.urls),
     path("", include("anchorgpu.web_urls")),
 ]

@@ -1,5 +1,6 @@
-from django.urls import path
+from django.urls import include, path
 
+from accounts import team_views as teams
 from accounts import views as accounts
 from glossary import views as glossary
 from rentals.views import allocations, catalog, statement, usage
@@ -33,6 +34,10 @@ urlpatterns = [
     path("glossary/", glossary.glossary_page, name="glossary"),
     path("glossary/<slug:slug>/", glossary.term_page, name="glossary-term"),
     path("account/tokens/", accounts.tokens_page, name="tokens"),
-    path("account/login/", accounts.LoginView.as_view(), name="login"),
-    path("account/logout/", accounts.LogoutView.as_view(), name="logout"),
+    path("account/profile/", accounts.account_page, name="account"),
+    path("teams/", teams.team_list_page, name="teams"),
+    path("teams/switch/", teams.team_switch, name="team-switch"),
+    path("teams/<int:pk>/", teams.team_page, name="team"),
+    path("invitations/<str:secret>/", teams.invitation_page, name="invitation"),
+    path("account/", include("allauth.urls")),
 ]

@@ -7,7 +7,9 @@ PostgreSQL text cannot hold NUL, and no field of ours means to hold the other C0
 import re
 
 from django.http import HttpResponseBadRequest, JsonResponse
+from django.shortcuts import render
 
+from core.errors import DomainError
 from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE
 
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -47,3 +49,21 @@ class RefuseControlCharacters:
                 return JsonResponse(body, status=400, content_type=PROBLEM_CONTENT_TYPE)
             return HttpResponseBadRequest(detail)
         return self.get_response(request)
+
+
+class RefusalPage:
+    """A refusal (DomainError) that a page view did not turn into its own answer is shown
+    in words with its status (403 for a role that may not, 409 for a conflict), never as a
+    500. The API answers the same refusals as problem details."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, DomainError) or request.path.startswith("/api/"):
+            return None
+        context = {"title": exception.title, "detail": exception.detail}
+        return render(request, "refused.html", context, status=exception.status)

@@ -3,6 +3,7 @@ go through the same services as the API (admin actions)."""
 
 from django.contrib import admin, messages
 
+from accounts.access import operator_acting
 from catalog.models import RentalPeriod
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
 from core.errors import DomainError
@@ -72,7 +73,9 @@ class AllocationAdmin(ReadOnlyAdmin):
         done = 0
         for allocation in queryset:
             try:
-                service(allocation=allocation, actor=request.user)
+                service(
+                    acting=operator_acting(request.user, allocation.team), allocation=allocation
+                )
                 done += 1
             except DomainError as exc:
                 messages.warning(request, f"{allocation.pk}: {exc.detail}")

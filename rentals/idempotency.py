@@ -1,6 +1,6 @@
 """Idempotent purchases (reliability.md §1.3), one layer for the API and the pages alike.
 
-The first response to (user, key), as the client saw it (status, content type, location
+The first response to (team, key), as the client saw it (status, content type, location
 and body), is stored in the same transaction as the purchase and replayed byte for byte
 with `Idempotent-Replayed: true`: a refused purchase is refused again the same way. Input
 errors are not stored, so a corrected retry works. A transaction-scoped advisory lock
@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from rest_framework.views import APIView
 
+from accounts.access import Acting, acting_for_request
 from core.db import retried_transaction
 from core.errors import DomainError
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
@@ -60,15 +61,18 @@ def _replay(stored: IdempotencyKey) -> HttpResponse:
 
 
 @retried_transaction
-def respond_once(*, user, key: str, fingerprint: str, respond) -> HttpResponse:
+def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> HttpResponse:
+    """The stored answer to (team, key), or `respond()`'s, stored: members of one team
+    share keys, so two of them retrying the same purchase buy once."""
+    team = acting.team
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", [f"idem:{user.pk}:{key}"]
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", [f"idem:{team.pk}:{key}"]
         )
         if not cursor.fetchone()[0]:
             raise KeyInFlight(_("The first request with this key is still running; retry shortly."))
     now = timezone.now()
-    stored = IdempotencyKey.objects.filter(user=user, key=key).first()
+    stored = IdempotencyKey.objects.filter(team=team, key=key).first()
     if (
         stored is not None
         and stored.created_at <= now - settings.ANCHORGPU["IDEMPOTENCY_RETENTION"]
@@ -85,7 +89,8 @@ def respond_once(*, user, key: str, fingerprint: str, respond) -> HttpResponse:
     if hasattr(response, "render") and not response.is_rendered:
         response.render()
     IdempotencyKey.objects.create(
-        user=user,
+        team=team,
+        user=acting.user,
         key=key,
         fingerprint=fingerprint,
         status_code=response.status_code,
@@ -98,7 +103,7 @@ def respond_once(*, user, key: str, fingerprint: str, respond) -> HttpResponse:
 
 
 def idempotent(view=None, *, refused=None):
-    """Make a purchase view answer once per (user, key): an API view's method or a page view.
+    """Make a purchase view answer once per (team, key): an API view's method or a page view.
 
     The API takes the key from the `Idempotency-Key` header and answers refusals as problem
     details (DRF's exception handler). A page takes it from the form's `idempotency_key`
@@ -145,15 +150,16 @@ def _answer(view, args, kwargs):
                 raise
             return _finalized(api, request, api.handle_exception(exc))
 
+    acting = acting_for_request(request)
     try:
-        return respond_once(user=request.user, key=key, fingerprint=fingerprint, respond=respond)
+        return respond_once(acting=acting, key=key, fingerprint=fingerprint, respond=respond)
     except DomainError as exc:
         if api is None or isinstance(exc, (KeyInFlight, KeyReused)):
             raise
         # A race lost on every retry surfaces here, after the transaction: store that
         # refusal too, so a retry with this key is refused the same way.
         return respond_once(
-            user=request.user,
+            acting=acting,
             key=key,
             fingerprint=fingerprint,
             respond=functools.partial(respond, refusal=exc),

@@ -1,10 +1,12 @@
-"""Reads of rentals: what a user may see (the owner check), quotes, the ledger."""
+"""Reads of rentals, each for an acting person and team (accounts.access): what they may
+see and act on, quotes, the ledger."""
 
 from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, When
 
+from accounts.access import Acting, Action
 from catalog.models import OptionBilling
 from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals.models import (
@@ -18,17 +20,18 @@ from rentals.models import (
 )
 
 
-def _can_see_all(user) -> bool:
-    return user.is_staff
-
-
-def allocation_list_for_user(*, user, state: str | None = None) -> QuerySet[Allocation]:
-    """Customers see their own; staff see every allocation (read-only)."""
-    qs = Allocation.objects.all() if _can_see_all(user) else Allocation.objects.filter(user=user)
+def allocation_list(*, acting: Acting, state: str | None = None) -> QuerySet[Allocation]:
+    """The team's allocations; staff see every team's (and change only their own)."""
+    acting.require(Action.READ)
+    qs = (
+        Allocation.objects.all()
+        if acting.sees_every_team
+        else Allocation.objects.filter(team=acting.team)
+    )
     if state:
         qs = qs.filter(state=state)
     return qs.select_related(
-        "gpu_model", "node", "node__region", "period", "user"
+        "gpu_model", "node", "node__region", "period", "user", "team"
     ).prefetch_related(
         Prefetch(
             "held",
@@ -40,15 +43,19 @@ def allocation_list_for_user(*, user, state: str | None = None) -> QuerySet[Allo
     )
 
 
-def allocation_get_for_user(*, user, pk) -> Allocation | None:
-    return allocation_list_for_user(user=user).filter(pk=pk).first()
+def allocation_get(*, acting: Acting, pk) -> Allocation | None:
+    return allocation_list(acting=acting).filter(pk=pk).first()
 
 
-def allocation_get_for_owner(*, user, pk) -> tuple[Allocation | None, bool]:
-    """(allocation the user may read, whether they may act on it): staff read every
-    allocation and change none. The one owner check of pages and API alike."""
-    allocation = allocation_get_for_user(user=user, pk=pk)
-    return allocation, allocation is not None and allocation.user_id == user.pk
+def allocation_for_action(*, acting: Acting, pk) -> tuple[Allocation | None, bool]:
+    """(the allocation they may read, whether they may act on it): their team's, in a role
+    that acts. The one check of pages and API alike."""
+    allocation = allocation_get(acting=acting, pk=pk)
+    return allocation, allocation is not None and may_act_on(acting=acting, allocation=allocation)
+
+
+def may_act_on(*, acting: Acting, allocation: Allocation) -> bool:
+    return allocation.team_id == acting.team.pk and acting.can(Action.ACT)
 
 
 def gpu_states_at(at: datetime) -> dict[int, str]:
@@ -63,9 +70,9 @@ def gpu_states_at(at: datetime) -> dict[int, str]:
     )
 
 
-def quote_get_for_user(*, user, pk) -> Quote | None:
+def quote_get(*, acting: Acting, pk) -> Quote | None:
     return (
-        Quote.objects.filter(user=user, pk=pk)
+        Quote.objects.filter(team=acting.team, pk=pk)
         .select_related("gpu_model", "period")
         .prefetch_related("lines__option")
         .first()
@@ -86,15 +93,17 @@ def quote_options(*, quote: Quote) -> list[tuple]:
     ]
 
 
-def ledger_for_user(*, user) -> QuerySet[LedgerEntry]:
-    return LedgerEntry.objects.filter(user=user).select_related(
+def ledger_entries(*, acting: Acting) -> QuerySet[LedgerEntry]:
+    acting.require(Action.READ_LEDGER)
+    return LedgerEntry.objects.filter(team=acting.team).select_related(
         "allocation", "allocation__gpu_model"
     )
 
 
-def ledger_balance(*, user):
+def ledger_balance(*, acting: Acting):
     """Charges minus refunds, exact."""
-    total = LedgerEntry.objects.filter(user=user).aggregate(
+    acting.require(Action.READ_LEDGER)
+    total = LedgerEntry.objects.filter(team=acting.team).aggregate(
         total=Sum(
             Case(
                 When(kind=LedgerKind.REFUND, then=-F("amount")),
@@ -109,9 +118,9 @@ def ledger_balance(*, user):
 STATEMENT_HEADER = ["date_utc", "kind", "description", "amount", "currency", "allocation"]
 
 
-def statement_rows(*, user):
+def statement_rows(*, acting: Acting):
     """The statement as CSV rows: refunds negative, so a column sum is the net charged."""
-    for entry in ledger_for_user(user=user).iterator():
+    for entry in ledger_entries(acting=acting).iterator():
         yield [
             entry.at.isoformat(),
             entry.kind,

@@ -16,6 +16,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from accounts.access import personal_team
 from accounts.models import ApiToken
 from accounts.services import api_token_create
 from rentals.models import Allocation
@@ -47,13 +48,14 @@ def two_users(db, django_user_model, keep_test_connection):
     api_token_create(user=alice, name="spare")  # what DELETE /auth/tokens/{pk} may revoke
     api_token_create(user=bob, name="bobs")
     tokens = dict(ApiToken.objects.values_list("name", "pk"))
+    teams = {u.username: personal_team(u).pk for u in (alice, bob)}
     return {
         "token": token,
         "bobs": str(bobs.pk),
         "own": {"allocations": str(alices.pk), "quotes": str(alices.quote_id),
-                "auth": tokens["spare"]},
+                "auth": tokens["spare"], "teams": teams["fuzz-alice"]},
         "other": {"allocations": str(bobs.pk), "quotes": str(bobs.quote_id),
-                  "auth": tokens["bobs"]},
+                  "auth": tokens["bobs"], "teams": teams["fuzz-bob"]},
     }  # fmt: skip
 
 

@@ -117,6 +117,7 @@ class QuoteLineSerializer(serializers.ModelSerializer):
 
 
 class QuoteSerializer(serializers.ModelSerializer):
+    team = serializers.IntegerField(source="team_id", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     period = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     lines = QuoteLineSerializer(many=True, read_only=True)
@@ -125,6 +126,7 @@ class QuoteSerializer(serializers.ModelSerializer):
         model = Quote
         fields = [
             "id",
+            "team",
             "gpu_model",
             "gpu_count",
             "period",
@@ -166,6 +168,7 @@ class GpuRefSerializer(serializers.Serializer):
 
 
 class AllocationSerializer(serializers.ModelSerializer):
+    team = serializers.IntegerField(source="team_id", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     period = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     node = serializers.CharField(source="node.hostname", read_only=True)
@@ -178,6 +181,7 @@ class AllocationSerializer(serializers.ModelSerializer):
         model = Allocation
         fields = [
             "id",
+            "team",
             "state",
             "owner",
             "gpu_model",
@@ -204,7 +208,8 @@ class BookingSerializer(serializers.Serializer):
 
 class LedgerEntrySerializer(serializers.ModelSerializer):
     allocation = serializers.UUIDField(source="allocation_id")
+    team = serializers.IntegerField(source="team_id")
 
     class Meta:
         model = LedgerEntry
-        fields = ["id", "at", "kind", "amount", "currency", "description", "allocation"]
+        fields = ["id", "team", "at", "kind", "amount", "currency", "description", "allocation"]

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from accounts.access import acting_for_request
 from core.renderers import CSVRenderer
 from rentals import selectors, services, usage
 from rentals.api.serializers import (
@@ -41,7 +42,8 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     location=OpenApiParameter.HEADER,
     required=True,
     description=(
-        "A UUID per purchase. Retrying with the same key and body replays the first response "
+        "A UUID per purchase. Keys belong to the team: any member retrying with the same key "
+        "and body replays the first response "
         "(header `Idempotent-Replayed: true`) and charges nothing again; the same key with a "
         "different body is 422; while the first request runs, 409. Keys are kept 24 hours, "
         "then purged: a key reused after that is a new request."
@@ -79,15 +81,15 @@ class QuoteCreateApi(APIView):
     def post(self, request):
         data = QuoteInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        quote = services.quote_create(user=request.user, **data.validated_data)
-        quote = selectors.quote_get_for_user(user=request.user, pk=quote.pk)
+        quote = services.quote_create(acting=acting_for_request(request), **data.validated_data)
+        quote = selectors.quote_get(acting=acting_for_request(request), pk=quote.pk)
         return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
 
 
 class QuoteDetailApi(APIView):
     @extend_schema(responses={200: QuoteSerializer, 401: PROBLEM, 404: PROBLEM})
     def get(self, request, pk):
-        quote = selectors.quote_get_for_user(user=request.user, pk=pk)
+        quote = selectors.quote_get(acting=acting_for_request(request), pk=pk)
         if quote is None:
             raise Http404
         return Response(QuoteSerializer(quote).data)
@@ -113,11 +115,13 @@ class BookingCreateApi(APIView):
     def post(self, request):
         data = BookingInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        quote = selectors.quote_get_for_user(user=request.user, pk=data.validated_data["quote"])
+        quote = selectors.quote_get(
+            acting=acting_for_request(request), pk=data.validated_data["quote"]
+        )
         if quote is None:
             raise QuoteMissing(_("No such quote."), field="quote")
-        allocation = services.allocation_book(user=request.user, quote=quote)
-        allocation = selectors.allocation_get_for_user(user=request.user, pk=allocation.pk)
+        allocation = services.allocation_book(acting=acting_for_request(request), quote=quote)
+        allocation = selectors.allocation_get(acting=acting_for_request(request), pk=allocation.pk)
         body = {
             "id": allocation.pk,
             "allocation": allocation,
@@ -133,8 +137,8 @@ class AllocationListApi(generics.ListAPIView):
     def get_queryset(self):
         filters = AllocationFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
-        return selectors.allocation_list_for_user(
-            user=self.request.user, state=filters.validated_data.get("state")
+        return selectors.allocation_list(
+            acting=acting_for_request(self.request), state=filters.validated_data.get("state")
         )
 
     @extend_schema(
@@ -148,14 +152,14 @@ class AllocationListApi(generics.ListAPIView):
 class AllocationDetailApi(APIView):
     @extend_schema(responses={200: AllocationSerializer, 401: PROBLEM, 404: PROBLEM})
     def get(self, request, pk):
-        allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+        allocation = selectors.allocation_get(acting=acting_for_request(request), pk=pk)
         if allocation is None:
             raise Http404
         return Response(AllocationSerializer(allocation).data)
 
 
 def _own_allocation(request, pk):
-    allocation, may_act = selectors.allocation_get_for_owner(user=request.user, pk=pk)
+    allocation, may_act = selectors.allocation_for_action(acting=acting_for_request(request), pk=pk)
     if allocation is None:
         raise Http404
     if not may_act:
@@ -165,7 +169,7 @@ def _own_allocation(request, pk):
 
 def _fresh(request, allocation):
     return AllocationSerializer(
-        selectors.allocation_get_for_user(user=request.user, pk=allocation.pk)
+        selectors.allocation_get(acting=acting_for_request(request), pk=allocation.pk)
     ).data
 
 
@@ -184,7 +188,7 @@ class _AllocationActionApi(APIView):
     )
     def post(self, request, pk):
         allocation = _own_allocation(request, pk)
-        type(self).service(allocation=allocation, actor=request.user)
+        type(self).service(acting=acting_for_request(request), allocation=allocation)
         return Response(_fresh(request, allocation))
 
 
@@ -225,7 +229,7 @@ class AllocationExtendApi(APIView):
         data.is_valid(raise_exception=True)
         services.allocation_extend(
             allocation=allocation,
-            actor=request.user,
+            acting=acting_for_request(request),
             period_count=data.validated_data["period_count"],
         )
         return Response(_fresh(request, allocation))
@@ -242,7 +246,7 @@ class AllocationTelemetryApi(APIView):
         responses={200: OpenApiTypes.OBJECT, 400: PROBLEM, 401: PROBLEM, 404: PROBLEM},
     )
     def get(self, request, pk):
-        allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+        allocation = selectors.allocation_get(acting=acting_for_request(request), pk=pk)
         if allocation is None:
             raise Http404
         params = {"start": request.query_params.get("from"), "end": request.query_params.get("to")}
@@ -261,11 +265,11 @@ class LedgerListApi(generics.ListAPIView):
     serializer_class = LedgerEntrySerializer
 
     def get_queryset(self):
-        return selectors.ledger_for_user(user=self.request.user)
+        return selectors.ledger_entries(acting=acting_for_request(self.request))
 
     def list(self, request, *args, **kwargs):
         response = super().list(request, *args, **kwargs)
-        response.data["balance"] = str(selectors.ledger_balance(user=request.user))
+        response.data["balance"] = str(selectors.ledger_balance(acting=acting_for_request(request)))
         return response
 
 
@@ -281,4 +285,4 @@ class LedgerCsvApi(APIView):
         }
     )
     def get(self, request):
-        return statement_csv_response(user=request.user)
+        return statement_csv_response(acting=acting_for_request(request))

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import F, Func, Q, Value
 from django.utils.translation import gettext_lazy as _
 
+from accounts.models import Team
 from catalog.models import Gpu, GpuModel, Node, RentalPeriod
 from core.db import choices_check
 from rentals.models.quotes import Quote
@@ -35,6 +36,7 @@ class Allocation(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     quote = models.OneToOneField(Quote, on_delete=models.PROTECT, related_name="allocation")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="+")
@@ -61,7 +63,7 @@ class Allocation(models.Model):
             choices_check("state", AllocationState, name="rentals_allocation_state_valid"),
         ]
         indexes = [
-            models.Index(fields=["user", "-paid_from"]),
+            models.Index(fields=["team", "-paid_from"], name="rentals_allocation_team_from"),
             models.Index(fields=["state", "paid_until"]),
             models.Index(fields=["state", "paid_from"]),
         ]

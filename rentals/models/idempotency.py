@@ -3,10 +3,14 @@
 from django.conf import settings
 from django.db import models
 
+from accounts.models import Team
+
 
 class IdempotencyKey(models.Model):
-    """The first response to (user, key), replayed for retries of the same request."""
+    """The first response to (team, key), replayed for retries of the same request: two
+    members of one team retrying the same purchase buy once."""
 
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)
@@ -18,7 +22,7 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="rentals_idempotencykey_once"),
+            models.UniqueConstraint(fields=["team", "key"], name="rentals_idempotencykey_once"),
         ]
         indexes = [models.Index(fields=["created_at"], name="rentals_ide_created_d6673f_idx")]
 

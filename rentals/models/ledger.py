@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from accounts.models import Team
 from core.db import choices_check
 from core.money import CurrencyField, MoneyField
 from rentals.models.allocations import Allocation
@@ -18,6 +19,7 @@ class LedgerKind(models.TextChoices):
 class LedgerEntry(models.Model):
     """Money moved for a customer. Amounts are never negative; the kind gives the sign."""
 
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     allocation = models.ForeignKey(Allocation, on_delete=models.PROTECT, related_name="ledger")
     kind = models.CharField(max_length=10, choices=LedgerKind.choices)
@@ -40,7 +42,7 @@ class LedgerEntry(models.Model):
             ),
             choices_check("kind", LedgerKind, name="rentals_ledgerentry_kind_valid"),
         ]
-        indexes = [models.Index(fields=["user", "-at"], name="rentals_led_user_id_63f5d3_idx")]
+        indexes = [models.Index(fields=["team", "-at"], name="rentals_ledger_team_at")]
 
     def __str__(self):
         return f"{self.kind} {self.amount} {self.currency}"

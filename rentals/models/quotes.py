@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from accounts.models import Team
 from catalog.models import GpuModel, Option, RentalPeriod
 from core.db import choices_check
 from core.money import CurrencyField, MoneyField
@@ -16,6 +17,7 @@ class Quote(models.Model):
     """A complete, priced offer; a snapshot that no later price change alters."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="+")
     gpu_count = models.PositiveSmallIntegerField()

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
+from accounts.access import Acting, Action, NotAllowed
 from catalog.models import OptionBilling
 from catalog.selectors import gpu_price_at, option_price_at
 from core.db import db_now, retried_transaction
@@ -29,16 +30,22 @@ from rentals.models import (
 )
 from rentals.selectors import quote_options
 from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.spend import spend_limit_check
 
 
-def _locked(allocation) -> Allocation:
-    return Allocation.objects.select_for_update().get(pk=allocation.pk)
+def _locked(allocation, acting: Acting) -> Allocation:
+    """The allocation, row-locked, if the acting team owns it and the role may act."""
+    acting.require(Action.ACT)
+    locked = Allocation.objects.select_for_update().filter(pk=allocation.pk).first()
+    if locked is None or locked.team_id != acting.team.pk:
+        raise NotAllowed(_("Only the team that holds an allocation can change it."))
+    return locked
 
 
-def _transition(allocation, *, actor, to_state, allowed, kind, now=None):
+def _transition(allocation, *, acting, to_state, allowed, kind, now=None):
     now = now or db_now()
     with transaction.atomic():
-        allocation = _locked(allocation)
+        allocation = _locked(allocation, acting)
         if allocation.paid_until <= now:
             raise InvalidTransition(_("The paid period has ended; the allocation has expired."))
         if allocation.state not in allowed:
@@ -50,16 +57,21 @@ def _transition(allocation, *, actor, to_state, allowed, kind, now=None):
         allocation.state = to_state
         allocation.save(update_fields=["state"])
         event_record(
-            allocation, kind=kind, actor=actor, from_state=from_state, to_state=to_state, at=now
+            allocation,
+            kind=kind,
+            actor=acting.user,
+            from_state=from_state,
+            to_state=to_state,
+            at=now,
         )
     return allocation
 
 
-def allocation_stop(*, allocation: Allocation, actor, now=None) -> Allocation:
+def allocation_stop(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
     """Stop the GPUs' work. The paid period runs on: stopped time is paid time."""
     return _transition(
         allocation,
-        actor=actor,
+        acting=acting,
         to_state=AllocationState.STOPPED,
         allowed=[AllocationState.RUNNING],
         kind=EventKind.STOP,
@@ -67,10 +79,10 @@ def allocation_stop(*, allocation: Allocation, actor, now=None) -> Allocation:
     )
 
 
-def allocation_start(*, allocation: Allocation, actor, now=None) -> Allocation:
+def allocation_start(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
     return _transition(
         allocation,
-        actor=actor,
+        acting=acting,
         to_state=AllocationState.RUNNING,
         allowed=[AllocationState.STOPPED],
         kind=EventKind.START,
@@ -79,10 +91,10 @@ def allocation_start(*, allocation: Allocation, actor, now=None) -> Allocation:
 
 
 @transaction.atomic
-def allocation_cancel(*, allocation: Allocation, actor, now=None) -> Allocation:
+def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
     """Cancel before the start, refunding every charge in full; after the start only stop."""
     now = now or db_now()
-    allocation = _locked(allocation)
+    allocation = _locked(allocation, acting)
     if allocation.state != AllocationState.SCHEDULED or allocation.paid_from <= now:
         raise InvalidTransition(
             _("Only a scheduled allocation can be cancelled before it starts; stop it instead.")
@@ -94,7 +106,8 @@ def allocation_cancel(*, allocation: Allocation, actor, now=None) -> Allocation:
         total=Sum("amount")
     )["total"]
     LedgerEntry.objects.create(
-        user=allocation.user,
+        team=allocation.team,
+        user=acting.user,
         allocation=allocation,
         kind=LedgerKind.REFUND,
         amount=charged,
@@ -105,7 +118,7 @@ def allocation_cancel(*, allocation: Allocation, actor, now=None) -> Allocation:
     event_record(
         allocation,
         kind=EventKind.CANCEL,
-        actor=actor,
+        actor=acting.user,
         from_state=AllocationState.SCHEDULED,
         to_state=AllocationState.CANCELLED,
         at=now,
@@ -132,7 +145,7 @@ def extension_price(*, allocation: Allocation, period_count: int, at: datetime) 
 
 @retried_transaction
 def allocation_extend(
-    *, allocation: Allocation, actor, period_count: int, now: datetime | None = None
+    *, acting: Acting, allocation: Allocation, period_count: int, now: datetime | None = None
 ) -> Allocation:
     """Add whole periods right after paid_until on the same GPUs, if they are free."""
     now = now or db_now()
@@ -145,7 +158,8 @@ def allocation_extend(
         raise ValidationError(
             {"period_count": _("Period count must be between 1 and %(max)s.") % {"max": max_count}}
         )
-    allocation = _locked(allocation)
+    allocation = _locked(allocation, acting)
+    acting.require(Action.BOOK)  # an extension is a purchase
     if allocation.state not in LIVE_STATES or allocation.paid_until <= now:
         raise InvalidTransition(_("Only an allocation that has not ended can be extended."))
     old_until = allocation.paid_until
@@ -166,6 +180,7 @@ def allocation_extend(
             % {"gpus": ", ".join(f"#{g.index}" for g in taken)}
         )
     price = extension_price(allocation=allocation, period_count=period_count, at=now)
+    spend_limit_check(team=acting.team, amount=price.amount, currency=price.currency, at=now)
     try:
         with transaction.atomic():
             AllocationGpu.objects.filter(allocation=allocation).update(ends_at=new_until)
@@ -176,7 +191,8 @@ def allocation_extend(
     allocation.warned_24h_at = allocation.warned_1h_at = None
     allocation.save(update_fields=["paid_until", "warned_24h_at", "warned_1h_at"])
     LedgerEntry.objects.create(
-        user=allocation.user,
+        team=allocation.team,
+        user=acting.user,
         allocation=allocation,
         kind=LedgerKind.CHARGE,
         amount=price.amount,
@@ -188,7 +204,7 @@ def allocation_extend(
     event_record(
         allocation,
         kind=EventKind.EXTEND,
-        actor=actor,
+        actor=acting.user,
         note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
         at=now,
     )

@@ -10,6 +10,8 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
+from accounts.access import Acting, Action
+from accounts.selectors import require_verified_email
 from core.db import db_now, retried_transaction
 from rentals.availability import earliest_start
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
@@ -24,13 +26,16 @@ from rentals.models import (
 )
 from rentals.placement import place_locked
 from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.spend import spend_limit_check
 
 
 @retried_transaction
-def allocation_book(*, user, quote: Quote, now: datetime | None = None) -> Allocation:
+def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None) -> Allocation:
     """Turn a valid quote into an allocation of specific GPUs and one charge of its total."""
+    acting.require(Action.BOOK)
     now = now or db_now()
-    quote = Quote.objects.select_for_update().filter(pk=quote.pk, user=user).first()
+    require_verified_email(user=acting.user)
+    quote = Quote.objects.select_for_update().filter(pk=quote.pk, team=acting.team).first()
     if quote is None:
         raise QuoteMissing(_("No such quote."), field="quote")
     if Allocation.objects.filter(quote=quote).exists():
@@ -49,6 +54,7 @@ def allocation_book(*, user, quote: Quote, now: datetime | None = None) -> Alloc
         if paid_from < now:
             raise QuoteExpired(_("The quote's start has passed; request a new quote."))
 
+    spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     placed = place_locked(
         gpu_model=quote.gpu_model,
         gpu_count=quote.gpu_count,
@@ -68,7 +74,8 @@ def allocation_book(*, user, quote: Quote, now: datetime | None = None) -> Alloc
     node, gpus = placed
     state = AllocationState.RUNNING if paid_from <= now else AllocationState.SCHEDULED
     allocation = Allocation(
-        user=user,
+        team=acting.team,
+        user=acting.user,
         quote=quote,
         gpu_model=quote.gpu_model,
         node=node,
@@ -91,7 +98,8 @@ def allocation_book(*, user, quote: Quote, now: datetime | None = None) -> Alloc
         raise_if_lost_race(exc)
         raise
     LedgerEntry.objects.create(
-        user=user,
+        team=acting.team,
+        user=acting.user,
         allocation=allocation,
         kind=LedgerKind.CHARGE,
         amount=quote.total,
@@ -99,5 +107,5 @@ def allocation_book(*, user, quote: Quote, now: datetime | None = None) -> Alloc
         description=_("Booking: %s") % quote.lines.order_by("position").first().description,
         at=now,
     )
-    event_record(allocation, kind=EventKind.BOOKED, actor=user, to_state=state, at=now)
+    event_record(allocation, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now)
     return allocation

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from accounts.access import Acting, Action
 from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
 from catalog.selectors import gpu_price_at, option_price_at
 from core.db import db_now
@@ -34,7 +35,7 @@ def _get_active(model, slug, field, errors, label):
 @transaction.atomic
 def quote_create(
     *,
-    user,
+    acting: Acting,
     gpu_model: str,
     gpu_count: int,
     period: str,
@@ -48,6 +49,7 @@ def quote_create(
     Raises ValidationError with field errors for bad input, NoCapacity (with the
     earliest start that would fit) when no node has enough free GPUs.
     """
+    acting.require(Action.BOOK)
     now = now or db_now()
     conf = settings.ANCHORGPU
     errors: dict[str, str] = {}
@@ -163,7 +165,8 @@ def quote_create(
         )
 
     quote = Quote(
-        user=user,
+        team=acting.team,
+        user=acting.user,
         gpu_model=model,
         gpu_count=gpu_count,
         period=rental_period,

@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
+from accounts.access import acting_for_request
 from core.errors import DomainError
 from rentals import limits, selectors, services, usage
 from rentals.forms import ExtendForm
@@ -31,7 +32,9 @@ def allocation_list_page(request):
     state = request.GET.get("state") or None
     if state not in (None, *AllocationState.values):
         state = None
-    allocations = selectors.allocation_list_for_user(user=request.user, state=state)[:LIST_LIMIT]
+    allocations = selectors.allocation_list(acting=acting_for_request(request), state=state)[
+        :LIST_LIMIT
+    ]
     return render(
         request,
         "rentals/allocation_list.html",
@@ -46,7 +49,7 @@ def allocation_list_page(request):
 
 
 def _readable(request, pk) -> Allocation:
-    allocation = selectors.allocation_get_for_user(user=request.user, pk=pk)
+    allocation = selectors.allocation_get(acting=acting_for_request(request), pk=pk)
     if allocation is None:
         raise Http404
     return allocation
@@ -79,7 +82,7 @@ def _detail_context(request, allocation, **extra):
         "now": now,
         "timeline": paid_timeline(allocation=allocation, now=now),
         "summary": usage.allocation_usage(allocation=allocation, now=now),
-        "is_owner": allocation.user_id == request.user.pk,
+        "is_owner": selectors.may_act_on(acting=acting_for_request(request), allocation=allocation),
         "extend_range": range(1, limits.period_count_max() + 1),
         "extend_key": uuid.uuid4(),
         "nav": "allocations",
@@ -108,7 +111,7 @@ def allocation_telemetry_json(request, pk):
 
 def _owned(request, pk):
     """The allocation, or None after telling a staff reader that they may not change it."""
-    allocation, may_act = selectors.allocation_get_for_owner(user=request.user, pk=pk)
+    allocation, may_act = selectors.allocation_for_action(acting=acting_for_request(request), pk=pk)
     if allocation is None:
         raise Http404
     if not may_act:
@@ -133,7 +136,7 @@ def allocation_action(request, pk, action):
     if allocation is not None:
         service, done = ACTIONS[action]
         try:
-            service(allocation=allocation, actor=request.user)
+            service(acting=acting_for_request(request), allocation=allocation)
         except DomainError as exc:
             messages.error(request, exc.detail)
         else:
@@ -160,7 +163,7 @@ def allocation_extend_page(request, pk):
             raise ValidationError(form.errors.get("period_count"))
         services.allocation_extend(
             allocation=allocation,
-            actor=request.user,
+            acting=acting_for_request(request),
             period_count=form.cleaned_data["period_count"],
         )
     except (DomainError, ValidationError) as exc:

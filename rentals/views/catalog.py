@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
+from accounts.access import acting_for_request
 from catalog.models import GpuModel
 from core.db import db_now
 from core.errors import DomainError
@@ -70,13 +71,17 @@ def book_page(request, slug):
         if form.is_valid():
             try:
                 quote = services.quote_create(
-                    user=request.user, gpu_model=gpu_model.slug, **form.quote_input()
+                    acting=acting_for_request(request),
+                    gpu_model=gpu_model.slug,
+                    **form.quote_input(),
                 )
             except ValidationError as exc:
                 _apply_errors(form, exc)
             except NoCapacity as exc:
                 form.add_error(None, exc.detail)
                 earliest = _ceil_minute(exc.earliest_start)
+            except DomainError as exc:
+                form.add_error(None, exc.detail)
             else:
                 return redirect("quote", pk=quote.pk)
     else:
@@ -90,7 +95,7 @@ def book_page(request, slug):
 
 @login_required
 def quote_page(request, pk):
-    quote = selectors.quote_get_for_user(user=request.user, pk=pk)
+    quote = selectors.quote_get(acting=acting_for_request(request), pk=pk)
     if quote is None:
         raise Http404
     return render(
@@ -111,11 +116,11 @@ def quote_page(request, pk):
 )
 def quote_book(request, pk):
     """Book from the quote page. The form's own key makes a double submit book once."""
-    quote = selectors.quote_get_for_user(user=request.user, pk=pk)
+    quote = selectors.quote_get(acting=acting_for_request(request), pk=pk)
     if quote is None:
         raise Http404
     try:
-        allocation = services.allocation_book(user=request.user, quote=quote)
+        allocation = services.allocation_book(acting=acting_for_request(request), quote=quote)
     except QuoteExpired:
         return _requote(request, quote)
     except (QuoteUsed, NoCapacity) as exc:
@@ -137,7 +142,7 @@ def _requote(request, quote):
     starts_at = None if quote.starts_now or quote.paid_from <= db_now() else quote.paid_from
     try:
         fresh = services.quote_create(
-            user=request.user,
+            acting=acting_for_request(request),
             gpu_model=quote.gpu_model.slug,
             gpu_count=quote.gpu_count,
             period=quote.period.slug,

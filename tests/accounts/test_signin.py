@@ -11,8 +11,8 @@ from django.test import RequestFactory
 
 from accounts.signin import ADDRESS_THRESHOLD, LOCKOUT_THRESHOLD, LockedOut, sign_in
 
-WRONG = {"username": "alice", "password": "not-her-password"}
-RIGHT = {"username": "alice", "password": "pw-alice-123456"}
+WRONG = {"login": "alice", "password": "not-her-password"}
+RIGHT = {"login": "alice", "password": "pw-alice-123456"}
 
 
 class CountingBackend(ModelBackend):
@@ -31,11 +31,15 @@ def _web_login(client, data, address="10.0.0.1"):
     return client.post("/account/login/", data, REMOTE_ADDR=address)
 
 
+def _api(data):
+    return {"username": data["login"], "password": data["password"]}
+
+
 @pytest.mark.django_db
 def test_an_empty_password_does_not_clear_the_web_lockout(alice, client):
     for _ in range(LOCKOUT_THRESHOLD):
         assert _web_login(client, WRONG).status_code == 200
-    assert _web_login(client, {"username": "alice", "password": ""}).status_code == 200
+    assert _web_login(client, {"login": "alice", "password": ""}).status_code == 200
     response = _web_login(client, RIGHT)
     assert response.status_code == 200  # still the form: locked out, not signed in
     assert "Too many failed attempts" in response.content.decode()
@@ -45,9 +49,9 @@ def test_an_empty_password_does_not_clear_the_web_lockout(alice, client):
 @pytest.mark.django_db
 def test_an_empty_password_does_not_clear_the_api_lockout(alice, api):
     for _ in range(LOCKOUT_THRESHOLD):
-        assert api.post("/api/v1/auth/token/", WRONG).status_code == 401
+        assert api.post("/api/v1/auth/token/", _api(WRONG)).status_code == 401
     assert api.post("/api/v1/auth/token/", {"username": "alice", "password": ""}).status_code == 400
-    assert api.post("/api/v1/auth/token/", RIGHT).status_code == 429
+    assert api.post("/api/v1/auth/token/", _api(RIGHT)).status_code == 429
 
 
 @pytest.mark.django_db
@@ -61,7 +65,7 @@ def test_the_lockout_is_per_address_so_nobody_locks_out_someone_else(alice, clie
 @pytest.mark.django_db
 def test_one_address_cannot_guess_through_many_usernames(alice, client):
     for n in range(ADDRESS_THRESHOLD):
-        _web_login(client, {"username": f"user{n}", "password": "guess"})
+        _web_login(client, {"login": f"user{n}", "password": "guess"})
     assert "Too many failed" in _web_login(client, RIGHT).content.decode()
     assert _web_login(client, RIGHT, address="10.9.9.9").status_code == 302
 
@@ -70,7 +74,9 @@ def test_one_address_cannot_guess_through_many_usernames(alice, client):
 def test_a_forged_forwarded_for_does_not_escape_the_api_throttle(alice, api, settings):
     statuses = [
         api.post(
-            "/api/v1/auth/token/", WRONG | {"username": f"u{n}"}, HTTP_X_FORWARDED_FOR=f"10.1.{n}.1"
+            "/api/v1/auth/token/",
+            _api(WRONG) | {"username": f"u{n}"},
+            HTTP_X_FORWARDED_FOR=f"10.1.{n}.1",
         ).status_code
         for n in range(12)
     ]
@@ -87,7 +93,7 @@ def test_parallel_wrong_passwords_get_at_most_the_threshold_of_checks(alice, set
         request = RequestFactory().post("/account/login/", REMOTE_ADDR="10.0.0.2")
         barrier.wait()
         try:
-            sign_in(request, **WRONG)
+            sign_in(request, **_api(WRONG))
         except LockedOut:
             return "locked"
         except Exception:

@@ -1,17 +1,21 @@
-"""Data from the old layout survives the move to the new one: API tokens from the project
+"""Data from older layouts survives the migrations: API tokens from the project
 package to accounts, polls, samples, rollups and flags from rentals to telemetry, stored
 idempotent responses from JSON to the bytes the client saw."""
 
 import json
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from accounts.models import ApiToken
-from rentals.models import IdempotencyKey
+from accounts.access import acting_as
+from accounts.models import ApiToken, Membership, Team
+from rentals import selectors
+from rentals.models import IdempotencyKey, Quote
 from telemetry.models import Flag, GpuRollup, GpuSample, Poll
 
 # The last migrations before telemetry and accounts became apps of their own.
@@ -102,3 +106,78 @@ def test_old_layout_rows_survive_the_move(old_layout):
     assert json.loads(bytes(ok.body)) == {"id": "x"} and ok.content_type == "application/json"
     assert json.loads(bytes(refused.body))["code"] == "no_capacity"
     assert refused.content_type == "application/problem+json"
+
+
+BEFORE_TEAMS = [
+    ("accounts", "0005_profile_and_sign_in_history"),
+    ("rentals", "0006_period_duration_guard"),
+]
+
+
+@pytest.fixture
+def before_teams(transactional_db):
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(BEFORE_TEAMS)
+        executor.loader.build_graph()
+        yield executor.loader.project_state(BEFORE_TEAMS).apps
+    finally:
+        _migrate_to_latest()
+
+
+def test_rows_move_to_their_owners_personal_teams_with_balances_unchanged(before_teams):
+    old, now = before_teams, timezone.now()
+    users = {n: old.get_model("auth", "User").objects.create(username=n) for n in ("dana", "eve")}
+    region = old.get_model("catalog", "Region").objects.create(slug="r", name="R")
+    model = old.get_model("catalog", "GpuModel").objects.create(
+        slug="l4", name="L4", vendor="nvidia", memory_gb=24, memory_reported_mib=23034,
+        bandwidth_gbps=300, stack="cuda", compute_target="8.9",
+    )  # fmt: skip
+    period = old.get_model("catalog", "RentalPeriod").objects.create(
+        slug="day", name="day", duration=timedelta(days=1)
+    )
+    node = old.get_model("catalog", "Node").objects.create(
+        hostname="n1", region=region, gpu_model=model, telemetry_url="http://n1:9400/metrics",
+        exporter="dcgm",
+    )  # fmt: skip
+    amounts = {"dana": ("30.00", "12.50"), "eve": ("40.00", None)}
+    for name, user in users.items():
+        quote = old.get_model("rentals", "Quote").objects.create(
+            user=user, gpu_model=model, gpu_count=1, period=period, period_count=1,
+            paid_from=now, paid_until=now + timedelta(days=1), total=amounts[name][0],
+            currency="USD", valid_until=now + timedelta(minutes=15),
+        )  # fmt: skip
+        allocation = old.get_model("rentals", "Allocation").objects.create(
+            user=user, quote=quote, gpu_model=model, node=node, gpu_count=1, period=period,
+            paid_from=now, paid_until=now + timedelta(days=1), state="running",
+        )  # fmt: skip
+        ledger = old.get_model("rentals", "LedgerEntry")
+        charge, refund = amounts[name]
+        ledger.objects.create(user=user, allocation=allocation, kind="charge", amount=charge,
+                              currency="USD", description="Booking", at=now)  # fmt: skip
+        if refund:
+            ledger.objects.create(user=user, allocation=allocation, kind="refund", amount=refund,
+                                  currency="USD", description="Refund", at=now)  # fmt: skip
+        old.get_model("rentals", "IdempotencyKey").objects.create(
+            user=user, key=f"k-{name}", fingerprint="f", status_code=201, content_type="x",
+            body=b"{}", created_at=now,
+        )  # fmt: skip
+        old.get_model("accounts", "ApiToken").objects.create(
+            user=user, name="ci", key_hash=name * 16, hint="h", expires_at=now + timedelta(days=1),
+            password_stamp="",
+        )  # fmt: skip
+
+    _migrate_to_latest()
+
+    for name, user in users.items():
+        team = Team.objects.get(personal_for_id=user.pk)
+        assert Membership.objects.get(team=team).role == "owner"
+        acting = acting_as(get_user_model().objects.get(pk=user.pk))
+        assert acting.team == team
+        assert selectors.allocation_list(acting=acting).count() == 1
+        assert Quote.objects.get(user_id=user.pk).team == team
+        assert IdempotencyKey.objects.get(user_id=user.pk).team == team
+        assert ApiToken.objects.get(user_id=user.pk).team == team
+        charge, refund = amounts[name]
+        expected = Decimal(charge) - Decimal(refund or 0)
+        assert selectors.ledger_balance(acting=acting) == expected

@@ -6,6 +6,7 @@ from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
+from accounts.access import acting_as
 from catalog.models import Gpu, GpuPrice, Node, PriceChange
 from rentals.services import quote_create
 
@@ -30,7 +31,9 @@ def pricer(django_user_model):
 
 
 def test_price_change_in_admin_is_a_new_row_with_who_and_when(catalog, client, pricer, alice):
-    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="week", period_count=1)
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="week", period_count=1
+    )
     client.force_login(pricer)
     response = client.post(
         "/admin/catalog/gpuprice/add/",
@@ -93,7 +96,9 @@ def test_a_period_in_use_keeps_its_duration(catalog, alice, admin_client):
 
     from django.db import IntegrityError, transaction
 
-    quote_create(user=alice, gpu_model="h100", gpu_count=1, period="week", period_count=1)
+    quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="week", period_count=1
+    )
     catalog.week.duration = timedelta(days=6)
     with pytest.raises(IntegrityError), transaction.atomic():
         catalog.week.save()

@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
+from accounts.access import acting_as
 from accounts.services import api_token_create
 from catalog.demo import seed_catalog
 from rentals.models import Allocation
@@ -68,7 +69,7 @@ def test_bookings_per_second(django_user_model):
     users = [django_user_model.objects.create_user(f"b{i}") for i in range(THREADS)]
     per_thread = 40
     quotes = {
-        u.pk: [quote_create(user=u, gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1)
+        u.pk: [quote_create(acting=acting_as(u), gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1)
                for _ in range(per_thread)]
         for u in users
     }  # fmt: skip
@@ -78,7 +79,7 @@ def test_bookings_per_second(django_user_model):
         try:
             barrier.wait()
             for quote in quotes[user.pk]:
-                allocation_book(user=user, quote=quote)
+                allocation_book(acting=acting_as(user), quote=quote)
         finally:
             connections.close_all()
 
@@ -90,7 +91,7 @@ def test_bookings_per_second(django_user_model):
 
     tokens = [api_token_create(user=u, name="bench") for u in users]
     http_quotes = {
-        t: [str(quote_create(user=u, gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1).pk)
+        t: [str(quote_create(acting=acting_as(u), gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1).pk)
             for _ in range(per_thread)]
         for u, t in zip(users, tokens, strict=True)
     }  # fmt: skip

@@ -2,17 +2,21 @@ import uuid
 
 from django.db import connection
 
+from accounts.access import acting_as
 from rentals.services import allocation_book, quote_create
 
 
 def book(
-    user, *, model="h100", count=1, period="week", periods=1, starts_at=None, now=None, options=None
-):
+    user, *, model="h100", count=1, period="week", periods=1, starts_at=None, now=None,
+    options=None, team=None,
+):  # fmt: skip
+    """Quote and book as `user`, for their personal team or `team`."""
+    acting = acting_as(user, team)
     quote = quote_create(
-        user=user, gpu_model=model, gpu_count=count, period=period, period_count=periods,
+        acting=acting, gpu_model=model, gpu_count=count, period=period, period_count=periods,
         starts_at=starts_at, options=options, now=now,
     )  # fmt: skip
-    return allocation_book(user=user, quote=quote, now=now)
+    return allocation_book(acting=acting, quote=quote, now=now)
 
 
 def key():

@@ -7,6 +7,7 @@ from django.core import mail
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from accounts.access import acting_as
 from catalog.services import gpu_price_set
 from core.errors import Conflict
 from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
@@ -41,11 +42,10 @@ def overlapping_pairs():
 
 
 def test_booking_holds_specific_gpus_and_charges_the_quote_total(catalog, alice):
-    quote = quote_create(
-        user=alice, gpu_model="h100", gpu_count=2, period="week", period_count=1,
+    quote = quote_create(acting=acting_as(alice), gpu_model="h100", gpu_count=2, period="week", period_count=1,
         options=[{"option": "nvme-scratch", "quantity": 1}],
     )  # fmt: skip
-    allocation = allocation_book(user=alice, quote=quote)
+    allocation = allocation_book(acting=acting_as(alice), quote=quote)
 
     assert allocation.state == "running"
     assert allocation.paid_until - allocation.paid_from == timedelta(days=7)
@@ -67,23 +67,31 @@ def test_placement_packs_onto_the_fullest_node(catalog, alice):
 
 
 def test_a_quote_books_once_and_not_after_it_expires(catalog, alice):
-    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
-    allocation_book(user=alice, quote=quote)
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="day", period_count=1
+    )
+    allocation_book(acting=acting_as(alice), quote=quote)
     with pytest.raises(QuoteUsed):
-        allocation_book(user=alice, quote=quote)
+        allocation_book(acting=acting_as(alice), quote=quote)
 
-    stale = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
+    stale = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="day", period_count=1
+    )
     with pytest.raises(QuoteExpired):
-        allocation_book(user=alice, quote=stale, now=stale.valid_until + timedelta(seconds=1))
+        allocation_book(
+            acting=acting_as(alice), quote=stale, now=stale.valid_until + timedelta(seconds=1)
+        )
     assert Allocation.objects.count() == 1
     assert LedgerEntry.objects.count() == 1
 
 
 def test_no_capacity_at_booking_time_changes_nothing(catalog, alice, bob):
-    quote = quote_create(user=alice, gpu_model="l4", gpu_count=4, period="day", period_count=1)
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="l4", gpu_count=4, period="day", period_count=1
+    )
     taken = book(bob, model="l4", count=1)
     with pytest.raises(NoCapacity) as error:
-        allocation_book(user=alice, quote=quote)
+        allocation_book(acting=acting_as(alice), quote=quote)
     assert error.value.earliest_start == taken.paid_until
     assert Allocation.objects.filter(user=alice).count() == 0
     assert LedgerEntry.objects.filter(user=alice).count() == 0
@@ -106,9 +114,9 @@ def test_stop_and_start_never_move_the_paid_period(catalog, alice):
     allocation = book(alice)
     before = (allocation.paid_from, allocation.paid_until)
     with time_machine.travel(timezone.now() + timedelta(hours=5), tick=False):
-        allocation = allocation_stop(allocation=allocation, actor=alice)
+        allocation = allocation_stop(acting=acting_as(alice), allocation=allocation)
     with time_machine.travel(timezone.now() + timedelta(days=2), tick=False):
-        allocation = allocation_start(allocation=allocation, actor=alice)
+        allocation = allocation_start(acting=acting_as(alice), allocation=allocation)
     allocation.refresh_from_db()
     assert (allocation.paid_from, allocation.paid_until) == before
     assert list(allocation.events.values_list("kind", flat=True)) == ["booked", "stop", "start"]
@@ -149,7 +157,7 @@ def test_cancel_before_start_refunds_in_full_and_frees_the_gpus(catalog, alice):
         options=[{"option": "custom-image", "quantity": 1}],
     )
     assert allocation.state == "scheduled"
-    allocation_cancel(allocation=allocation, actor=alice)
+    allocation_cancel(acting=acting_as(alice), allocation=allocation)
 
     entries = LedgerEntry.objects.filter(allocation=allocation).order_by("at", "id")
     assert [(e.kind, e.amount) for e in entries] == [
@@ -162,7 +170,7 @@ def test_cancel_before_start_refunds_in_full_and_frees_the_gpus(catalog, alice):
 def test_no_cancel_after_the_start_only_stop(catalog, alice):
     allocation = book(alice)
     with pytest.raises(Conflict):
-        allocation_cancel(allocation=allocation, actor=alice)
+        allocation_cancel(acting=acting_as(alice), allocation=allocation)
     assert LedgerEntry.objects.filter(kind="refund").count() == 0
 
 
@@ -172,7 +180,7 @@ def test_extend_adds_whole_periods_on_the_same_gpus_at_the_current_price(catalog
     gpus = set(allocation.held.values_list("gpu_id", flat=True))
     gpu_price_set(gpu_model=catalog.l4, period=catalog.day, unit_price=Decimal("20.00"))
 
-    allocation = allocation_extend(allocation=allocation, actor=alice, period_count=3)
+    allocation = allocation_extend(acting=acting_as(alice), allocation=allocation, period_count=3)
 
     assert allocation.paid_until == old_until + timedelta(days=3)
     assert set(allocation.held.values_list("gpu_id", flat=True)) == gpus
@@ -185,7 +193,7 @@ def test_extend_refuses_when_the_next_slot_is_taken(catalog, alice, bob):
     allocation = book(alice, model="l4", count=4, period="day")
     book(bob, model="l4", count=1, period="day", starts_at=allocation.paid_until)
     with pytest.raises(Conflict):
-        allocation_extend(allocation=allocation, actor=alice, period_count=1)
+        allocation_extend(acting=acting_as(alice), allocation=allocation, period_count=1)
     allocation.refresh_from_db()
     assert LedgerEntry.objects.filter(allocation=allocation).count() == 1
     assert allocation.held.first().ends_at == allocation.paid_until
@@ -195,7 +203,7 @@ def test_enforcement_starts_and_expires_by_time_even_when_stopped(catalog, alice
     now = timezone.now()
     scheduled = book(alice, model="l4", count=1, period="day", starts_at=now + timedelta(hours=1))
     stopped = book(alice, model="h100", count=1, period="day")
-    allocation_stop(allocation=stopped, actor=alice)
+    allocation_stop(acting=acting_as(alice), allocation=stopped)
 
     assert allocations_enforce(now=now + timedelta(hours=2)) == {"started": 1, "expired": 0}
     scheduled.refresh_from_db()
@@ -240,6 +248,6 @@ def test_expiry_warnings_are_sent_once_each(catalog, alice):
 
 def test_events_record_who_did_what(catalog, alice):
     allocation = book(alice)
-    allocation_stop(allocation=allocation, actor=alice)
+    allocation_stop(acting=acting_as(alice), allocation=allocation)
     event = AllocationEvent.objects.filter(allocation=allocation, kind="stop").get()
     assert (event.actor, event.from_state, event.to_state) == (alice, "running", "stopped")

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, connections
 from django.http import JsonResponse
 
+from accounts.access import acting_as
 from accounts.services import api_token_create
 from rentals.errors import NoCapacity
 from rentals.idempotency import respond_once
@@ -32,7 +33,7 @@ def _in_thread(func):
 def test_threads_race_for_the_last_gpus(catalog, django_user_model):
     users = [django_user_model.objects.create_user(f"racer{i}") for i in range(12)]
     quotes = [
-        quote_create(user=u, gpu_model="l4", gpu_count=1, period="day", period_count=1)
+        quote_create(acting=acting_as(u), gpu_model="l4", gpu_count=1, period="day", period_count=1)
         for u in users
     ]
     barrier = threading.Barrier(len(users))
@@ -41,7 +42,7 @@ def test_threads_race_for_the_last_gpus(catalog, django_user_model):
     def attempt(i):
         barrier.wait()
         try:
-            allocation_book(user=users[i], quote=quotes[i])
+            allocation_book(acting=acting_as(users[i]), quote=quotes[i])
             return "ok"
         except NoCapacity:
             return "no_capacity"
@@ -84,7 +85,9 @@ def test_http_clients_race_for_the_last_gpus(catalog, live_server, django_user_m
 
 
 def test_two_identical_requests_at_once_book_once(catalog, alice):
-    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="day", period_count=1
+    )
     key = str(uuid.uuid4())
     inside = threading.Event()
     release = threading.Event()
@@ -92,18 +95,20 @@ def test_two_identical_requests_at_once_book_once(catalog, alice):
     def slow_book():
         inside.set()
         release.wait(10)
-        allocation = allocation_book(user=alice, quote=quote)
+        allocation = allocation_book(acting=acting_as(alice), quote=quote)
         return JsonResponse({"id": str(allocation.pk)}, status=201)
 
     @_in_thread
     def first():
-        return respond_once(user=alice, key=key, fingerprint="f", respond=slow_book)
+        return respond_once(acting=acting_as(alice), key=key, fingerprint="f", respond=slow_book)
 
     @_in_thread
     def second():
         inside.wait(10)
         try:
-            return respond_once(user=alice, key=key, fingerprint="f", respond=slow_book)
+            return respond_once(
+                acting=acting_as(alice), key=key, fingerprint="f", respond=slow_book
+            )
         except Exception as exc:  # the in-flight refusal is what we expect
             return exc
         finally:
@@ -116,26 +121,33 @@ def test_two_identical_requests_at_once_book_once(catalog, alice):
     assert results[0].status_code == 201 and "Idempotent-Replayed" not in results[0]
     assert getattr(results[1], "code", None) == "in_flight" and results[1].status == 409
     assert Allocation.objects.count() == 1
-    replay = respond_once(user=alice, key=key, fingerprint="f", respond=slow_book)
+    replay = respond_once(acting=acting_as(alice), key=key, fingerprint="f", respond=slow_book)
     assert replay["Idempotent-Replayed"] == "true" and replay.content == results[0].content
 
 
 def test_a_failure_after_the_insert_stores_nothing_and_a_retry_succeeds(catalog, alice):
-    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="day", period_count=1)
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="day", period_count=1
+    )
     key = str(uuid.uuid4())
 
     def crash_after_booking():
-        allocation_book(user=alice, quote=quote)
+        allocation_book(acting=acting_as(alice), quote=quote)
         raise RuntimeError("power cut")
 
     with pytest.raises(RuntimeError):
-        respond_once(user=alice, key=key, fingerprint="f", respond=crash_after_booking)
+        respond_once(acting=acting_as(alice), key=key, fingerprint="f", respond=crash_after_booking)
     assert Allocation.objects.count() == 0 and IdempotencyKey.objects.count() == 0
     assert LedgerEntry.objects.count() == 0
 
     def book():
-        return JsonResponse({"id": str(allocation_book(user=alice, quote=quote).pk)}, status=201)
+        return JsonResponse(
+            {"id": str(allocation_book(acting=acting_as(alice), quote=quote).pk)}, status=201
+        )
 
-    assert respond_once(user=alice, key=key, fingerprint="f", respond=book).status_code == 201
+    assert (
+        respond_once(acting=acting_as(alice), key=key, fingerprint="f", respond=book).status_code
+        == 201
+    )
     assert Allocation.objects.count() == 1
     assert connection.in_atomic_block is False

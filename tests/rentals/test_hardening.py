@@ -8,6 +8,7 @@ import time_machine
 from django.utils import timezone
 from rest_framework.throttling import ScopedRateThrottle
 
+from accounts.access import acting_as
 from rentals.models import Allocation, LedgerEntry, Quote
 from rentals.services import quote_create, quotes_expired_purge
 from tests.rentals.helpers import book
@@ -29,7 +30,9 @@ def test_a_web_server_clock_ahead_does_not_refuse_a_cancel_that_is_due(catalog, 
 
 
 def test_a_web_server_clock_behind_does_not_book_an_expired_quote(catalog, alice, alice_api):
-    quote = quote_create(user=alice, gpu_model="l4", gpu_count=1, period="day", period_count=1)
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="l4", gpu_count=1, period="day", period_count=1
+    )
     with time_machine.travel(timezone.now() - timedelta(hours=1), tick=False):
         Quote.objects.filter(pk=quote.pk).update(valid_until=timezone.now() + timedelta(minutes=5))
     # valid_until is now 55 minutes in the past by the database's clock.
@@ -64,12 +67,15 @@ def test_no_capacity_costs_a_bounded_number_of_queries(
 ):
     for periods in (1, 2):  # every L4 taken, by holdings that end at different times
         book(bob, model="l4", count=2, period="day", periods=periods)
+    acting = acting_as(alice)
     with django_assert_max_num_queries(12), pytest.raises(Exception, match="Not enough free"):
-        quote_create(user=alice, gpu_model="l4", gpu_count=2, period="day", period_count=1)
+        quote_create(acting=acting, gpu_model="l4", gpu_count=2, period="day", period_count=1)
 
 
 def test_expired_unbooked_quotes_are_purged_and_booked_ones_kept(catalog, alice):
-    stale = quote_create(user=alice, gpu_model="l4", gpu_count=1, period="day", period_count=1)
+    stale = quote_create(
+        acting=acting_as(alice), gpu_model="l4", gpu_count=1, period="day", period_count=1
+    )
     booked = book(alice, model="h100", count=1, period="day")
     assert quotes_expired_purge(now=timezone.now() + timedelta(days=3)) >= 1
     assert not Quote.objects.filter(pk=stale.pk).exists()

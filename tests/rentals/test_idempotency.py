@@ -5,6 +5,7 @@ import uuid
 
 import pytest
 
+from accounts.access import acting_as
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
 from rentals.services import quote_create
 from tests.rentals.helpers import book
@@ -13,7 +14,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _quote(user):
-    return quote_create(user=user, gpu_model="l4", gpu_count=1, period="day", period_count=1)
+    return quote_create(
+        acting=acting_as(user), gpu_model="l4", gpu_count=1, period="day", period_count=1
+    )
 
 
 def test_a_refused_booking_replays_its_refusal_through_the_api(catalog, alice, alice_api):

@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from accounts.access import acting_as
 from catalog.services import gpu_price_set
 from rentals.models import Allocation, LedgerEntry, Quote
 from rentals.services import quote_create
@@ -18,8 +19,7 @@ pytestmark = pytest.mark.django_db
 def test_expired_quote_is_requoted_with_the_new_total(catalog, alice, client):
     client.force_login(alice)
     # Quoted 16 minutes ago (validity 15): services judge expiry on the database clock.
-    quote = quote_create(
-        user=alice, gpu_model="l4", gpu_count=2, period="day", period_count=2,
+    quote = quote_create(acting=acting_as(alice), gpu_model="l4", gpu_count=2, period="day", period_count=2,
         options=[{"option": "nvme-scratch", "quantity": 3}],
         now=timezone.now() - timedelta(minutes=16),
     )  # fmt: skip

@@ -8,6 +8,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accounts.access import acting_as
 from catalog.services import gpu_price_set
 from core.money import Money
 from rentals.errors import NoCapacity
@@ -19,8 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_quote_has_gpu_line_option_lines_and_exact_total(catalog, alice):
-    quote = quote_create(
-        user=alice, gpu_model="h100", gpu_count=4, period="week", period_count=2,
+    quote = quote_create(acting=acting_as(alice), gpu_model="h100", gpu_count=4, period="week", period_count=2,
         options=[{"option": "nvme-scratch", "quantity": 3}, {"option": "custom-image", "quantity": 1}],
     )  # fmt: skip
 
@@ -36,14 +36,18 @@ def test_quote_has_gpu_line_option_lines_and_exact_total(catalog, alice):
 
 
 def test_quote_is_a_snapshot_that_price_changes_do_not_touch(catalog, alice):
-    quote = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="week", period_count=1)
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="week", period_count=1
+    )
 
     gpu_price_set(gpu_model=catalog.h100, period=catalog.week, unit_price=Decimal("999.00"))
 
     quote.refresh_from_db()
     assert quote.total == Decimal("362.88")
     assert quote.lines.get().unit_price == Decimal("362.88")
-    new = quote_create(user=alice, gpu_model="h100", gpu_count=1, period="week", period_count=1)
+    new = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="week", period_count=1
+    )
     assert new.total == Decimal("999.00")
 
 
@@ -53,7 +57,7 @@ def test_scheduled_price_applies_only_from_its_time(catalog, alice):
         effective_from=timezone.now() + timedelta(days=1),
     )  # fmt: skip
     assert quote_create(
-        user=alice, gpu_model="h100", gpu_count=1, period="week", period_count=1
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="week", period_count=1
     ).total == Decimal("362.88")
 
 
@@ -75,7 +79,7 @@ def test_scheduled_price_applies_only_from_its_time(catalog, alice):
 def test_bad_input_is_a_field_error_and_stores_nothing(catalog, alice, changes, field):
     request = {"gpu_model": "h100", "gpu_count": 1, "period": "week", "period_count": 1} | changes
     with pytest.raises(ValidationError) as error:
-        quote_create(user=alice, **request)
+        quote_create(acting=acting_as(alice), **request)
     assert field in error.value.message_dict
     assert Quote.objects.count() == 0
     assert QuoteLine.objects.count() == 0
@@ -85,7 +89,9 @@ def test_inactive_model_is_refused(catalog, alice):
     catalog.l4.is_active = False
     catalog.l4.save()
     with pytest.raises(ValidationError) as error:
-        quote_create(user=alice, gpu_model="l4", gpu_count=1, period="day", period_count=1)
+        quote_create(
+            acting=acting_as(alice), gpu_model="l4", gpu_count=1, period="day", period_count=1
+        )
     assert "gpu_model" in error.value.message_dict
 
 
@@ -94,11 +100,17 @@ def test_no_capacity_answers_with_the_earliest_start(catalog, alice, bob):
     first = book(bob, model="l4", count=4, period="day", periods=2, now=now)
 
     with pytest.raises(NoCapacity) as error:
-        quote_create(user=alice, gpu_model="l4", gpu_count=2, period="day", period_count=1, now=now)
+        quote_create(
+            acting=acting_as(alice),
+            gpu_model="l4",
+            gpu_count=2,
+            period="day",
+            period_count=1,
+            now=now,
+        )
 
     assert error.value.earliest_start == first.paid_until
-    later = quote_create(
-        user=alice, gpu_model="l4", gpu_count=2, period="day", period_count=1,
+    later = quote_create(acting=acting_as(alice), gpu_model="l4", gpu_count=2, period="day", period_count=1,
         starts_at=error.value.earliest_start, now=now,
     )  # fmt: skip
     assert later.paid_from == first.paid_until
@@ -117,8 +129,7 @@ def test_total_is_the_sum_of_lines_and_scales_exactly(
     catalog, alice, count, periods, period, scratch
 ):
     options = [{"option": "nvme-scratch", "quantity": scratch}] if scratch else []
-    quote = quote_create(
-        user=alice, gpu_model="h100", gpu_count=count, period=period, period_count=periods,
+    quote = quote_create(acting=acting_as(alice), gpu_model="h100", gpu_count=count, period=period, period_count=periods,
         options=options,
     )  # fmt: skip
     lines = list(quote.lines.all())
@@ -145,7 +156,12 @@ def test_paid_period_is_exact_from_any_start_in_any_zone(catalog, alice, offset,
     slug, seconds = period
     start = (timezone.now() + timedelta(seconds=offset)).astimezone(ZoneInfo(zone))
     quote = quote_create(
-        user=alice, gpu_model="mi300x", gpu_count=1, period=slug, period_count=1, starts_at=start
+        acting=acting_as(alice),
+        gpu_model="mi300x",
+        gpu_count=1,
+        period=slug,
+        period_count=1,
+        starts_at=start,
     )
     assert (quote.paid_until - quote.paid_from).total_seconds() == seconds
     assert quote.paid_from == start

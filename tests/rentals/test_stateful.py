@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from accounts.access import acting_as
 from core.errors import DomainError
 from rentals.models import Allocation
 from rentals.services import (
@@ -61,14 +62,16 @@ class PaidPeriodMachine(RuleBasedStateMachine):
     def stop(self, data):
         pk = data.draw(st.sampled_from(sorted(self.paid_until)))
         with contextlib.suppress(DomainError):
-            allocation_stop(allocation=Allocation(pk=pk), actor=self.user, now=self.now)
+            allocation_stop(acting=acting_as(self.user), allocation=Allocation(pk=pk), now=self.now)
 
     @precondition(lambda self: self.paid_until)
     @rule(data=st.data())
     def start(self, data):
         pk = data.draw(st.sampled_from(sorted(self.paid_until)))
         with contextlib.suppress(DomainError):
-            allocation_start(allocation=Allocation(pk=pk), actor=self.user, now=self.now)
+            allocation_start(
+                acting=acting_as(self.user), allocation=Allocation(pk=pk), now=self.now
+            )
 
     @precondition(lambda self: self.paid_until)
     @rule(data=st.data(), periods=st.integers(1, 2))
@@ -76,7 +79,10 @@ class PaidPeriodMachine(RuleBasedStateMachine):
         pk = data.draw(st.sampled_from(sorted(self.paid_until)))
         try:
             allocation = allocation_extend(
-                allocation=Allocation(pk=pk), actor=self.user, period_count=periods, now=self.now
+                acting=acting_as(self.user),
+                allocation=Allocation(pk=pk),
+                period_count=periods,
+                now=self.now,
             )
         except DomainError:
             return

@@ -5,6 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from accounts.access import acting_as
 from rentals.dashboard import fleet_dashboard
 from rentals.services import allocation_start, allocation_stop
 from rentals.usage import allocation_usage
@@ -25,8 +26,8 @@ def test_booked_gpu_days_ahead_counts_only_what_is_booked(catalog, alice):
 def test_stopped_time_is_paid_time_in_the_usage_summary(catalog, alice):
     allocation = book(alice, model="l4", count=1, period="day")
     start = allocation.paid_from
-    allocation_stop(allocation=allocation, actor=alice, now=start + timedelta(hours=2))
-    allocation_start(allocation=allocation, actor=alice, now=start + timedelta(hours=5))
+    allocation_stop(acting=acting_as(alice), allocation=allocation, now=start + timedelta(hours=2))
+    allocation_start(acting=acting_as(alice), allocation=allocation, now=start + timedelta(hours=5))
     allocation.refresh_from_db()
     summary = allocation_usage(allocation=allocation, now=start + timedelta(hours=6))
     assert (summary["paid_hours"], summary["stopped_hours"], summary["running_hours"]) == (

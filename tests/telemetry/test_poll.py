@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from accounts.access import acting_as
 from catalog.models import ExporterKind, NodeHealth
 from rentals.services import allocation_stop, gpu_activity_flags_update
 from telemetry.models import Flag, GpuRollup, GpuSample, Poll
@@ -76,7 +77,7 @@ def test_samples_follow_allocation_state_and_flags_open_and_close(
     held_gpu = allocation.held.get().gpu
     l4 = allocation.node
     free_gpu = l4.gpus.exclude(pk=held_gpu.pk).first()
-    allocation_stop(allocation=allocation, actor=alice)
+    allocation_stop(acting=acting_as(alice), allocation=allocation)
     point_at(simulator, [l4], {held_gpu.uuid: "running", free_gpu.uuid: "running"})
 
     poll_nodes([l4.pk])

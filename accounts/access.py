@@ -1,0 +1,122 @@
+"""Who may do what, in one place: the acting person, the team they act for, and what their
+role there allows. Every page, API view, CSV, htmx part and telemetry read of rentals asks
+this module, and every service takes the `Acting` it returns.
+
+| action        | owner | member | billing | viewer |
+|---------------|:-----:|:------:|:-------:|:------:|
+| read rentals  |   ✓   |   ✓    |    ✓    |   ✓    |
+| book, extend  |   ✓   |   ✓    |         |        |
+| stop, start, cancel | ✓ | ✓    |         |        |
+| read ledger   |   ✓   |   ✓    |    ✓    |        |
+| manage team   |   ✓   |        |         |        |
+
+Staff also read every team's rentals, and change none but their own team's.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from accounts.models import ApiToken, Membership, Role, Team
+from core.errors import DomainError
+
+TEAM_SESSION_KEY = "team_id"
+
+
+class Action(StrEnum):
+    READ = "read"
+    BOOK = "book"
+    ACT = "act"
+    READ_LEDGER = "read_ledger"
+    MANAGE_TEAM = "manage_team"
+
+
+ALLOWED = {
+    Role.OWNER: frozenset(Action),
+    Role.MEMBER: frozenset({Action.READ, Action.BOOK, Action.ACT, Action.READ_LEDGER}),
+    Role.BILLING: frozenset({Action.READ, Action.READ_LEDGER}),
+    Role.VIEWER: frozenset({Action.READ}),
+}
+
+
+class NotAllowed(DomainError):
+    status = 403
+    code = "not_allowed"
+    title = gettext_lazy("Your role in this team does not allow this")
+
+
+@dataclass(frozen=True)
+class Acting:
+    """A person acting for one team; `allowed` is their role's actions (a token's role can
+    only narrow them)."""
+
+    user: object
+    team: Team
+    role: str
+    allowed: frozenset
+
+    def can(self, action: Action) -> bool:
+        return action in self.allowed
+
+    def require(self, action: Action) -> None:
+        if not self.can(action):
+            raise NotAllowed(
+                _("As %(role)s of %(team)s you cannot do this.")
+                % {"role": Role(self.role).label, "team": self.team.name}
+            )
+
+    @property
+    def sees_every_team(self) -> bool:
+        return bool(self.user.is_staff)
+
+
+@transaction.atomic
+def personal_team(user) -> Team:
+    """The user's own team, created on first need (users made by any path get one)."""
+    team = Team.objects.filter(personal_for=user).first()
+    if team is None:
+        team, _created = Team.objects.get_or_create(
+            personal_for=user, defaults={"name": user.get_username()}
+        )
+        Membership.objects.get_or_create(team=team, user=user, defaults={"role": Role.OWNER})
+    return team
+
+
+def acting_as(user, team: Team | None = None, role: str | None = None) -> Acting:
+    """`user` acting for `team` (their personal team by default), as their membership allows
+    and, for a token, no more than `role`."""
+    team = team or personal_team(user)
+    membership = Membership.objects.filter(team=team, user=user).only("role").first()
+    if membership is None:
+        raise NotAllowed(_("You are not a member of %(team)s.") % {"team": team.name})
+    allowed = ALLOWED[Role(membership.role)]
+    if role is not None:
+        allowed = allowed & ALLOWED[Role(role)]
+    return Acting(user=user, team=team, role=role or membership.role, allowed=allowed)
+
+
+def operator_acting(user, team: Team) -> Acting:
+    """A superuser operating on a team's rentals from the admin (stop, start)."""
+    if not user.is_superuser:
+        raise NotAllowed(_("Only operators (superusers) act for other teams."))
+    return Acting(user=user, team=team, role=Role.OWNER, allowed=ALLOWED[Role.OWNER])
+
+
+def acting_for_request(request) -> Acting:
+    """Whom a request acts for: an API token's team and role, else the team chosen with
+    the switcher (kept in the session), else the personal team. Cached on the request."""
+    cached = getattr(request, "_acting", None)
+    if cached is not None:
+        return cached
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiToken):
+        acting = acting_as(request.user, auth.team, auth.role)
+    else:
+        team_id = request.session.get(TEAM_SESSION_KEY) if hasattr(request, "session") else None
+        team = Team.objects.filter(pk=team_id, memberships__user=request.user).first()
+        acting = acting_as(request.user, team)
+    request._acting = acting
+    return acting

@@ -1,0 +1,32 @@
+from django.contrib import admin
+
+from accounts.models import Invitation, Membership, SpendLimitChange, Team
+from core.admin import ReadOnlyAdmin, ReadOnlyInline
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ["user", "role", "joined_at"]
+    readonly_fields = ["joined_at"]
+    autocomplete_fields = ["user"]
+
+
+class SpendLimitChangeInline(ReadOnlyInline):
+    model = SpendLimitChange
+    fields = readonly_fields = ["at", "by", "old_limit", "new_limit"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "personal_for", "monthly_spend_limit", "created_at"]
+    search_fields = ["name", "memberships__user__username"]
+    list_filter = [("personal_for", admin.EmptyFieldListFilter)]
+    readonly_fields = ["personal_for", "created_at"]
+    inlines = [MembershipInline, SpendLimitChangeInline]
+
+
+@admin.register(Invitation)
+class InvitationAdmin(ReadOnlyAdmin):
+    list_display = ["email", "team", "role", "created_at", "expires_at", "accepted_at"]
+    search_fields = ["email", "team__name"]

@@ -1,0 +1,14 @@
+"""The team switcher in the header: the signed-in person's teams and the one they act for."""
+
+from accounts.access import acting_for_request
+from accounts.teams import teams_of
+
+
+def teams(request):
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    return {
+        "acting": acting_for_request(request),
+        "my_teams": list(teams_of(user=user)),
+    }

@@ -1,0 +1,35 @@
+"""Reads of accounts: whether a person may buy yet, their preferences and history."""
+
+from allauth.account.models import EmailAddress
+from django.db.models import Count, Q
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from accounts.models import Profile, SignIn
+from core.errors import DomainError
+
+
+class EmailUnverified(DomainError):
+    status = 403
+    code = "email_unverified"
+    title = gettext_lazy("Confirm your e-mail address first")
+
+
+def require_verified_email(*, user) -> None:
+    """Who signed up confirms an address before the first purchase. Accounts that staff
+    created have no address record to confirm and are trusted as they are."""
+    counts = EmailAddress.objects.filter(user=user).aggregate(
+        known=Count("id"), verified=Count("id", filter=Q(verified=True))
+    )
+    if counts["known"] and not counts["verified"]:
+        raise EmailUnverified(
+            _("Confirm your e-mail address before your first booking: open the link we sent you.")
+        )
+
+
+def profile_for(*, user) -> Profile:
+    return Profile.objects.get_or_create(user=user)[0]
+
+
+def sign_in_history(*, user, limit: int = 20):
+    return SignIn.objects.filter(user=user)[:limit]

@@ -1,0 +1,188 @@
+"""Team pages: the list with the switcher's target, a team's members, invitations and spend
+limit, and accepting an invitation."""
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_POST
+
+from accounts.access import TEAM_SESSION_KEY, Action, acting_as
+from accounts.adapter import INVITATION_SESSION_KEY
+from accounts.models import Invitation, Membership, Role, Team
+from accounts.teams import (
+    invitation_accept,
+    invitation_create,
+    invitation_find,
+    membership_remove,
+    membership_role_set,
+    team_create,
+    team_spend_limit_set,
+    teams_of,
+)
+from core.errors import DomainError
+
+
+class TeamForm(forms.Form):
+    name = forms.CharField(label=gettext_lazy("Team name"), max_length=100)
+
+
+class InvitationForm(forms.Form):
+    email = forms.EmailField(label=gettext_lazy("E-mail"))
+    role = forms.ChoiceField(label=gettext_lazy("Role"), choices=Role.choices)
+
+
+class RoleForm(forms.Form):
+    membership = forms.IntegerField(min_value=1)
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class RemoveForm(forms.Form):
+    membership = forms.IntegerField(min_value=1)
+
+
+class SpendLimitForm(forms.Form):
+    limit = forms.DecimalField(
+        label=gettext_lazy("Monthly spend limit"),
+        max_digits=14,
+        decimal_places=2,
+        min_value=0,
+        required=False,
+        help_text=gettext_lazy("Empty: no limit. A calendar month, UTC."),
+    )
+
+
+@login_required
+def team_list_page(request):
+    form = TeamForm()
+    if request.method == "POST":
+        form = TeamForm(request.POST)
+        if form.is_valid():
+            team = team_create(user=request.user, name=form.cleaned_data["name"])
+            request.session[TEAM_SESSION_KEY] = team.pk
+            return redirect("team", pk=team.pk)
+    return render(
+        request,
+        "accounts/teams.html",
+        {"memberships": teams_of(user=request.user), "form": form, "nav": "teams"},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def team_switch(request):
+    team = Team.objects.filter(
+        pk=request.POST.get("team") if str(request.POST.get("team", "")).isdecimal() else None,
+        memberships__user=request.user,
+    ).first()
+    if team is None:
+        raise Http404
+    request.session[TEAM_SESSION_KEY] = team.pk
+    messages.info(request, _("You now act for %(team)s.") % {"team": team.name})
+    return redirect(request.POST.get("next") if _local(request.POST.get("next")) else "home")
+
+
+def _local(url) -> bool:
+    return bool(url) and url.startswith("/") and not url.startswith("//")
+
+
+@login_required
+def team_page(request, pk):
+    team = get_object_or_404(Team, pk=pk, memberships__user=request.user)
+    acting = acting_as(request.user, team)
+    new_link = None
+    forms_ = {
+        "invite": InvitationForm(),
+        "limit": SpendLimitForm(initial={"limit": team.monthly_spend_limit}),
+    }
+    if request.method == "POST":
+        try:
+            new_link = _team_post(request, acting, forms_)
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        if new_link is None and not any(f.errors for f in forms_.values()):
+            return redirect("team", pk=pk)
+    members = Membership.objects.filter(team=team).select_related("user").order_by("user__username")
+    invitations = Invitation.objects.filter(
+        team=team, accepted_at__isnull=True, revoked_at__isnull=True
+    )
+    return render(
+        request,
+        "accounts/team.html",
+        {
+            "team": team,
+            "acting": acting,
+            "manages": acting.can(Action.MANAGE_TEAM),
+            "members": members,
+            "invitations": invitations,
+            "roles": Role.choices,
+            "new_link": new_link,
+            "changes": team.spend_limit_changes.select_related("by")[:10],
+            "nav": "teams",
+            **forms_,
+        },
+    )
+
+
+def _team_post(request, acting, forms_):
+    """One of the team page's forms; returns a new invitation link to show, if any."""
+    if "invite" in request.POST:
+        form = forms_["invite"] = InvitationForm(request.POST)
+        if form.is_valid():
+            _invitation, secret = invitation_create(
+                acting=acting,
+                email=form.cleaned_data["email"],
+                role=form.cleaned_data["role"],
+                accept_url=lambda s: request.build_absolute_uri(reverse("invitation", args=[s])),
+            )
+            messages.success(request, _("Invitation sent."))
+            return request.build_absolute_uri(reverse("invitation", args=[secret]))
+    elif "set_role" in request.POST:
+        form = RoleForm(request.POST)
+        if form.is_valid():
+            membership = get_object_or_404(
+                Membership, pk=form.cleaned_data["membership"], team=acting.team
+            )
+            membership_role_set(
+                acting=acting, membership=membership, role=form.cleaned_data["role"]
+            )
+            messages.success(request, _("Role changed."))
+    elif "remove" in request.POST:
+        form = RemoveForm(request.POST)
+        if form.is_valid():
+            membership = get_object_or_404(
+                Membership, pk=form.cleaned_data["membership"], team=acting.team
+            )
+            membership_remove(acting=acting, membership=membership)
+            messages.success(request, _("Removed from the team."))
+    elif "spend_limit" in request.POST:
+        form = forms_["limit"] = SpendLimitForm(request.POST)
+        if form.is_valid():
+            team_spend_limit_set(acting=acting, limit=form.cleaned_data["limit"])
+            messages.success(request, _("Spend limit saved."))
+    return None
+
+
+def invitation_page(request, secret):
+    """Shown to whoever follows the link: sign in or sign up first, then accept."""
+    try:
+        invitation = invitation_find(secret=secret)
+    except DomainError as exc:
+        return render(request, "accounts/invitation.html", {"error": exc.detail}, status=410)
+    if request.method == "POST" and request.user.is_authenticated:
+        membership = invitation_accept(user=request.user, secret=secret)
+        request.session[TEAM_SESSION_KEY] = membership.team_id
+        request.session.pop(INVITATION_SESSION_KEY, None)
+        messages.success(
+            request,
+            _("You joined %(team)s as %(role)s.")
+            % {"team": membership.team.name, "role": Role(membership.role).label},
+        )
+        return redirect("home")
+    request.session[INVITATION_SESSION_KEY] = secret  # lets an invite-only sign-up through
+    return render(request, "accounts/invitation.html", {"invitation": invitation, "nav": "teams"})
