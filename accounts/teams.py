@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -152,5 +153,5 @@ def teams_of(*, user):
     return (
         Membership.objects.filter(user=user)
         .select_related("team")
-        .order_by("-team__personal_for", "team__name")
+        .order_by(F("team__personal_for").asc(nulls_last=True), "team__name")
     )

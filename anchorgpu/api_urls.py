@@ -25,6 +25,11 @@ urlpatterns = [
         name="api-team-invitations",
     ),
     path("gpu-models/", rentals.GpuModelListApi.as_view(), name="api-gpu-models"),
+    path(
+        "gpu-models/<slug:slug>/prices/",
+        catalog.GpuModelPriceHistoryApi.as_view(),
+        name="api-gpu-model-prices",
+    ),
     path("periods/", catalog.RentalPeriodListApi.as_view(), name="api-periods"),
     path("options/", catalog.OptionListApi.as_view(), name="api-options"),
     path("regions/", catalog.RegionListApi.as_view(), name="api-regions"),

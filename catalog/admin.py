@@ -21,7 +21,8 @@ from catalog.models import (
     PriceChange,
     Region,
 )
-from catalog.services import fleet_import, gpu_price_set, option_price_set
+from catalog.selectors import price_rows_with_status, price_status
+from catalog.services import fleet_import, gpu_price_set, option_price_set, price_start_check
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
 
 
@@ -33,18 +34,62 @@ class GpuPriceHistoryInline(ReadOnlyInline):
     verbose_name_plural = "price history and scheduled changes"
 
 
+class PricesAtForm(forms.Form):
+    at = forms.DateTimeField(required=False, label="At (UTC)")
+
+
 class PriceForm(forms.ModelForm):
     effective_from = forms.DateTimeField(
-        required=False, help_text="Empty: now. A future time schedules the change."
+        required=False, help_text="Empty: now. A future time schedules the change; never past."
     )
+
+    def clean_effective_from(self):
+        value = self.cleaned_data.get("effective_from")
+        return price_start_check(value) if value else None
 
 
 class PriceAdminMixin:
-    """Append-only prices: add through the service, never edit or delete."""
+    """Append-only prices: add through the service, never edit or delete. The list marks
+    each row past, current or upcoming; "Prices at a time" shows what was (or will be) in
+    force at any instant."""
 
     form = PriceForm
     list_filter = ["currency"]
     date_hierarchy = "effective_from"
+    change_list_template = "admin/catalog/price_change_list.html"
+
+    def get_queryset(self, request):
+        return price_rows_with_status(super().get_queryset(request), at=timezone.now())
+
+    @admin.display(description="status")
+    def status(self, obj):
+        return price_status(obj, at=timezone.now())
+
+    def get_urls(self):
+        info = self.model._meta.app_label, self.model._meta.model_name
+        return [
+            path(
+                "at/",
+                self.admin_site.admin_view(self.prices_at_view),
+                name=f"{info[0]}_{info[1]}_at",
+            ),
+            *super().get_urls(),
+        ]
+
+    def prices_at_view(self, request):
+        form = PricesAtForm(request.GET or None)
+        at = form.cleaned_data["at"] if form.is_valid() and form.cleaned_data["at"] else None
+        at = at or timezone.now()
+        rows = price_rows_with_status(self.model.objects.filter(effective_from__lte=at), at=at)
+        in_force = [row for row in rows.order_by("-effective_from") if not row.superseded]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{self.model._meta.verbose_name_plural} in force at {at:%Y-%m-%d %H:%M} UTC",
+            "form": form,
+            "rows": in_force,
+            "opts": self.model._meta,
+        }
+        return render(request, "admin/catalog/prices_at.html", context)
 
     def has_add_permission(self, request):
         return request.user.has_perm("catalog.change_prices")
@@ -61,7 +106,9 @@ class PriceAdminMixin:
 
 @admin.register(GpuPrice)
 class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
-    list_display = ["gpu_model", "period", "unit_price", "currency", "effective_from", "created_by"]
+    list_display = [
+        "gpu_model", "period", "unit_price", "currency", "effective_from", "status", "created_by"
+    ]  # fmt: skip
     list_filter = ["gpu_model", "period", "currency"]
     fields = ["gpu_model", "period", "unit_price", "effective_from"]
 
@@ -70,7 +117,7 @@ class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
             gpu_model=obj.gpu_model,
             period=obj.period,
             unit_price=obj.unit_price,
-            effective_from=form.cleaned_data.get("effective_from") or timezone.now(),
+            effective_from=form.cleaned_data.get("effective_from"),
             user=request.user,
         )
         obj.pk = saved.pk
@@ -78,7 +125,9 @@ class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
 
 @admin.register(OptionPrice)
 class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
-    list_display = ["option", "period", "unit_price", "currency", "effective_from", "created_by"]
+    list_display = [
+        "option", "period", "unit_price", "currency", "effective_from", "status", "created_by"
+    ]  # fmt: skip
     list_filter = ["option", "period"]
     fields = ["option", "period", "unit_price", "effective_from"]
 
@@ -87,7 +136,7 @@ class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
             option=obj.option,
             period=obj.period,
             unit_price=obj.unit_price,
-            effective_from=form.cleaned_data.get("effective_from") or timezone.now(),
+            effective_from=form.cleaned_data.get("effective_from"),
             user=request.user,
         )
         obj.pk = saved.pk

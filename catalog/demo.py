@@ -24,7 +24,6 @@ from catalog.models import (
     Region,
     RentalPeriod,
 )
-from catalog.services import gpu_price_set, option_price_set
 
 PERIODS = [
     ("day", "day", timedelta(hours=24)),
@@ -121,7 +120,8 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
                 price = (Decimal(hourly) * hours * PERIOD_DISCOUNT[period.slug]).quantize(
                     Decimal("1.00")
                 )
-                gpu_price_set(
+                # Seeded history, not a price change: in force since a month ago.
+                GpuPrice.objects.create(
                     gpu_model=models[slug], period=period, unit_price=price,
                     effective_from=now - timedelta(days=30),
                 )  # fmt: skip
@@ -137,7 +137,7 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
         for period_slug, amount in prices.items():
             period = periods.get(period_slug)
             if not OptionPrice.objects.filter(option=option, period=period).exists():
-                option_price_set(
+                OptionPrice.objects.create(
                     option=option, period=period, unit_price=Decimal(amount),
                     effective_from=now - timedelta(days=30),
                 )  # fmt: skip

@@ -60,6 +60,8 @@ class GpuModel(models.Model):
 
 # The built-in periods' names, for translation (see the `period_name` template filter).
 PERIOD_NAMES = (gettext_noop("day"), gettext_noop("week"), gettext_noop("month"))
+# The customer's fixed lengths: a day is 24 h, a week exactly 7 days, a month exactly 30.
+FIXED_PERIODS = {"day": timedelta(days=1), "week": timedelta(days=7), "month": timedelta(days=30)}
 
 
 class RentalPeriod(models.Model):
@@ -76,6 +78,14 @@ class RentalPeriod(models.Model):
             models.CheckConstraint(
                 condition=Q(duration__gte=timedelta(hours=1)),
                 name="catalog_rentalperiod_duration_at_least_an_hour",
+            ),
+            *(
+                models.CheckConstraint(
+                    condition=~Q(slug=slug) | Q(duration=length),
+                    name=f"catalog_rentalperiod_{slug}_is_{length.days}_days",
+                    violation_error_message=f"A {slug} is exactly {length.days} × 24 hours.",
+                )
+                for slug, length in FIXED_PERIODS.items()
             ),
         ]
 

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 from django.utils import timezone
 
 from catalog.models import GpuModel, GpuPrice, Option, OptionPrice, RentalPeriod
@@ -60,3 +60,41 @@ def gpu_model_list(*, filters: dict | None = None, at: datetime | None = None):
     return models.prefetch_related(
         Prefetch("prices", queryset=current_gpu_prices(at=at), to_attr="current_prices")
     )
+
+
+class PriceStatus:
+    PAST = "past"
+    CURRENT = "current"
+    UPCOMING = "upcoming"
+
+
+def price_rows_with_status(queryset, *, at: datetime):
+    """Price rows annotated `superseded` (a later row of the same subject is in force at
+    `at`); `price_status(row, at)` turns that into past, current or upcoming."""
+    subject = ["period"] + (["gpu_model"] if queryset.model is GpuPrice else ["option"])
+    later = queryset.model.objects.filter(
+        **{name: OuterRef(name) for name in subject},
+        effective_from__gt=OuterRef("effective_from"),
+        effective_from__lte=at,
+    )
+    return queryset.annotate(superseded=Exists(later))
+
+
+def price_status(row, *, at: datetime) -> str:
+    if row.effective_from > at:
+        return PriceStatus.UPCOMING
+    return PriceStatus.PAST if row.superseded else PriceStatus.CURRENT
+
+
+def gpu_price_history(*, gpu_model: GpuModel, at: datetime | None = None) -> list:
+    """Every price row of a model, newest first per period, each with its status at `at`."""
+    at = at or timezone.now()
+    rows = price_rows_with_status(
+        GpuPrice.objects.filter(gpu_model=gpu_model, period__is_active=True)
+        .select_related("period")
+        .order_by("period__duration", "-effective_from"),
+        at=at,
+    )
+    for row in rows:
+        row.status = price_status(row, at=at)
+    return list(rows)

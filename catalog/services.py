@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from catalog.models import (
     ExporterKind,
@@ -22,6 +22,25 @@ from catalog.models import (
     RentalPeriod,
 )
 from catalog.selectors import gpu_price_at, option_price_at
+from core.db import db_now
+
+
+def price_start_check(effective_from: datetime | None) -> datetime:
+    """When a new price takes effect: now (the database's clock) when not given; a time in
+    the past is refused, so history is never rewritten. The admin form asks this too."""
+    now = db_now()
+    if effective_from is None:
+        return now
+    if effective_from < now:
+        raise ValidationError(_("A price takes effect now or later, never in the past."))
+    return effective_from
+
+
+def _not_in_the_past(effective_from: datetime | None) -> datetime:
+    try:
+        return price_start_check(effective_from)
+    except ValidationError as exc:
+        raise ValidationError({"effective_from": exc.messages}) from exc
 
 
 @transaction.atomic
@@ -33,8 +52,9 @@ def gpu_price_set(
     effective_from: datetime | None = None,
     user=None,
 ) -> GpuPrice:
-    """Schedule a new price; earlier rows stay, so nothing quoted or sold is repriced."""
-    effective_from = effective_from or timezone.now()
+    """Schedule a new price, now or later; earlier rows stay, so nothing quoted or sold is
+    repriced and history is never rewritten."""
+    effective_from = _not_in_the_past(effective_from)
     old = gpu_price_at(gpu_model=gpu_model, period=period, at=effective_from)
     price = GpuPrice(
         gpu_model=gpu_model,
@@ -64,7 +84,7 @@ def option_price_set(
     effective_from: datetime | None = None,
     user=None,
 ) -> OptionPrice:
-    effective_from = effective_from or timezone.now()
+    effective_from = _not_in_the_past(effective_from)
     old = option_price_at(option=option, period=period, at=effective_from)
     price = OptionPrice(
         option=option,

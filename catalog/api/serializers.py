@@ -26,3 +26,11 @@ class RegionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Region
         fields = ["slug", "name"]
+
+
+class PriceHistorySerializer(serializers.Serializer):
+    period = serializers.CharField(source="period.slug")
+    unit_price = serializers.DecimalField(max_digits=14, decimal_places=2)
+    currency = serializers.CharField()
+    effective_from = serializers.DateTimeField()
+    status = serializers.ChoiceField(choices=["past", "current", "upcoming"])

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
 from catalog.models import GpuModel
+from catalog.selectors import gpu_price_history
 from core.db import db_now
 from core.errors import DomainError
 from rentals import selectors, services
@@ -89,7 +90,13 @@ def book_page(request, slug):
     return render(
         request,
         "catalog/book.html",
-        {"gpu_model": gpu_model, "form": form, "earliest": earliest, "nav": "catalog"},
+        {
+            "gpu_model": gpu_model,
+            "form": form,
+            "earliest": earliest,
+            "price_history": gpu_price_history(gpu_model=gpu_model),
+            "nav": "catalog",
+        },
     )
 
 

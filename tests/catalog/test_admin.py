@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
 from accounts.access import acting_as
-from catalog.models import Gpu, GpuPrice, Node, PriceChange
+from catalog.models import Gpu, GpuPrice, Node, PriceChange, RentalPeriod
 from rentals.services import quote_create
 
 pytestmark = pytest.mark.django_db
@@ -104,5 +104,8 @@ def test_a_period_in_use_keeps_its_duration(catalog, alice, admin_client):
         catalog.week.save()
     page = admin_client.get(f"/admin/catalog/rentalperiod/{catalog.week.pk}/change/")
     assert b'name="duration"' not in page.content  # read-only in the admin
-    catalog.month.duration = timedelta(days=31)
-    catalog.month.save()  # unused periods may still change
+    hour = RentalPeriod.objects.create(
+        slug="fortnight", name="fortnight", duration=timedelta(days=14)
+    )
+    hour.duration = timedelta(days=15)
+    hour.save()  # unused periods other than day, week and month may still change
