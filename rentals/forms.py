@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 from catalog.models import Option, RentalPeriod, SoftwareStack, Vendor
 from rentals import limits
+from rentals.models import AllocationState, LedgerKind
 
 
 class GpuModelFilterForm(forms.Form):
@@ -133,3 +134,30 @@ class QuoteForm(forms.Form):
                 if data.get(f"option_{o.slug}")
             ],
         }
+
+
+class LedgerFilterForm(forms.Form):
+    """The statement's range and kind, for the page and its CSV (the API has a serializer)."""
+
+    since = forms.DateField(
+        label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        label=_("To"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    kind = forms.ChoiceField(
+        label=_("Kind"), choices=[("", _("All")), *LedgerKind.choices], required=False
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            self.add_error("until", _("The end comes before the start."))
+        return data
+
+
+class AllocationFilterForm(forms.Form):
+    state = forms.ChoiceField(choices=[("", _("All")), *AllocationState.choices], required=False)
+    user = forms.CharField(label=_("Owner"), max_length=150, required=False)
+    gpu_model = forms.SlugField(label=_("GPU model"), required=False)
+    node = forms.CharField(label=_("Node"), max_length=255, required=False)

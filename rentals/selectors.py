@@ -1,7 +1,7 @@
 """Reads of rentals, each for an acting person and team (accounts.access): what they may
 see and act on, quotes, the ledger."""
 
-from datetime import datetime
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
 from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, When
@@ -20,8 +20,11 @@ from rentals.models import (
 )
 
 
-def allocation_list(*, acting: Acting, state: str | None = None) -> QuerySet[Allocation]:
-    """The team's allocations; staff see every team's (and change only their own)."""
+def allocation_list(
+    *, acting: Acting, state: str | None = None, filters: dict | None = None
+) -> QuerySet[Allocation]:
+    """The team's allocations; staff see every team's (and change only their own) and may
+    narrow them by owner, GPU model and node."""
     acting.require(Action.READ)
     qs = (
         Allocation.objects.all()
@@ -30,6 +33,13 @@ def allocation_list(*, acting: Acting, state: str | None = None) -> QuerySet[All
     )
     if state:
         qs = qs.filter(state=state)
+    filters = filters or {}
+    if filters.get("user"):
+        qs = qs.filter(user__username=filters["user"])
+    if filters.get("gpu_model"):
+        qs = qs.filter(gpu_model__slug=filters["gpu_model"])
+    if filters.get("node"):
+        qs = qs.filter(node__hostname=filters["node"])
     return qs.select_related(
         "gpu_model", "node", "node__region", "period", "user", "team"
     ).prefetch_related(
@@ -93,17 +103,25 @@ def quote_options(*, quote: Quote) -> list[tuple]:
     ]
 
 
-def ledger_entries(*, acting: Acting) -> QuerySet[LedgerEntry]:
+def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[LedgerEntry]:
+    """The team's ledger, newest first; `filters` may bound it by date (`since` and `until`,
+    both inclusive days in UTC) and kind."""
     acting.require(Action.READ_LEDGER)
-    return LedgerEntry.objects.filter(team=acting.team).select_related(
-        "allocation", "allocation__gpu_model"
-    )
+    qs = LedgerEntry.objects.filter(team=acting.team)
+    filters = filters or {}
+    if filters.get("since"):
+        qs = qs.filter(at__gte=datetime.combine(filters["since"], time.min, tzinfo=UTC))
+    if filters.get("until"):
+        end = datetime.combine(filters["until"] + timedelta(days=1), time.min, tzinfo=UTC)
+        qs = qs.filter(at__lt=end)
+    if filters.get("kind"):
+        qs = qs.filter(kind=filters["kind"])
+    return qs.select_related("allocation", "allocation__gpu_model")
 
 
-def ledger_balance(*, acting: Acting):
-    """Charges minus refunds, exact."""
-    acting.require(Action.READ_LEDGER)
-    total = LedgerEntry.objects.filter(team=acting.team).aggregate(
+def ledger_balance(*, acting: Acting, filters: dict | None = None):
+    """Charges minus refunds, exact (over the filtered entries, when filters are given)."""
+    total = ledger_entries(acting=acting, filters=filters).aggregate(
         total=Sum(
             Case(
                 When(kind=LedgerKind.REFUND, then=-F("amount")),
@@ -118,9 +136,9 @@ def ledger_balance(*, acting: Acting):
 STATEMENT_HEADER = ["date_utc", "kind", "description", "amount", "currency", "allocation"]
 
 
-def statement_rows(*, acting: Acting):
+def statement_rows(*, acting: Acting, filters: dict | None = None):
     """The statement as CSV rows: refunds negative, so a column sum is the net charged."""
-    for entry in ledger_entries(acting=acting).iterator():
+    for entry in ledger_entries(acting=acting, filters=filters).iterator():
         yield [
             entry.at.isoformat(),
             entry.kind,

@@ -9,6 +9,7 @@ from rentals.models import (
     AllocationEvent,
     AllocationState,
     LedgerEntry,
+    LedgerKind,
     Quote,
     QuoteLine,
 )
@@ -78,6 +79,20 @@ class GpuModelFilterSerializer(serializers.Serializer):
 
 class AllocationFilterSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=AllocationState.choices, required=False)
+    user = serializers.CharField(max_length=150, required=False, help_text="owner (staff)")
+    gpu_model = serializers.SlugField(required=False)
+    node = serializers.CharField(max_length=255, required=False, help_text="hostname")
+
+
+class LedgerFilterSerializer(serializers.Serializer):
+    since = serializers.DateField(required=False, help_text="first day (UTC), inclusive")
+    until = serializers.DateField(required=False, help_text="last day (UTC), inclusive")
+    kind = serializers.ChoiceField(choices=LedgerKind.choices, required=False)
+
+    def validate(self, data):
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise serializers.ValidationError({"until": _("The end comes before the start.")})
+        return data
 
 
 class TelemetryQuerySerializer(serializers.Serializer):

@@ -26,6 +26,7 @@ from rentals.api.serializers import (
     GpuModelFilterSerializer,
     GpuModelSerializer,
     LedgerEntrySerializer,
+    LedgerFilterSerializer,
     QuoteInSerializer,
     QuoteSerializer,
     TelemetryQuerySerializer,
@@ -138,7 +139,9 @@ class AllocationListApi(generics.ListAPIView):
         filters = AllocationFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
         return selectors.allocation_list(
-            acting=acting_for_request(self.request), state=filters.validated_data.get("state")
+            acting=acting_for_request(self.request),
+            state=filters.validated_data.get("state"),
+            filters=filters.validated_data,
         )
 
     @extend_schema(
@@ -264,12 +267,25 @@ class AllocationTelemetryApi(APIView):
 class LedgerListApi(generics.ListAPIView):
     serializer_class = LedgerEntrySerializer
 
-    def get_queryset(self):
-        return selectors.ledger_entries(acting=acting_for_request(self.request))
+    def _filters(self):
+        filters = LedgerFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return filters.validated_data
 
+    def get_queryset(self):
+        return selectors.ledger_entries(
+            acting=acting_for_request(self.request), filters=self._filters()
+        )
+
+    @extend_schema(parameters=[LedgerFilterSerializer])
     def list(self, request, *args, **kwargs):
         response = super().list(request, *args, **kwargs)
-        response.data["balance"] = str(selectors.ledger_balance(acting=acting_for_request(request)))
+        # `balance` is all time; `range_net` the net of the entries the filters select.
+        acting = acting_for_request(request)
+        response.data["balance"] = str(selectors.ledger_balance(acting=acting))
+        response.data["range_net"] = str(
+            selectors.ledger_balance(acting=acting, filters=self._filters())
+        )
         return response
 
 
@@ -279,10 +295,17 @@ class LedgerCsvApi(APIView):
     renderer_classes = [CSVRenderer, JSONRenderer]
 
     @extend_schema(
+        parameters=[LedgerFilterSerializer],
         responses={
             (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the statement"),
+            400: PROBLEM,
             401: PROBLEM,
-        }
+            403: PROBLEM,
+        },
     )
     def get(self, request):
-        return statement_csv_response(acting=acting_for_request(request))
+        filters = LedgerFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        return statement_csv_response(
+            acting=acting_for_request(request), filters=filters.validated_data
+        )

@@ -9,6 +9,7 @@ from datetime import datetime
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -19,28 +20,38 @@ from django.views.decorators.http import require_POST
 from accounts.access import acting_for_request
 from core.errors import DomainError
 from rentals import limits, selectors, services, usage
-from rentals.forms import ExtendForm
+from rentals.forms import AllocationFilterForm, ExtendForm
 from rentals.idempotency import idempotent
 from rentals.models import Allocation, AllocationState
 from rentals.views import key_refused
 
-LIST_LIMIT = 200
+PAGE_SIZE = 50
 
 
 @login_required
 def allocation_list_page(request):
-    state = request.GET.get("state") or None
-    if state not in (None, *AllocationState.values):
-        state = None
-    allocations = selectors.allocation_list(acting=acting_for_request(request), state=state)[
-        :LIST_LIMIT
-    ]
+    """The team's allocations by page; staff see every team's and filter by owner, GPU model
+    and node as well as state."""
+    form = AllocationFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    allocations = selectors.allocation_list(
+        acting=acting_for_request(request), state=filters.get("state") or None, filters=filters
+    )
+    page = Paginator(allocations, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    state_query = query.copy()
+    state_query.pop("state", None)
     return render(
         request,
         "rentals/allocation_list.html",
         {
-            "allocations": allocations,
-            "state": state,
+            "allocations": page.object_list,
+            "page": page,
+            "query": query.urlencode(),
+            "state_query": state_query.urlencode(),
+            "form": form,
+            "state": filters.get("state") or None,
             "states": AllocationState.choices,
             "now": timezone.now(),
             "nav": "allocations",
