@@ -95,6 +95,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.teams",
+                "rentals.context_processors.notices",
             ],
         },
     },
@@ -316,6 +317,7 @@ ANCHORGPU = {
     "ACTIVE_UTILISATION_PCT": _read("ACTIVE_UTILISATION_PCT", "float", default=5.0),
     "API_TOKEN_LIFETIME": timedelta(days=_read("API_TOKEN_DAYS", "int", default=90)),
     "API_TOKENS_MAX": _read("API_TOKENS_MAX", "int", default=20),
+    "NOTICE_STOPPED_HOURS": _read("NOTICE_STOPPED_HOURS", "float", default=24.0),
     "NOTICE_RETRY_SECONDS": _read("NOTICE_RETRY_SECONDS", "float", default=30.0),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
 }

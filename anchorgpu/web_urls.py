@@ -28,6 +28,7 @@ urlpatterns = [
         allocations.allocation_action,
         name="allocation-action",
     ),
+    path("notices/", allocations.notices_page, name="notices"),
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),
     path("usage/", usage.usage_page, name="usage"),

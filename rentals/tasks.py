@@ -16,7 +16,7 @@ def allocations_enforce_task():
 
 @shared_task
 def expiry_notices_record_task():
-    return services.expiry_notices_record()
+    return services.expiry_notices_record() + services.stopped_notices_record()
 
 
 @shared_task(bind=True, max_retries=NOTICE_RETRIES)

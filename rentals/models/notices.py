@@ -1,5 +1,6 @@
-"""Notices to customers (expiry warnings), recorded in the transaction that decides them and
-e-mailed by a task after it commits: once each, whatever fails and retries."""
+"""Notices to customers (expiry warnings, a stopped allocation still paid), recorded in the
+transaction that decides them, shown in the console and e-mailed by a task after it
+commits: once each, whatever fails and retries. Their words are rendered when read."""
 
 from django.conf import settings
 from django.db import models
@@ -12,6 +13,7 @@ from rentals.models.allocations import Allocation
 class NoticeKind(models.TextChoices):
     EXPIRY_24H = "expiry_24h", _("paid period ends within 24 hours")
     EXPIRY_1H = "expiry_1h", _("paid period ends within an hour")
+    STOPPED_WHILE_PAID = "stopped_paid", _("stopped, still paid")
 
 
 class Notice(models.Model):
@@ -27,6 +29,7 @@ class Notice(models.Model):
     claimed_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.CharField(max_length=300, blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)  # seen in the console
 
     class Meta:
         ordering = ["-created_at"]

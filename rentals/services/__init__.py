@@ -10,7 +10,12 @@ from rentals.services.allocations import (
 )
 from rentals.services.bookings import allocation_book
 from rentals.services.enforcement import allocations_enforce
-from rentals.services.notices import expiry_notices_record, notice_send, notices_unsent
+from rentals.services.notices import (
+    expiry_notices_record,
+    notice_send,
+    notices_unsent,
+    stopped_notices_record,
+)
 from rentals.services.quotes import quote_create, quotes_expired_purge
 
 __all__ = [
@@ -27,4 +32,5 @@ __all__ = [
     "notices_unsent",
     "quote_create",
     "quotes_expired_purge",
+    "stopped_notices_record",
 ]

@@ -9,15 +9,17 @@ can repeat a mail: at least once, never silently lost).
 from datetime import datetime, timedelta
 
 from celery import current_app
+from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
+from accounts.selectors import profile_for
 from core.db import db_now
-from rentals.models import Allocation, AllocationState, Notice, NoticeKind
+from rentals.models import Allocation, AllocationEvent, AllocationState, Notice, NoticeKind
 
 SEND_TASK = "rentals.tasks.notice_send_task"
 CLAIM = timedelta(minutes=5)  # longer than EMAIL_TIMEOUT: an expired claim means a dead sender
@@ -30,7 +32,11 @@ WARNINGS = (
 
 
 def expiry_notices_record(*, now: datetime | None = None) -> int:
-    """Record the 24 h and 1 h warnings that are due, once each, and queue their mails."""
+    """Record the 24 h and 1 h warnings that are due, once each, and queue their mails.
+
+    A warning is skipped (and marked done) for a rental booked closer to its end than the
+    warning's lead time: a one-day rental needs no "ends within 24 hours" right after booking.
+    """
     now = now or db_now()
     recorded = 0
     for kind, field, ahead in WARNINGS:
@@ -48,19 +54,20 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
                 )
                 if not batch:
                     break
+                due = [a for a in batch if a.paid_until - a.created_at > ahead]
                 notices = Notice.objects.bulk_create(
                     Notice(
                         user=a.user, allocation=a, kind=kind, ends_at=a.paid_until, created_at=now
                     )
-                    for a in batch
+                    for a in due
                 )
                 updates = {field: now}
                 if kind == NoticeKind.EXPIRY_1H:  # a 24 h warning is pointless after this one
                     updates["warned_24h_at"] = Coalesce(F("warned_24h_at"), now)
                 Allocation.objects.filter(pk__in=[a.pk for a in batch]).update(**updates)
-                mailed = [n.pk for n, a in zip(notices, batch, strict=True) if a.user.email]
+                mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
                 transaction.on_commit(lambda ids=mailed: _queue(ids))
-                recorded += len(batch)
+                recorded += len(due)
     return recorded
 
 
@@ -81,18 +88,11 @@ def notice_send(*, notice_id: int) -> bool:
     if not claimed:
         return False
     notice = Notice.objects.select_related("user", "allocation__gpu_model").get(pk=notice_id)
-    allocation = notice.allocation
-    at = notice.ends_at.strftime("%Y-%m-%d %H:%M")
     try:
+        with translation.override(profile_for(user=notice.user).language or None):
+            subject, body = notice_subject(notice), notice_text(notice)
         send_mail(
-            subject=_("Your AnchorGPU allocation ends at %(at)s UTC") % {"at": at},
-            message=_(
-                "Your %(count)s × %(model)s allocation's paid period ends at "
-                "%(at)s UTC. Extend it before then to keep the same GPUs."
-            )
-            % {"count": allocation.gpu_count, "model": allocation.gpu_model.name, "at": at},
-            from_email=None,
-            recipient_list=[notice.user.email],
+            subject=subject, message=body, from_email=None, recipient_list=[notice.user.email]
         )
     except Exception as exc:  # any failure of the mail server: release and let the task retry
         Notice.objects.filter(pk=notice_id).update(
@@ -101,6 +101,97 @@ def notice_send(*, notice_id: int) -> bool:
         raise
     Notice.objects.filter(pk=notice_id).update(sent_at=timezone.now(), last_error="")
     return True
+
+
+def notice_subject(notice: Notice) -> str:
+    """The notice's headline in the active language, from its facts."""
+    at = notice.ends_at.strftime("%Y-%m-%d %H:%M")
+    if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
+        return _("Your stopped AnchorGPU allocation is still being paid for")
+    return _("Your AnchorGPU allocation ends at %(at)s UTC") % {"at": at}
+
+
+def notice_text(notice: Notice) -> str:
+    """The notice's text in the active language (pages, e-mails), from its facts."""
+    allocation = notice.allocation
+    facts = {
+        "count": allocation.gpu_count,
+        "model": allocation.gpu_model.name,
+        "at": notice.ends_at.strftime("%Y-%m-%d %H:%M"),
+    }
+    if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
+        return (
+            _(
+                "Your %(count)s × %(model)s allocation is stopped, and stopping does not pause "
+                "the paid period: it is paid until %(at)s UTC. Start it to use the time, or "
+                "let it run out."
+            )
+            % facts
+        )
+    return (
+        _(
+            "Your %(count)s × %(model)s allocation's paid period ends at "
+            "%(at)s UTC. Extend it before then to keep the same GPUs."
+        )
+        % facts
+    )
+
+
+def stopped_notices_record(*, now: datetime | None = None) -> int:
+    """Tell owners once per paid period when an allocation has been stopped longer than
+    NOTICE_STOPPED_HOURS while still paid (0 turns this off)."""
+    hours = settings.ANCHORGPU["NOTICE_STOPPED_HOURS"]
+    if not hours:
+        return 0
+    now = now or db_now()
+    stopped_since = (
+        AllocationEvent.objects.filter(allocation=OuterRef("pk"), to_state=AllocationState.STOPPED)
+        .order_by("-at")
+        .values("at")[:1]
+    )
+    with transaction.atomic():
+        due = list(
+            Allocation.objects.select_for_update(skip_locked=True)
+            .filter(state=AllocationState.STOPPED, paid_until__gt=now)
+            .annotate(stopped_at=Subquery(stopped_since))
+            .filter(stopped_at__lte=now - timedelta(hours=hours))
+            .exclude(
+                Exists(
+                    Notice.objects.filter(
+                        allocation=OuterRef("pk"),
+                        kind=NoticeKind.STOPPED_WHILE_PAID,
+                        ends_at=OuterRef("paid_until"),
+                    )
+                )
+            )
+            .select_related("user")[:BATCH]
+        )
+        notices = Notice.objects.bulk_create(
+            Notice(
+                user=a.user, allocation=a, kind=NoticeKind.STOPPED_WHILE_PAID,
+                ends_at=a.paid_until, created_at=now,
+            )
+            for a in due
+        )  # fmt: skip
+        mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
+        transaction.on_commit(lambda: _queue(mailed))
+    return len(notices)
+
+
+def notices_for(*, user, limit: int = 50):
+    return (
+        Notice.objects.filter(user=user)
+        .select_related("allocation__gpu_model")
+        .order_by("-created_at")[:limit]
+    )
+
+
+def notices_unread_count(*, user) -> int:
+    return Notice.objects.filter(user=user, read_at__isnull=True).count()
+
+
+def notices_mark_read(*, user) -> int:
+    return Notice.objects.filter(user=user, read_at__isnull=True).update(read_at=db_now())
 
 
 def notices_unsent(*, now: datetime | None = None, older_than=timedelta(minutes=1)) -> list[int]:

@@ -23,6 +23,12 @@ from rentals import limits, selectors, services, usage
 from rentals.forms import AllocationFilterForm, ExtendForm
 from rentals.idempotency import idempotent
 from rentals.models import Allocation, AllocationState
+from rentals.services.notices import (
+    notice_subject,
+    notice_text,
+    notices_for,
+    notices_mark_read,
+)
 from rentals.views import key_refused
 
 PAGE_SIZE = 50
@@ -184,3 +190,13 @@ def allocation_extend_page(request, pk):
         return render(request, "rentals/allocation_detail.html", context, status=status)
     messages.success(request, _("Extended. The new end of the paid period is shown below."))
     return redirect("allocation-detail", pk=pk)
+
+
+@login_required
+def notices_page(request):
+    """The person's notices, newest first, in their language; opening the page reads them."""
+    notices = list(notices_for(user=request.user))
+    for notice in notices:
+        notice.subject, notice.text = notice_subject(notice), notice_text(notice)
+    notices_mark_read(user=request.user)
+    return render(request, "rentals/notices.html", {"notices": notices, "nav": "notices"})

@@ -1,6 +1,8 @@
 """Expiry notices are e-mailed after the transaction that records them commits, by a real
 worker: a failed send is retried, and a sent mail is never sent again."""
 
+from datetime import timedelta
+
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.core import mail
@@ -32,10 +34,11 @@ def test_a_failed_send_is_retried_and_the_mail_goes_out_once(catalog, alice, set
     settings.EMAIL_BACKEND = f"{__name__}.MailServerDownOnce"
     settings.ANCHORGPU = {**settings.ANCHORGPU, "NOTICE_RETRY_SECONDS": 0.2}
     MailServerDownOnce.refusals = 0
-    book(alice, model="l4", count=1, period="day")  # ends within 24 h: its warning is due
+    allocation = book(alice, model="l4", count=1, period="day", periods=2)
+    due = allocation.paid_until - timedelta(hours=23)  # the 24 h warning is due
 
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
-        assert expiry_notices_record() == 1  # commits, then queues the mail
+        assert expiry_notices_record(now=due) == 1  # commits, then queues the mail
         assert wait_for(lambda: Notice.objects.filter(sent_at__isnull=False).exists())
         assert notices_unsent_send_task.apply().get() == 0  # the safety net finds none owed
 
@@ -43,4 +46,4 @@ def test_a_failed_send_is_retried_and_the_mail_goes_out_once(catalog, alice, set
     assert MailServerDownOnce.refusals == 1 and notice.attempts == 2
     assert notice_send(notice_id=notice.pk) is False  # a sent notice is never sent again
     assert len(mail.outbox) == 1 and mail.outbox[0].to == ["alice@example.com"]
-    assert expiry_notices_record() == 0
+    assert expiry_notices_record(now=due) == 0

@@ -1,0 +1,76 @@
+"""Which notices are due, for whom, in which language, and how the console shows them."""
+
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from accounts.access import acting_as
+from accounts.services import account_preferences_set
+from rentals.models import Notice
+from rentals.services import (
+    allocation_stop,
+    expiry_notices_record,
+    notice_send,
+    notices_unsent,
+    stopped_notices_record,
+)
+from tests.rentals.helpers import book
+
+pytestmark = pytest.mark.django_db
+
+
+def _send_owed(now):
+    for pk in notices_unsent(now=now, older_than=timedelta(0)):
+        notice_send(notice_id=pk)
+
+
+def test_a_one_day_rental_gets_no_24_hour_warning_right_after_booking(catalog, alice):
+    allocation = book(alice, model="l4", count=1, period="day")
+    assert expiry_notices_record(now=timezone.now() + timedelta(minutes=1)) == 0
+    assert not Notice.objects.exists()
+    assert expiry_notices_record(now=allocation.paid_until - timedelta(minutes=30)) == 1
+    assert Notice.objects.get().kind == "expiry_1h"
+
+
+def test_someone_without_e_mail_still_gets_the_console_notice(catalog, alice, client):
+    alice.email = ""
+    alice.save()
+    allocation = book(alice, model="l4", count=1, period="day", periods=3)
+    at = allocation.paid_until - timedelta(hours=20)
+    assert expiry_notices_record(now=at) == 1
+    _send_owed(at)
+    assert mail.outbox == []
+    client.force_login(alice)
+    assert '<span class="badge"' in client.get("/").content.decode()
+    page = client.get("/notices/").content.decode()
+    assert "paid period ends at" in page
+    assert Notice.objects.get().read_at is not None
+    assert '<span class="badge"' not in client.get("/").content.decode()
+
+
+def test_the_mail_and_the_console_speak_the_owners_language(catalog, alice, client):
+    account_preferences_set(user=alice, language="pl")
+    allocation = book(alice, model="l4", count=1, period="day", periods=3)
+    at = allocation.paid_until - timedelta(hours=20)
+    expiry_notices_record(now=at)
+    _send_owed(at)
+    assert "kończy się" in mail.outbox[0].subject or "kończy" in mail.outbox[0].body
+    client.force_login(alice)
+    client.cookies["django_language"] = "en"
+    client.post("/i18n/setlang/", {"language": "pl", "next": "/"})
+    assert "Przedłuż" in client.get("/notices/").content.decode()
+
+
+def test_a_long_stop_while_paid_is_noticed_once(catalog, alice, settings):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "NOTICE_STOPPED_HOURS": 2}
+    allocation = book(alice, model="l4", count=1, period="day", periods=3)
+    allocation_stop(acting=acting_as(alice), allocation=allocation)
+    assert stopped_notices_record(now=timezone.now() + timedelta(hours=1)) == 0
+    assert stopped_notices_record(now=timezone.now() + timedelta(hours=3)) == 1
+    assert stopped_notices_record(now=timezone.now() + timedelta(hours=4)) == 0
+    notice = Notice.objects.get()
+    assert notice.kind == "stopped_paid"
+    _send_owed(timezone.now() + timedelta(hours=3))
+    assert "does not pause the paid period" in mail.outbox[0].body
