@@ -44,6 +44,11 @@ urlpatterns = [
     path("allocations/<uuid:pk>/cancel/", rentals.AllocationCancelApi.as_view(), name="api-cancel"),
     path("allocations/<uuid:pk>/extend/", rentals.AllocationExtendApi.as_view(), name="api-extend"),
     path(
+        "allocations/<uuid:pk>/extension-quotes/",
+        rentals.AllocationExtensionQuoteApi.as_view(),
+        name="api-extension-quotes",
+    ),
+    path(
         "allocations/<uuid:pk>/telemetry/",
         rentals.AllocationTelemetryApi.as_view(),
         name="api-telemetry",

@@ -19,6 +19,11 @@ urlpatterns = [
         name="allocation-telemetry",
     ),
     path(
+        "allocations/<uuid:pk>/extension-quote/",
+        allocations.extension_quote_page,
+        name="allocation-extension-quote",
+    ),
+    path(
         "allocations/<uuid:pk>/extend/",
         allocations.allocation_extend_page,
         name="allocation-extend",

@@ -35,11 +35,6 @@ class InvalidTransition(Conflict):
     title = _("Not possible in the allocation's current state")
 
 
-class NotOffered(DomainError):
-    code = "not_offered"
-    title = _("Not offered any more")
-
-
 class KeyMissing(DomainError):
     code = "idempotency_key_missing"
     title = _("Idempotency-Key header required")

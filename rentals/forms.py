@@ -48,6 +48,24 @@ def _period_count_field(label, **kwargs):
 
 
 class ExtendForm(forms.Form):
+    """Extend by an extension quote the customer read (`quote`), or price and charge
+    `period_count` periods now."""
+
+    quote = forms.UUIDField(required=False)
+    period_count = forms.IntegerField(min_value=1, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["period_count"] = _period_count_field(_("Extend by"), required=False)
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors and bool(data.get("quote")) == bool(data.get("period_count")):
+            raise forms.ValidationError(_("Choose how many periods to add."))
+        return data
+
+
+class ExtensionQuoteForm(forms.Form):
     period_count = forms.IntegerField(min_value=1)
 
     def __init__(self, *args, **kwargs):

@@ -133,6 +133,7 @@ class QuoteLineSerializer(serializers.ModelSerializer):
 
 class QuoteSerializer(serializers.ModelSerializer):
     team = serializers.IntegerField(source="team_id", read_only=True)
+    extends = serializers.UUIDField(source="extends_id", read_only=True, allow_null=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     period = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     lines = QuoteLineSerializer(many=True, read_only=True)
@@ -142,6 +143,8 @@ class QuoteSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "team",
+            "kind",
+            "extends",
             "gpu_model",
             "gpu_count",
             "period",
@@ -162,8 +165,20 @@ class BookingInSerializer(serializers.Serializer):
     quote = serializers.UUIDField()
 
 
-class ExtendInSerializer(serializers.Serializer):
+class ExtensionQuoteInSerializer(serializers.Serializer):
     period_count = PeriodCountField()
+
+
+class ExtendInSerializer(serializers.Serializer):
+    """An extension quote to charge (preferred), or a period count to price and charge now."""
+
+    quote = serializers.UUIDField(required=False)
+    period_count = PeriodCountField(required=False)
+
+    def validate(self, data):
+        if ("quote" in data) == ("period_count" in data):
+            raise serializers.ValidationError(_("Send either `quote` or `period_count`."))
+        return data
 
 
 class EventSerializer(serializers.ModelSerializer):

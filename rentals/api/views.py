@@ -23,6 +23,7 @@ from rentals.api.serializers import (
     BookingInSerializer,
     BookingSerializer,
     ExtendInSerializer,
+    ExtensionQuoteInSerializer,
     GpuModelFilterSerializer,
     GpuModelSerializer,
     LedgerEntrySerializer,
@@ -230,12 +231,42 @@ class AllocationExtendApi(APIView):
         allocation = _own_allocation(request, pk)
         data = ExtendInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        acting = acting_for_request(request)
+        quote = None
+        if "quote" in data.validated_data:
+            quote = selectors.quote_get(acting=acting, pk=data.validated_data["quote"])
+            if quote is None:
+                raise QuoteMissing(_("No such quote."), field="quote")
         services.allocation_extend(
+            acting=acting,
             allocation=allocation,
-            acting=acting_for_request(request),
-            period_count=data.validated_data["period_count"],
+            quote=quote,
+            period_count=data.validated_data.get("period_count"),
         )
         return Response(_fresh(request, allocation))
+
+
+class AllocationExtensionQuoteApi(APIView):
+    """The price of extending by whole periods, as a quote to read before `extend/`."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "quote"
+
+    @extend_schema(
+        request=ExtensionQuoteInSerializer,
+        responses={201: QuoteSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM,
+                   409: PROBLEM, 429: PROBLEM},
+    )  # fmt: skip
+    def post(self, request, pk):
+        allocation = _own_allocation(request, pk)
+        data = ExtensionQuoteInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        acting = acting_for_request(request)
+        quote = services.extension_quote_create(
+            acting=acting, allocation=allocation, period_count=data.validated_data["period_count"]
+        )
+        quote = selectors.quote_get(acting=acting, pk=quote.pk)
+        return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
 
 
 class AllocationTelemetryApi(APIView):

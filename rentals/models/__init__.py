@@ -9,7 +9,7 @@ from rentals.models.allocations import (
 from rentals.models.idempotency import IdempotencyKey
 from rentals.models.ledger import LedgerEntry, LedgerKind
 from rentals.models.notices import Notice, NoticeKind
-from rentals.models.quotes import Quote, QuoteLine, QuoteLineKind
+from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
 
 __all__ = [
     "LIVE_STATES",
@@ -24,6 +24,7 @@ __all__ = [
     "Notice",
     "NoticeKind",
     "Quote",
+    "QuoteKind",
     "QuoteLine",
     "QuoteLineKind",
 ]

@@ -13,8 +13,14 @@ from core.db import choices_check
 from core.money import CurrencyField, MoneyField
 
 
+class QuoteKind(models.TextChoices):
+    BOOKING = "booking", _("booking")
+    EXTENSION = "extension", _("extension")
+
+
 class Quote(models.Model):
-    """A complete, priced offer; a snapshot that no later price change alters."""
+    """A complete, priced offer; a snapshot that no later price change alters. A booking
+    quote becomes an allocation; an extension quote (`extends`) adds its periods to one."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
@@ -30,10 +36,25 @@ class Quote(models.Model):
     currency = CurrencyField()
     created_at = models.DateTimeField(auto_now_add=True)
     valid_until = models.DateTimeField()
+    kind = models.CharField(max_length=10, choices=QuoteKind.choices, default=QuoteKind.BOOKING)
+    extends = models.ForeignKey(
+        "rentals.Allocation",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="extension_quotes",
+    )
+    used_at = models.DateTimeField(null=True, blank=True)  # an extension quote, charged once
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            choices_check("kind", QuoteKind, name="rentals_quote_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(kind=QuoteKind.EXTENSION, extends__isnull=False)
+                | Q(kind=QuoteKind.BOOKING, extends__isnull=True),
+                name="rentals_quote_extension_extends_an_allocation",
+            ),
             models.CheckConstraint(
                 condition=Q(paid_from__lt=F("paid_until")), name="rentals_quote_period_not_empty"
             ),

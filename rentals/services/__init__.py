@@ -6,7 +6,7 @@ from rentals.services.allocations import (
     allocation_extend,
     allocation_start,
     allocation_stop,
-    extension_price,
+    extension_quote_create,
 )
 from rentals.services.bookings import allocation_book
 from rentals.services.enforcement import allocations_enforce
@@ -26,7 +26,7 @@ __all__ = [
     "allocation_stop",
     "allocations_enforce",
     "expiry_notices_record",
-    "extension_price",
+    "extension_quote_create",
     "gpu_activity_flags_update",
     "notice_send",
     "notices_unsent",

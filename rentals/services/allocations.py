@@ -6,6 +6,7 @@ extension moves `paid_until` (the database refuses anything else, see migration 
 
 from datetime import datetime
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -13,12 +14,10 @@ from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action, NotAllowed
 from catalog.models import OptionBilling
-from catalog.selectors import gpu_price_at, option_price_at
 from core.db import db_now, retried_transaction
 from core.errors import Conflict
-from core.money import Money
 from rentals import limits
-from rentals.errors import InvalidTransition, NotOffered
+from rentals.errors import InvalidTransition, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
     LIVE_STATES,
     Allocation,
@@ -27,9 +26,13 @@ from rentals.models import (
     EventKind,
     LedgerEntry,
     LedgerKind,
+    Quote,
+    QuoteKind,
+    QuoteLine,
 )
 from rentals.selectors import quote_options
 from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.quotes import quote_lines
 from rentals.services.spend import spend_limit_check
 
 
@@ -126,29 +129,7 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
     return allocation
 
 
-def extension_price(*, allocation: Allocation, period_count: int, at: datetime) -> Money:
-    """GPUs and per-period options of the original quote, at today's prices."""
-    price = gpu_price_at(gpu_model=allocation.gpu_model, period=allocation.period, at=at)
-    if price is None:
-        raise NotOffered(_("This model is no longer offered for this period."))
-    total = Money(price.unit_price, price.currency) * (allocation.gpu_count * period_count)
-    for option, quantity in quote_options(quote=allocation.quote):
-        if option.billing != OptionBilling.PER_PERIOD:
-            continue
-        option_price = option_price_at(option=option, period=allocation.period, at=at)
-        if option_price is not None:
-            total += Money(option_price.unit_price, option_price.currency) * (
-                quantity * period_count
-            )
-    return total
-
-
-@retried_transaction
-def allocation_extend(
-    *, acting: Acting, allocation: Allocation, period_count: int, now: datetime | None = None
-) -> Allocation:
-    """Add whole periods right after paid_until on the same GPUs, if they are free."""
-    now = now or db_now()
+def _period_count_check(period_count) -> None:
     max_count = limits.period_count_max()
     if (
         not isinstance(period_count, int)
@@ -158,29 +139,123 @@ def allocation_extend(
         raise ValidationError(
             {"period_count": _("Period count must be between 1 and %(max)s.") % {"max": max_count}}
         )
-    allocation = _locked(allocation, acting)
-    acting.require(Action.BOOK)  # an extension is a purchase
-    if allocation.state not in LIVE_STATES or allocation.paid_until <= now:
-        raise InvalidTransition(_("Only an allocation that has not ended can be extended."))
-    old_until = allocation.paid_until
-    new_until = old_until + allocation.period.duration * period_count
-    held = list(AllocationGpu.objects.filter(allocation=allocation).select_related("gpu"))
-    taken = [
+
+
+def _next_slot_taken(allocation: Allocation, until: datetime) -> list:
+    """The allocation's GPUs that someone else holds between its paid_until and `until`."""
+    held = AllocationGpu.objects.filter(allocation=allocation).select_related("gpu")
+    return [
         h.gpu
         for h in held
         if AllocationGpu.objects.filter(
-            gpu=h.gpu, released=False, starts_at__lt=new_until, ends_at__gt=old_until
+            gpu=h.gpu, released=False, starts_at__lt=until, ends_at__gt=allocation.paid_until
         )
         .exclude(allocation=allocation)
         .exists()
     ]
-    if taken:
+
+
+def _refuse_if_taken(allocation: Allocation, until: datetime) -> None:
+    if taken := _next_slot_taken(allocation, until):
         raise Conflict(
             _("GPU %(gpus)s is booked by someone else right after your paid period.")
             % {"gpus": ", ".join(f"#{g.index}" for g in taken)}
         )
-    price = extension_price(allocation=allocation, period_count=period_count, at=now)
-    spend_limit_check(team=acting.team, amount=price.amount, currency=price.currency, at=now)
+
+
+@transaction.atomic
+def extension_quote_create(
+    *, acting: Acting, allocation: Allocation, period_count: int, now: datetime | None = None
+) -> Quote:
+    """The price of adding `period_count` periods right after paid_until, on the same GPUs:
+    the GPUs and the allocation's per-period options at today's prices. A quote the customer
+    reads before the extension charges exactly its total. An option without a current price
+    is refused, never dropped."""
+    acting.require(Action.BOOK)
+    now = now or db_now()
+    _period_count_check(period_count)
+    if allocation.team_id != acting.team.pk:
+        raise NotAllowed(_("Only the team that holds an allocation can change it."))
+    if allocation.state not in LIVE_STATES or allocation.paid_until <= now:
+        raise InvalidTransition(_("Only an allocation that has not ended can be extended."))
+    paid_from = allocation.paid_until
+    paid_until = paid_from + allocation.period.duration * period_count
+    _refuse_if_taken(allocation, paid_until)
+    per_period = [
+        (option, quantity)
+        for option, quantity in quote_options(quote=allocation.quote)
+        if option.billing == OptionBilling.PER_PERIOD
+    ]
+    lines, total = quote_lines(
+        gpu_model=allocation.gpu_model,
+        gpu_count=allocation.gpu_count,
+        period=allocation.period,
+        period_count=period_count,
+        options=per_period,
+        at=now,
+    )
+    quote = Quote.objects.create(
+        team=acting.team,
+        user=acting.user,
+        kind=QuoteKind.EXTENSION,
+        extends=allocation,
+        gpu_model=allocation.gpu_model,
+        gpu_count=allocation.gpu_count,
+        period=allocation.period,
+        period_count=period_count,
+        paid_from=paid_from,
+        paid_until=paid_until,
+        starts_now=False,
+        total=total.amount,
+        currency=total.currency,
+        valid_until=now + settings.ANCHORGPU["QUOTE_VALIDITY"],
+    )
+    for position, line in enumerate(lines):
+        line.quote, line.position = quote, position
+    QuoteLine.objects.bulk_create(lines)
+    return quote
+
+
+@retried_transaction
+def allocation_extend(
+    *,
+    acting: Acting,
+    allocation: Allocation,
+    quote: Quote | None = None,
+    period_count: int | None = None,
+    now: datetime | None = None,
+) -> Allocation:
+    """Add an extension quote's periods right after paid_until on the same GPUs, if they are
+    free, and charge exactly its total. Without a quote, one is made now (what the customer
+    would have read at this moment) and charged."""
+    now = now or db_now()
+    if quote is None:
+        _period_count_check(period_count)
+    allocation = _locked(allocation, acting)
+    acting.require(Action.BOOK)  # an extension is a purchase
+    if allocation.state not in LIVE_STATES or allocation.paid_until <= now:
+        raise InvalidTransition(_("Only an allocation that has not ended can be extended."))
+    if quote is None:
+        quote = extension_quote_create(
+            acting=acting, allocation=allocation, period_count=period_count, now=now
+        )
+    quote = (
+        Quote.objects.select_for_update()
+        .filter(pk=quote.pk, kind=QuoteKind.EXTENSION, extends=allocation, team=acting.team)
+        .first()
+    )
+    if quote is None:
+        raise QuoteMissing(_("No such extension quote for this allocation."), field="quote")
+    if quote.used_at is not None:
+        raise QuoteUsed(_("This extension quote was already used; request a new one."))
+    if quote.valid_until <= now or quote.paid_from != allocation.paid_until:
+        raise QuoteExpired(
+            _("The extension quote expired or the allocation changed; request a new one."),
+            field="quote",
+        )
+    old_until, new_until = allocation.paid_until, quote.paid_until
+    _refuse_if_taken(allocation, new_until)
+    spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     try:
         with transaction.atomic():
             AllocationGpu.objects.filter(allocation=allocation).update(ends_at=new_until)
@@ -190,15 +265,16 @@ def allocation_extend(
     allocation.paid_until = new_until
     allocation.warned_24h_at = allocation.warned_1h_at = None
     allocation.save(update_fields=["paid_until", "warned_24h_at", "warned_1h_at"])
+    Quote.objects.filter(pk=quote.pk).update(used_at=now)
     LedgerEntry.objects.create(
         team=allocation.team,
         user=acting.user,
         allocation=allocation,
         kind=LedgerKind.CHARGE,
-        amount=price.amount,
-        currency=price.currency,
+        amount=quote.total,
+        currency=quote.currency,
         description=_("Extension: %(n)s × %(period)s")
-        % {"n": period_count, "period": allocation.period.name},
+        % {"n": quote.period_count, "period": allocation.period.name},
         at=now,
     )
     event_record(

@@ -23,6 +23,7 @@ from rentals.models import (
     LedgerEntry,
     LedgerKind,
     Quote,
+    QuoteKind,
 )
 from rentals.placement import place_locked
 from rentals.services.events import event_record, raise_if_lost_race
@@ -35,7 +36,11 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
     acting.require(Action.BOOK)
     now = now or db_now()
     require_verified_email(user=acting.user)
-    quote = Quote.objects.select_for_update().filter(pk=quote.pk, team=acting.team).first()
+    quote = (
+        Quote.objects.select_for_update()
+        .filter(pk=quote.pk, team=acting.team, kind=QuoteKind.BOOKING)
+        .first()
+    )
     if quote is None:
         raise QuoteMissing(_("No such quote."), field="quote")
     if Allocation.objects.filter(quote=quote).exists():

@@ -32,6 +32,62 @@ def _get_active(model, slug, field, errors, label):
     return obj
 
 
+def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
+    """The priced lines of a quote and their total, at the prices in force at `at`: the GPU
+    line, then one line per chosen option. A missing price is refused, never skipped."""
+    gpu_price = gpu_price_at(gpu_model=gpu_model, period=period, at=at)
+    if gpu_price is None:
+        raise ValidationError({"period": _("This model is not offered per %s.") % period})
+    unit = Money(gpu_price.unit_price, gpu_price.currency)
+    lines = [
+        QuoteLine(
+            kind=QuoteLineKind.GPU,
+            description=_("%(count)s × %(model)s × %(periods)s %(period)s")
+            % {
+                "count": gpu_count,
+                "model": gpu_model.name,
+                "periods": period_count,
+                "period": period.name,
+            },
+            quantity=gpu_count * period_count,
+            unit_price=unit.amount,
+            amount=(unit * (gpu_count * period_count)).amount,
+        )
+    ]
+    total = unit * (gpu_count * period_count)
+    for option, quantity in options:
+        price_period = period if option.billing == OptionBilling.PER_PERIOD else None
+        price = option_price_at(option=option, period=price_period, at=at)
+        if price is None:
+            raise ValidationError({"options": _("%s has no price for this period.") % option})
+        option_unit = Money(price.unit_price, price.currency)
+        units = quantity * (period_count if price_period else 1)
+        amount = option_unit * units
+        total = total + amount
+        lines.append(
+            QuoteLine(
+                kind=QuoteLineKind.OPTION,
+                option=option,
+                description=(
+                    _("%(option)s: %(q)s %(unit)s × %(periods)s %(period)s")
+                    if price_period
+                    else _("%(option)s: %(q)s %(unit)s, one-time")
+                )
+                % {
+                    "option": option.name,
+                    "q": quantity,
+                    "unit": option.unit,
+                    "periods": period_count,
+                    "period": period.name,
+                },
+                quantity=units,
+                unit_price=option_unit.amount,
+                amount=amount.amount,
+            )
+        )
+    return lines, total
+
+
 @transaction.atomic
 def quote_create(
     *,
@@ -100,56 +156,14 @@ def quote_create(
     paid_from = paid_from.astimezone(UTC)
     paid_until = paid_from + rental_period.duration * period_count
 
-    gpu_price = gpu_price_at(gpu_model=model, period=rental_period, at=now)
-    if gpu_price is None:
-        raise ValidationError({"period": _("This model is not offered per %s.") % rental_period})
-    unit = Money(gpu_price.unit_price, gpu_price.currency)
-    lines = [
-        QuoteLine(
-            kind=QuoteLineKind.GPU,
-            description=_("%(count)s × %(model)s × %(periods)s %(period)s")
-            % {
-                "count": gpu_count,
-                "model": model.name,
-                "periods": period_count,
-                "period": rental_period.name,
-            },
-            quantity=gpu_count * period_count,
-            unit_price=unit.amount,
-            amount=(unit * (gpu_count * period_count)).amount,
-        )
-    ]
-    total = unit * (gpu_count * period_count)
-    for option, quantity in chosen:
-        price_period = rental_period if option.billing == OptionBilling.PER_PERIOD else None
-        price = option_price_at(option=option, period=price_period, at=now)
-        if price is None:
-            raise ValidationError({"options": _("%s has no price for this period.") % option})
-        option_unit = Money(price.unit_price, price.currency)
-        units = quantity * (period_count if price_period else 1)
-        amount = option_unit * units
-        total = total + amount
-        lines.append(
-            QuoteLine(
-                kind=QuoteLineKind.OPTION,
-                option=option,
-                description=(
-                    _("%(option)s: %(q)s %(unit)s × %(periods)s %(period)s")
-                    if price_period
-                    else _("%(option)s: %(q)s %(unit)s, one-time")
-                )
-                % {
-                    "option": option.name,
-                    "q": quantity,
-                    "unit": option.unit,
-                    "periods": period_count,
-                    "period": rental_period.name,
-                },
-                quantity=units,
-                unit_price=option_unit.amount,
-                amount=amount.amount,
-            )
-        )
+    lines, total = quote_lines(
+        gpu_model=model,
+        gpu_count=gpu_count,
+        period=rental_period,
+        period_count=period_count,
+        options=chosen,
+        at=now,
+    )
 
     if not fits(gpu_model=model, gpu_count=gpu_count, starts_at=paid_from, ends_at=paid_until):
         earliest = earliest_start(

@@ -3,7 +3,6 @@
 Writes go through the same services as the API; refusals are acted on by type.
 """
 
-import uuid
 from datetime import datetime
 
 from django.contrib import messages
@@ -20,7 +19,8 @@ from django.views.decorators.http import require_POST
 from accounts.access import acting_for_request
 from core.errors import DomainError
 from rentals import limits, selectors, services, usage
-from rentals.forms import AllocationFilterForm, ExtendForm
+from rentals.errors import QuoteExpired
+from rentals.forms import AllocationFilterForm, ExtendForm, ExtensionQuoteForm
 from rentals.idempotency import idempotent
 from rentals.models import Allocation, AllocationState
 from rentals.services.notices import (
@@ -101,7 +101,6 @@ def _detail_context(request, allocation, **extra):
         "summary": usage.allocation_usage(allocation=allocation, now=now),
         "is_owner": selectors.may_act_on(acting=acting_for_request(request), allocation=allocation),
         "extend_range": range(1, limits.period_count_max() + 1),
-        "extend_key": uuid.uuid4(),
         "nav": "allocations",
         **extra,
     }
@@ -175,14 +174,23 @@ def allocation_extend_page(request, pk):
     if allocation is None:
         return redirect("allocation-detail", pk=pk)
     form = ExtendForm(request.POST)
+    acting = acting_for_request(request)
+    quote = None
     try:
         if not form.is_valid():
-            raise ValidationError(form.errors.get("period_count"))
+            raise ValidationError([m for errors in form.errors.values() for m in errors])
+        if form.cleaned_data["quote"]:
+            quote = selectors.quote_get(acting=acting, pk=form.cleaned_data["quote"])
+            if quote is None:
+                raise Http404
         services.allocation_extend(
+            acting=acting,
             allocation=allocation,
-            acting=acting_for_request(request),
+            quote=quote,
             period_count=form.cleaned_data["period_count"],
         )
+    except QuoteExpired:
+        return _extension_requote(request, allocation, quote)
     except (DomainError, ValidationError) as exc:
         detail = exc.detail if isinstance(exc, DomainError) else " ".join(exc.messages)
         status = exc.status if isinstance(exc, DomainError) else 400
@@ -190,6 +198,49 @@ def allocation_extend_page(request, pk):
         return render(request, "rentals/allocation_detail.html", context, status=status)
     messages.success(request, _("Extended. The new end of the paid period is shown below."))
     return redirect("allocation-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def extension_quote_page(request, pk):
+    """Price an extension first: the customer reads its lines and total, then confirms."""
+    allocation = _owned(request, pk)
+    if allocation is None:
+        return redirect("allocation-detail", pk=pk)
+    form = ExtensionQuoteForm(request.POST)
+    try:
+        if not form.is_valid():
+            raise ValidationError([m for errors in form.errors.values() for m in errors])
+        quote = services.extension_quote_create(
+            acting=acting_for_request(request),
+            allocation=allocation,
+            period_count=form.cleaned_data["period_count"],
+        )
+    except (DomainError, ValidationError) as exc:
+        messages.error(request, exc.detail if isinstance(exc, DomainError) else exc.messages[0])
+        return redirect("allocation-detail", pk=pk)
+    return redirect("quote", pk=quote.pk)
+
+
+def _extension_requote(request, allocation, quote):
+    """An expired extension quote: price the same periods again and show the new total."""
+    try:
+        fresh = services.extension_quote_create(
+            acting=acting_for_request(request),
+            allocation=allocation,
+            period_count=quote.period_count,
+        )
+    except (DomainError, ValidationError) as exc:
+        messages.error(request, exc.detail if isinstance(exc, DomainError) else exc.messages[0])
+        return redirect("allocation-detail", pk=allocation.pk)
+    messages.warning(
+        request,
+        _(
+            "Your quote expired, so nothing was booked. Here is a new quote: %(old)s → %(new)s %(currency)s."
+        )
+        % {"old": quote.total, "new": fresh.total, "currency": fresh.currency},
+    )
+    return redirect("quote", pk=fresh.pk)
 
 
 @login_required

@@ -101,8 +101,9 @@ def test_a_billing_member_downloads_the_teams_statement(
     )
 
     login(page, live_server, "fiona", "pw-fiona-123456")
-    page.locator("#team-select").select_option(str(team.pk))
-    page.wait_for_load_state()
+    with page.expect_navigation():  # the switcher submits itself
+        page.locator("#team-select").select_option(str(team.pk))
+    assert page.get_by_text("You now act for Acme Finance").is_visible()
     page.goto(f"{live_server.url}/statement/")
     with page.expect_download() as download:
         page.get_by_role("link", name="Download CSV").click()

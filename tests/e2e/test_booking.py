@@ -69,9 +69,17 @@ def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, pag
         assert page.locator("#paid-until").inner_text() == paid_until
 
         page.get_by_label("Extend by (days)").select_option("1")
+        page.get_by_role("button", name="See the price").click()
+        page.wait_for_url(re.compile(r"/quotes/"))
+        assert page.get_by_text("Your extension quote").is_visible()
+        total = page.locator("#quote-total").inner_text()
+        screenshot(page, "extension-quote")
         page.get_by_role("button", name="Extend").click()
-        page.wait_for_load_state()
+        page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
         assert page.locator("#paid-until").inner_text() != paid_until
+        page.goto(f"{live_server.url}/statement/")
+        assert page.get_by_text(total).first.is_visible()  # the charge is the quote's total
+        page.goto(f"{live_server.url}/allocations/{allocation.pk}/")
         assert LedgerEntry.objects.filter(allocation=allocation).count() == 2
 
         poll_nodes([allocation.node_id])
