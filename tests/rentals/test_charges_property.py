@@ -1,0 +1,123 @@
+"""Every charge is the total of a quote the customer could read first, over random sequences
+of bookings, extension quotes, extensions, price changes and cancellations (Hypothesis)."""
+
+import contextlib
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from accounts.access import acting_as
+from catalog.models import GpuModel, RentalPeriod
+from catalog.services import gpu_price_set
+from core.errors import DomainError
+from rentals.models import Allocation, AllocationState, LedgerEntry, LedgerKind, Quote
+from rentals.services import (
+    allocation_book,
+    allocation_cancel,
+    allocation_extend,
+    extension_quote_create,
+    quote_create,
+)
+from tests.catalog.factories import catalog_setup
+
+pytestmark = pytest.mark.django_db
+
+
+class ChargesMachine(RuleBasedStateMachine):
+    @initialize()
+    def setup(self):
+        self.atomic = transaction.atomic()  # rolled back after each example
+        self.atomic.__enter__()
+        catalog_setup()
+        self.acting = acting_as(get_user_model().objects.create_user("charges"))
+        self.pending_extension = {}
+
+    def teardown(self):
+        if hasattr(self, "atomic"):
+            transaction.set_rollback(True)
+            self.atomic.__exit__(None, None, None)
+
+    @rule(count=st.integers(1, 2), days=st.integers(1, 3), later=st.booleans(),
+          scratch=st.integers(0, 3))  # fmt: skip
+    def book(self, count, days, later, scratch):
+        starts_at = timezone.now() + timedelta(days=2) if later else None
+        options = [{"option": "nvme-scratch", "quantity": scratch}] if scratch else []
+        try:
+            quote = quote_create(
+                acting=self.acting, gpu_model="l4", gpu_count=count, period="day",
+                period_count=days, starts_at=starts_at, options=options,
+            )  # fmt: skip
+            allocation_book(acting=self.acting, quote=quote)
+        except DomainError:
+            pass
+        event(f"allocations: {min(Allocation.objects.count(), 3)}")
+
+    @rule(cents=st.integers(100, 10_000))
+    def change_the_price(self, cents):
+        gpu_price_set(
+            gpu_model=GpuModel.objects.get(slug="l4"), period=RentalPeriod.objects.get(slug="day"),
+            unit_price=Decimal(cents) / 100,
+        )  # fmt: skip
+
+    @precondition(lambda self: Allocation.objects.exists())
+    @rule(data=st.data(), periods=st.integers(1, 2))
+    def quote_an_extension(self, data, periods):
+        allocation = data.draw(st.sampled_from(list(Allocation.objects.order_by("pk"))))
+        try:
+            quote = extension_quote_create(
+                acting=self.acting, allocation=allocation, period_count=periods
+            )
+        except DomainError:
+            return
+        self.pending_extension[allocation.pk] = quote
+
+    @precondition(lambda self: self.pending_extension)
+    @rule(data=st.data())
+    def extend_as_quoted(self, data):
+        pk = data.draw(st.sampled_from(sorted(self.pending_extension)))
+        quote = self.pending_extension.pop(pk)
+        with contextlib.suppress(DomainError):  # the GPUs may be taken, the quote stale
+            allocation_extend(acting=self.acting, allocation=Allocation(pk=pk), quote=quote)
+        event(f"extensions charged: {Quote.objects.filter(used_at__isnull=False).count() > 0}")
+
+    @precondition(lambda self: Allocation.objects.filter(state=AllocationState.SCHEDULED).exists())
+    @rule(data=st.data())
+    def cancel(self, data):
+        scheduled = list(Allocation.objects.filter(state=AllocationState.SCHEDULED).order_by("pk"))
+        allocation_cancel(acting=self.acting, allocation=data.draw(st.sampled_from(scheduled)))
+
+    @invariant()
+    def every_charge_is_a_quote_total(self):
+        for allocation in Allocation.objects.select_related("quote"):
+            charges = LedgerEntry.objects.filter(allocation=allocation, kind=LedgerKind.CHARGE)
+            quoted = [allocation.quote.total] + list(
+                Quote.objects.filter(extends=allocation, used_at__isnull=False)
+                .order_by("used_at")
+                .values_list("total", flat=True)
+            )
+            assert sorted(charges.values_list("amount", flat=True)) == sorted(quoted)
+            refunded = LedgerEntry.objects.filter(
+                allocation=allocation, kind=LedgerKind.REFUND
+            ).aggregate(s=Sum("amount"))["s"]
+            if allocation.state == AllocationState.CANCELLED:
+                assert refunded == sum(quoted)
+            else:
+                assert refunded is None
+
+
+ChargesMachine.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=15, deadline=None,
+    suppress_health_check=list(HealthCheck), database=None,
+)  # fmt: skip
+
+
+def test_charges_equal_quotes_over_random_sequences(db):
+    ChargesMachine.TestCase("runTest").runTest()
