@@ -8,7 +8,7 @@ from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, Whe
 
 from accounts.access import Acting, Action
 from catalog.models import OptionBilling
-from core.money import DECIMAL_PLACES, MAX_DIGITS
+from core.money import DECIMAL_PLACES, MAX_DIGITS, Money
 from rentals.models import (
     Allocation,
     AllocationEvent,
@@ -119,18 +119,33 @@ def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[L
     return qs.select_related("allocation", "allocation__gpu_model")
 
 
+_SIGNED = Case(
+    When(kind=LedgerKind.REFUND, then=-F("amount")),
+    default=F("amount"),
+    output_field=DecimalField(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES),
+)
+
+
+def ledger_balances(*, acting: Acting, filters: dict | None = None) -> list[Money]:
+    """Charges minus refunds, exact, one Money per currency (amounts of different currencies
+    are never added), over the filtered entries when filters are given."""
+    rows = (
+        ledger_entries(acting=acting, filters=filters)
+        .order_by()
+        .values("currency")
+        .annotate(total=Sum(_SIGNED))
+        .order_by("currency")
+    )
+    return [Money(row["total"], row["currency"]) for row in rows]
+
+
 def ledger_balance(*, acting: Acting, filters: dict | None = None):
-    """Charges minus refunds, exact (over the filtered entries, when filters are given)."""
-    total = ledger_entries(acting=acting, filters=filters).aggregate(
-        total=Sum(
-            Case(
-                When(kind=LedgerKind.REFUND, then=-F("amount")),
-                default=F("amount"),
-                output_field=DecimalField(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES),
-            )
-        )
-    )["total"]
-    return total if total is not None else Decimal("0.00")
+    """The balance when the ledger holds one currency (the usual case), else None: there is
+    no single number for several currencies (see `ledger_balances`)."""
+    balances = ledger_balances(acting=acting, filters=filters)
+    if not balances:
+        return Decimal("0.00")
+    return balances[0].amount if len(balances) == 1 else None
 
 
 STATEMENT_HEADER = ["date_utc", "kind", "description", "amount", "currency", "allocation"]

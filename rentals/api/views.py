@@ -311,13 +311,28 @@ class LedgerListApi(generics.ListAPIView):
     @extend_schema(parameters=[LedgerFilterSerializer])
     def list(self, request, *args, **kwargs):
         response = super().list(request, *args, **kwargs)
-        # `balance` is all time; `range_net` the net of the entries the filters select.
+        # `balances` are all time, one per currency; `range_balances` the net of the entries
+        # the filters select. `balance` and `range_net` stay for one-currency ledgers (null
+        # when there are several: amounts of different currencies are never added).
         acting = acting_for_request(request)
-        response.data["balance"] = str(selectors.ledger_balance(acting=acting))
-        response.data["range_net"] = str(
-            selectors.ledger_balance(acting=acting, filters=self._filters())
+        filters = self._filters()
+        response.data["balances"] = _money_list(selectors.ledger_balances(acting=acting))
+        response.data["range_balances"] = _money_list(
+            selectors.ledger_balances(acting=acting, filters=filters)
+        )
+        response.data["balance"] = _optional(selectors.ledger_balance(acting=acting))
+        response.data["range_net"] = _optional(
+            selectors.ledger_balance(acting=acting, filters=filters)
         )
         return response
+
+
+def _money_list(balances):
+    return [{"currency": m.currency, "amount": str(m.amount)} for m in balances]
+
+
+def _optional(amount):
+    return None if amount is None else str(amount)
 
 
 class LedgerCsvApi(APIView):

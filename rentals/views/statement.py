@@ -35,6 +35,8 @@ def statement_page(request):
             "page": page,
             "entries": page.object_list,
             "query": query.urlencode(),
+            "balances": selectors.ledger_balances(acting=acting),
+            "range_balances": selectors.ledger_balances(acting=acting, filters=filters),
             "balance": selectors.ledger_balance(acting=acting),
             "range_net": selectors.ledger_balance(acting=acting, filters=filters),
             "filtered": bool(filters and any(filters.values())),

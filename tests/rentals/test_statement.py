@@ -72,3 +72,21 @@ def test_staff_filter_every_allocation_by_owner_model_and_node(catalog, alice, b
     assert [a.pk for a in by_node] == [bobs.pk]
     client.force_login(alice)
     assert [a.pk for a in client.get("/allocations/?user=bob").context["allocations"]] == []
+
+
+def test_balances_are_per_currency_and_never_added_across(catalog, alice, alice_api, client):
+    allocation = book(alice, model="l4", count=1, period="day")  # 13.20 USD
+    LedgerEntry.objects.create(
+        team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
+        amount=Decimal("5.00"), currency="EUR", description="in euros",
+        at=allocation.paid_from,
+    )  # fmt: skip
+    body = alice_api.get("/api/v1/ledger/").json()
+    assert body["balances"] == [
+        {"currency": "EUR", "amount": "5.00"},
+        {"currency": "USD", "amount": "13.20"},
+    ]
+    assert body["balance"] is None  # no single number for two currencies
+    client.force_login(alice)
+    page = client.get("/statement/").content.decode()
+    assert "5.00 EUR" in page and "13.20 USD" in page and "18.20" not in page
