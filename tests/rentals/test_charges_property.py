@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -38,6 +38,10 @@ class ChargesMachine(RuleBasedStateMachine):
         self.atomic.__enter__()
         catalog_setup()
         self.acting = acting_as(get_user_model().objects.create_user("charges"))
+        # Preconditions read this Python state, not the database, so that Hypothesis
+        # replays an example exactly.
+        self.allocations: list = []
+        self.scheduled: list = []
         self.pending_extension = {}
 
     def teardown(self):
@@ -55,10 +59,12 @@ class ChargesMachine(RuleBasedStateMachine):
                 acting=self.acting, gpu_model="l4", gpu_count=count, period="day",
                 period_count=days, starts_at=starts_at, options=options,
             )  # fmt: skip
-            allocation_book(acting=self.acting, quote=quote)
+            allocation = allocation_book(acting=self.acting, quote=quote)
         except DomainError:
-            pass
-        event(f"allocations: {min(Allocation.objects.count(), 3)}")
+            return
+        self.allocations.append(allocation.pk)
+        if later:
+            self.scheduled.append(allocation.pk)
 
     @rule(cents=st.integers(100, 10_000))
     def change_the_price(self, cents):
@@ -67,10 +73,10 @@ class ChargesMachine(RuleBasedStateMachine):
             unit_price=Decimal(cents) / 100,
         )  # fmt: skip
 
-    @precondition(lambda self: Allocation.objects.exists())
+    @precondition(lambda self: self.allocations)
     @rule(data=st.data(), periods=st.integers(1, 2))
     def quote_an_extension(self, data, periods):
-        allocation = data.draw(st.sampled_from(list(Allocation.objects.order_by("pk"))))
+        allocation = Allocation.objects.get(pk=data.draw(st.sampled_from(self.allocations)))
         try:
             quote = extension_quote_create(
                 acting=self.acting, allocation=allocation, period_count=periods
@@ -82,17 +88,18 @@ class ChargesMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.pending_extension)
     @rule(data=st.data())
     def extend_as_quoted(self, data):
-        pk = data.draw(st.sampled_from(sorted(self.pending_extension)))
+        pk = data.draw(st.sampled_from(list(self.pending_extension)))
         quote = self.pending_extension.pop(pk)
         with contextlib.suppress(DomainError):  # the GPUs may be taken, the quote stale
             allocation_extend(acting=self.acting, allocation=Allocation(pk=pk), quote=quote)
-        event(f"extensions charged: {Quote.objects.filter(used_at__isnull=False).count() > 0}")
 
-    @precondition(lambda self: Allocation.objects.filter(state=AllocationState.SCHEDULED).exists())
+    @precondition(lambda self: self.scheduled)
     @rule(data=st.data())
     def cancel(self, data):
-        scheduled = list(Allocation.objects.filter(state=AllocationState.SCHEDULED).order_by("pk"))
-        allocation_cancel(acting=self.acting, allocation=data.draw(st.sampled_from(scheduled)))
+        pk = data.draw(st.sampled_from(self.scheduled))
+        self.scheduled.remove(pk)
+        self.pending_extension.pop(pk, None)
+        allocation_cancel(acting=self.acting, allocation=Allocation(pk=pk))
 
     @invariant()
     def every_charge_is_a_quote_total(self):
