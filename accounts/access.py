@@ -73,15 +73,19 @@ class Acting:
         return bool(self.user.is_staff)
 
 
-@transaction.atomic
 def personal_team(user) -> Team:
-    """The user's own team, created on first need (users made by any path get one)."""
+    """The user's own team, created on first need (users made by any path get one). Read on
+    every signed-in request, so the common case is one query and no transaction."""
     team = Team.objects.filter(personal_for=user).first()
-    if team is None:
-        team, _created = Team.objects.get_or_create(
-            personal_for=user, defaults={"name": user.get_username()}
-        )
-        Membership.objects.get_or_create(team=team, user=user, defaults={"role": Role.OWNER})
+    return team if team is not None else _personal_team_create(user)
+
+
+@transaction.atomic
+def _personal_team_create(user) -> Team:
+    team, _created = Team.objects.get_or_create(
+        personal_for=user, defaults={"name": user.get_username()}
+    )
+    Membership.objects.get_or_create(team=team, user=user, defaults={"role": Role.OWNER})
     return team
 
 
