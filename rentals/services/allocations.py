@@ -6,7 +6,6 @@ extension moves `paid_until` (the database refuses anything else, see migration 
 
 from datetime import datetime
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -28,11 +27,10 @@ from rentals.models import (
     LedgerKind,
     Quote,
     QuoteKind,
-    QuoteLine,
 )
 from rentals.selectors import quote_options
 from rentals.services.events import event_record, raise_if_lost_race
-from rentals.services.quotes import quote_lines
+from rentals.services.quotes import quote_lines, quote_store
 from rentals.services.spend import spend_limit_check
 
 
@@ -194,26 +192,24 @@ def extension_quote_create(
         options=per_period,
         at=now,
     )
-    quote = Quote.objects.create(
-        team=acting.team,
-        user=acting.user,
-        kind=QuoteKind.EXTENSION,
-        extends=allocation,
-        gpu_model=allocation.gpu_model,
-        gpu_count=allocation.gpu_count,
-        period=allocation.period,
-        period_count=period_count,
-        paid_from=paid_from,
-        paid_until=paid_until,
-        starts_now=False,
-        total=total.amount,
-        currency=total.currency,
-        valid_until=now + settings.ANCHORGPU["QUOTE_VALIDITY"],
+    return quote_store(
+        Quote(
+            team=acting.team,
+            user=acting.user,
+            kind=QuoteKind.EXTENSION,
+            extends=allocation,
+            gpu_model=allocation.gpu_model,
+            gpu_count=allocation.gpu_count,
+            period=allocation.period,
+            period_count=period_count,
+            paid_from=paid_from,
+            paid_until=paid_until,
+            starts_now=False,
+        ),
+        lines=lines,
+        total=total,
+        now=now,
     )
-    for position, line in enumerate(lines):
-        line.quote, line.position = quote, position
-    QuoteLine.objects.bulk_create(lines)
-    return quote
 
 
 @retried_transaction

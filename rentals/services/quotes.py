@@ -32,6 +32,19 @@ def _get_active(model, slug, field, errors, label):
     return obj
 
 
+def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -> Quote:
+    """Save a quote with its lines in order, its total and its validity (booking and
+    extension quotes alike)."""
+    quote.total, quote.currency = total.amount, total.currency
+    quote.valid_until = now + settings.ANCHORGPU["QUOTE_VALIDITY"]
+    quote.full_clean()
+    quote.save()
+    for position, line in enumerate(lines):
+        line.quote, line.position = quote, position
+    QuoteLine.objects.bulk_create(lines)
+    return quote
+
+
 def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
     """The priced lines of a quote and their total, at the prices in force at `at`: the GPU
     line, then one line per chosen option. A missing price is refused, never skipped."""
@@ -107,7 +120,6 @@ def quote_create(
     """
     acting.require(Action.BOOK)
     now = now or db_now()
-    conf = settings.ANCHORGPU
     errors: dict[str, str] = {}
     model = _get_active(GpuModel, gpu_model, "gpu_model", errors, _("GPU model"))
     rental_period = _get_active(RentalPeriod, period, "period", errors, _("rental period"))
@@ -178,26 +190,22 @@ def quote_create(
             field="starts_at",
         )
 
-    quote = Quote(
-        team=acting.team,
-        user=acting.user,
-        gpu_model=model,
-        gpu_count=gpu_count,
-        period=rental_period,
-        period_count=period_count,
-        paid_from=paid_from,
-        paid_until=paid_until,
-        starts_now=starts_now,
-        total=total.amount,
-        currency=total.currency,
-        valid_until=now + conf["QUOTE_VALIDITY"],
+    quote = quote_store(
+        Quote(
+            team=acting.team,
+            user=acting.user,
+            gpu_model=model,
+            gpu_count=gpu_count,
+            period=rental_period,
+            period_count=period_count,
+            paid_from=paid_from,
+            paid_until=paid_until,
+            starts_now=starts_now,
+        ),
+        lines=lines,
+        total=total,
+        now=now,
     )
-    quote.full_clean()
-    quote.save()
-    for position, line in enumerate(lines):
-        line.quote = quote
-        line.position = position
-    QuoteLine.objects.bulk_create(lines)
     return quote
 
 
