@@ -7,7 +7,7 @@ from django import forms
 from django.conf import settings
 from django.urls import reverse
 
-from accounts.middleware import SESSION_KEY
+from accounts.middleware import preferences_remember
 from accounts.selectors import profile_for
 from accounts.signin import BadCredentials, LockedOut, sign_in
 
@@ -27,9 +27,8 @@ class AccountAdapter(DefaultAccountAdapter):
 
     def login(self, request, user):
         super().login(request, user)
-        language = profile_for(user=user).language
-        if language:
-            request.session[SESSION_KEY] = language
+        profile = profile_for(user=user)
+        preferences_remember(request, language=profile.language, time_zone=profile.time_zone)
 
     def is_safe_url(self, url):
         """Never back to the sign-in page itself: a signed-in user sent there would loop."""

@@ -25,6 +25,7 @@ from accounts.teams import (
     teams_of,
 )
 from core.errors import DomainError
+from core.money import DECIMAL_PLACES, MAX_DIGITS
 
 
 class TeamForm(forms.Form):
@@ -48,8 +49,8 @@ class RemoveForm(forms.Form):
 class SpendLimitForm(forms.Form):
     limit = forms.DecimalField(
         label=gettext_lazy("Monthly spend limit"),
-        max_digits=14,
-        decimal_places=2,
+        max_digits=MAX_DIGITS,
+        decimal_places=DECIMAL_PLACES,
         min_value=0,
         required=False,
         help_text=gettext_lazy("Empty: no limit. A calendar month, UTC."),

@@ -9,6 +9,7 @@ import secrets
 from datetime import timedelta
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import F
@@ -19,6 +20,7 @@ from django.utils.translation import gettext_lazy
 from accounts.access import Acting, Action
 from accounts.models import Invitation, Membership, Role, SpendLimitChange, Team, token_hash
 from core.errors import Conflict, DomainError
+from core.money import amount_check, default_currency
 
 logger = logging.getLogger(__name__)
 INVITATION_LIFETIME = timedelta(days=7)
@@ -138,6 +140,10 @@ def membership_remove(*, acting: Acting, membership: Membership) -> None:
 def team_spend_limit_set(*, acting: Acting, limit: Decimal | None) -> Team:
     """Set (or clear, with None) the team's monthly spend limit; the change is recorded."""
     acting.require(Action.MANAGE_TEAM)
+    try:
+        amount_check(limit, default_currency())
+    except ValidationError as exc:
+        raise ValidationError({"monthly_spend_limit": exc.messages}) from exc
     team = Team.objects.select_for_update().get(pk=acting.team.pk)
     SpendLimitChange.objects.create(
         team=team, by=acting.user, old_limit=team.monthly_spend_limit, new_limit=limit

@@ -13,7 +13,7 @@ from django.views import i18n
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
-from accounts.middleware import SESSION_KEY
+from accounts.middleware import SESSION_KEY, preferences_remember
 from accounts.models import ApiToken, Profile
 from accounts.selectors import profile_for, sign_in_history
 from accounts.services import (
@@ -96,10 +96,11 @@ def account_page(request):
                 language=form.cleaned_data["language"],
                 time_zone=form.cleaned_data["time_zone"],
             )
-            if form.cleaned_data["language"]:
-                request.session[SESSION_KEY] = form.cleaned_data["language"]
-            else:
-                request.session.pop(SESSION_KEY, None)
+            preferences_remember(
+                request,
+                language=form.cleaned_data["language"],
+                time_zone=form.cleaned_data["time_zone"],
+            )
             messages.success(request, _("Saved."))
             return redirect("account")
         status = 400

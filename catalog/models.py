@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext_noop
 
 from core.db import choices_check
-from core.money import CurrencyField, MoneyField
+from core.money import CurrencyField, MoneyField, amount_check
 
 
 class Vendor(models.TextChoices):
@@ -107,6 +107,12 @@ class PriceRow(models.Model):
     class Meta:
         abstract = True
         ordering = ["-effective_from"]
+
+    def clean(self):
+        try:
+            amount_check(self.unit_price, self.currency)
+        except ValidationError as exc:
+            raise ValidationError({"unit_price": exc.messages}) from exc
 
 
 class GpuPrice(PriceRow):

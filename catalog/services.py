@@ -23,6 +23,7 @@ from catalog.models import (
 )
 from catalog.selectors import gpu_price_at, option_price_at
 from core.db import db_now
+from core.money import Money, default_currency, quantize
 
 
 def price_start_check(effective_from: datetime | None) -> datetime:
@@ -49,6 +50,7 @@ def gpu_price_set(
     gpu_model: GpuModel,
     period: RentalPeriod,
     unit_price,
+    currency: str | None = None,
     effective_from: datetime | None = None,
     user=None,
 ) -> GpuPrice:
@@ -60,6 +62,7 @@ def gpu_price_set(
         gpu_model=gpu_model,
         period=period,
         unit_price=unit_price,
+        currency=currency or default_currency(),
         effective_from=effective_from,
         created_by=user,
     )
@@ -68,8 +71,8 @@ def gpu_price_set(
     PriceChange.objects.create(
         user=user,
         subject=f"{gpu_model.name} per GPU per {period.name}",
-        old_price=str(old.unit_price) if old else "",
-        new_price=f"{price.unit_price} {price.currency}",
+        old_price=str(quantize(old.unit_price, old.currency)) if old else "",
+        new_price=str(Money(price.unit_price, price.currency)),
         effective_from=effective_from,
     )
     return price
@@ -81,6 +84,7 @@ def option_price_set(
     option: Option,
     period: RentalPeriod | None,
     unit_price,
+    currency: str | None = None,
     effective_from: datetime | None = None,
     user=None,
 ) -> OptionPrice:
@@ -90,6 +94,7 @@ def option_price_set(
         option=option,
         period=period,
         unit_price=unit_price,
+        currency=currency or default_currency(),
         effective_from=effective_from,
         created_by=user,
     )
@@ -98,8 +103,8 @@ def option_price_set(
     PriceChange.objects.create(
         user=user,
         subject=f"{option.name} per {period.name if period else 'booking'}",
-        old_price=str(old.unit_price) if old else "",
-        new_price=f"{price.unit_price} {price.currency}",
+        old_price=str(quantize(old.unit_price, old.currency)) if old else "",
+        new_price=str(Money(price.unit_price, price.currency)),
         effective_from=effective_from,
     )
     return price

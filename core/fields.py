@@ -4,6 +4,9 @@ from datetime import UTC, datetime
 
 from django.utils.translation import gettext as _
 from rest_framework import serializers
+from rest_framework.fields import get_attribute
+
+from core.money import DECIMAL_PLACES, MAX_DIGITS, quantize
 
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
@@ -21,3 +24,21 @@ class BoundedDateTimeField(serializers.DateTimeField):
                 % {"from": EARLIEST.date().isoformat(), "to": LATEST.date().isoformat()}
             )
         return parsed
+
+
+class MoneyAmountField(serializers.DecimalField):
+    """An amount as a string with its own currency's decimals, read from `currency_source`
+    beside it: "1296.00" USD, "1296" JPY, "12.345" KWD."""
+
+    def __init__(self, currency_source="currency", **kwargs):
+        self.currency_source = currency_source.split(".")
+        kwargs.setdefault("read_only", True)
+        super().__init__(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES, **kwargs)
+
+    def get_attribute(self, instance):
+        amount = super().get_attribute(instance)
+        return amount, get_attribute(instance, self.currency_source)
+
+    def to_representation(self, value):
+        amount, currency = value
+        return None if amount is None else str(quantize(amount, currency))

@@ -1,25 +1,68 @@
 """Money: Decimal amounts with their currency, never floats.
 
 `Money` refuses to mix currencies, so a quote can never add dollars to euros by accident.
+Each currency keeps its own minor units (JPY 0, USD 2, KWD 3), read from the CLDR data that
+babel ships rather than a table of our own. Columns hold up to 4 decimal places, the most
+any ISO 4217 currency uses; an amount is always stored at its currency's precision.
 """
 
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
+from functools import lru_cache
 
+from babel.numbers import format_currency, get_currency_precision, is_currency
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
 
-MAX_DIGITS = 14
-DECIMAL_PLACES = 2
-CENT = Decimal(1).scaleb(-DECIMAL_PLACES)
+MAX_DIGITS = 18
+DECIMAL_PLACES = 4  # the column's scale; `minor_units` is each currency's own
 
 
 def default_currency():
     return settings.ANCHORGPU["CURRENCY"]
 
 
-def quantize(amount: Decimal) -> Decimal:
-    return amount.quantize(CENT, rounding=ROUND_HALF_EVEN)
+@lru_cache(maxsize=64)
+def minor_units(currency: str) -> int:
+    """Decimal places of a currency: 0 for JPY, 2 for USD, 3 for KWD."""
+    if not is_currency(currency):
+        raise ValueError(f"unknown currency {currency!r}")
+    return get_currency_precision(currency)
+
+
+def quantize(amount: Decimal, currency: str) -> Decimal:
+    """`amount` rounded half-even to the currency's minor unit."""
+    return Decimal(amount).quantize(Decimal(1).scaleb(-minor_units(currency)), ROUND_HALF_EVEN)
+
+
+def validate_currency(value: str) -> None:
+    if not isinstance(value, str) or not is_currency(value):
+        raise ValidationError(_("%(code)s is not an ISO 4217 currency code.") % {"code": value})
+
+
+def amount_check(amount: Decimal, currency: str) -> None:
+    """Refuse an amount finer than its currency's minor unit (a price of 12.5 JPY), so no
+    stored price is ever rounded silently."""
+    if amount is None or not is_currency(currency or ""):
+        return
+    places = minor_units(currency)
+    if Decimal(amount) != quantize(amount, currency):
+        raise ValidationError(
+            _("%(currency)s amounts have %(places)s decimal places; %(amount)s has more.")
+            % {"currency": currency, "places": places, "amount": amount}
+        )
+
+
+def money_text(amount, currency: str, language: str | None = None) -> str:
+    """ "1,296.00 USD" (en), "1 296,00 USD" (pl), "1,296 JPY", "12.345 KWD": grouped, with the
+    language's decimal mark and the currency's own number of decimals."""
+    locale = (language or get_language() or "en").replace("-", "_")
+    return format_currency(
+        Decimal(amount), currency, format="#,##0.## ¤¤", locale=locale, currency_digits=True
+    )
 
 
 class MoneyField(models.DecimalField):
@@ -33,11 +76,13 @@ class CurrencyField(models.CharField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("max_length", 3)
         kwargs.setdefault("default", default_currency)
+        kwargs.setdefault("validators", [validate_currency])
         super().__init__(*args, **kwargs)
 
     def deconstruct(self):
         name, path, args, kwargs = super().deconstruct()
         kwargs.pop("default", None)
+        kwargs.pop("validators", None)
         return name, path, args, kwargs
 
 
@@ -49,7 +94,7 @@ class Money:
     def __post_init__(self):
         if isinstance(self.amount, float):
             raise TypeError("Money never holds a float")
-        object.__setattr__(self, "amount", quantize(Decimal(self.amount)))
+        object.__setattr__(self, "amount", quantize(Decimal(self.amount), self.currency))
 
     def _same(self, other):
         if not isinstance(other, Money):
@@ -77,3 +122,6 @@ class Money:
 
     def __str__(self):
         return f"{self.amount} {self.currency}"
+
+    def text(self, language: str | None = None) -> str:
+        return money_text(self.amount, self.currency, language)

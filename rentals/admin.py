@@ -2,6 +2,7 @@
 go through the same services as the API (admin actions)."""
 
 from django.contrib import admin, messages
+from django.utils.translation import gettext_lazy as _
 
 from accounts.access import operator_acting
 from catalog.models import RentalPeriod
@@ -9,6 +10,7 @@ from core.admin import ReadOnlyAdmin, ReadOnlyInline
 from core.errors import DomainError
 from rentals import services
 from rentals.models import Allocation, AllocationEvent, LedgerEntry, Notice, Quote, QuoteLine
+from rentals.texts import ledger_entry_text, quote_line_text
 
 
 @admin.register(RentalPeriod)
@@ -27,6 +29,10 @@ class QuoteLineInline(ReadOnlyInline):
     model = QuoteLine
     readonly_fields = ["kind", "description", "quantity", "unit_price", "amount"]
     fields = readonly_fields
+
+    @admin.display(description=_("description"))
+    def description(self, line):
+        return quote_line_text(line)
 
 
 @admin.register(Quote)
@@ -96,8 +102,13 @@ class AllocationAdmin(ReadOnlyAdmin):
 @admin.register(LedgerEntry)
 class LedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ["at", "user", "kind", "amount", "currency", "description"]
-    list_filter = ["kind", "currency"]
+    list_filter = ["kind", "reason", "currency"]
     search_fields = ["user__username"]
+    list_select_related = ["user", "allocation__gpu_model", "allocation__period"]
+
+    @admin.display(description=_("description"))
+    def description(self, entry):
+        return ledger_entry_text(entry)
 
 
 @admin.register(Notice)

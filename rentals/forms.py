@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from catalog.models import Option, RentalPeriod, SoftwareStack, Vendor
+from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals import limits
 from rentals.models import AllocationState, LedgerKind
 
@@ -18,7 +19,9 @@ class GpuModelFilterForm(forms.Form):
     min_memory_gb = forms.IntegerField(min_value=0, max_value=100_000, required=False)
     stack = forms.ChoiceField(choices=SoftwareStack.choices, required=False)
     fp8 = forms.NullBooleanField(required=False)
-    max_price = forms.DecimalField(max_digits=14, decimal_places=2, min_value=0, required=False)
+    max_price = forms.DecimalField(
+        max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES, min_value=0, required=False
+    )
     price_period = forms.SlugField(required=False)
     ordering = forms.ChoiceField(
         choices=[

@@ -7,7 +7,6 @@ from decimal import Decimal
 from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, When
 
 from accounts.access import Acting, Action
-from catalog.models import OptionBilling
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money
 from rentals.models import (
     Allocation,
@@ -18,6 +17,7 @@ from rentals.models import (
     LedgerKind,
     Quote,
 )
+from rentals.texts import ledger_entry_text
 
 
 def allocation_list(
@@ -90,17 +90,8 @@ def quote_get(*, acting: Acting, pk) -> Quote | None:
 
 
 def quote_options(*, quote: Quote) -> list[tuple]:
-    """[(option, quantity)] as the customer chose them: option lines store quantity × periods
-    for per-period options, so divide that back out."""
-    return [
-        (
-            line.option,
-            line.quantity
-            // (quote.period_count if line.option.billing == OptionBilling.PER_PERIOD else 1),
-        )
-        for line in quote.lines.all()
-        if line.option_id
-    ]
+    """[(option, quantity)] as the customer chose them."""
+    return [(line.option, line.count) for line in quote.lines.all() if line.option_id]
 
 
 def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[LedgerEntry]:
@@ -116,7 +107,7 @@ def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[L
         qs = qs.filter(at__lt=end)
     if filters.get("kind"):
         qs = qs.filter(kind=filters["kind"])
-    return qs.select_related("allocation", "allocation__gpu_model")
+    return qs.select_related("allocation__gpu_model", "allocation__period")
 
 
 _SIGNED = Case(
@@ -157,7 +148,7 @@ def statement_rows(*, acting: Acting, filters: dict | None = None):
         yield [
             entry.at.isoformat(),
             entry.kind,
-            entry.description,
+            ledger_entry_text(entry),
             entry.signed_amount,
             entry.currency,
             entry.allocation_id,

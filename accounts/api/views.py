@@ -14,6 +14,7 @@ from accounts.models import ApiToken, Membership, Role, SignInMethod, Team
 from accounts.services import api_token_create, api_token_revoke
 from accounts.signin import sign_in
 from accounts.teams import invitation_create, teams_of
+from core.money import default_currency, quantize
 
 PROBLEM = OpenApiResponse(description="Problem details (RFC 9457)")
 
@@ -108,12 +109,15 @@ class TeamSerializer(serializers.Serializer):
     name = serializers.CharField(source="team.name")
     personal = serializers.SerializerMethodField()
     role = serializers.CharField()
-    monthly_spend_limit = serializers.DecimalField(
-        source="team.monthly_spend_limit", max_digits=14, decimal_places=2, allow_null=True
-    )
+    monthly_spend_limit = serializers.SerializerMethodField()
 
     def get_personal(self, membership) -> bool:
         return membership.team.personal_for_id is not None
+
+    def get_monthly_spend_limit(self, membership) -> str | None:
+        """In the deployment's currency (ANCHORGPU_CURRENCY), at its decimals."""
+        limit = membership.team.monthly_spend_limit
+        return None if limit is None else str(quantize(limit, default_currency()))
 
 
 class MemberSerializer(serializers.Serializer):

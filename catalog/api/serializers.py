@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from catalog.models import Option, Region, RentalPeriod
+from core.fields import MoneyAmountField
 
 
 class RentalPeriodSerializer(serializers.ModelSerializer):
@@ -30,7 +31,7 @@ class RegionSerializer(serializers.ModelSerializer):
 
 class PriceHistorySerializer(serializers.Serializer):
     period = serializers.CharField(source="period.slug")
-    unit_price = serializers.DecimalField(max_digits=14, decimal_places=2)
+    unit_price = MoneyAmountField()
     currency = serializers.CharField()
     effective_from = serializers.DateTimeField()
     status = serializers.ChoiceField(choices=["past", "current", "upcoming"])

@@ -1,19 +1,20 @@
 """Money and period names for people: grouped and with the decimal mark of the language."""
 
 from django import template
-from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext
+
+from core.money import default_currency, money_text
 
 register = template.Library()
 
 
 @register.filter
 def money(amount, currency=""):
-    """`{{ amount|money:currency }}` → "1,296.00 USD" (en) or "1 296,00 USD" (pl)."""
+    """`{{ amount|money:currency }}` → "1,296.00 USD" (en), "1 296,00 USD" (pl), "1,296 JPY";
+    the deployment's currency when none is given."""
     if amount is None or amount == "":
         return "—"
-    text = floatformat(amount, "2g")
-    return f"{text} {currency}".strip()
+    return money_text(amount, currency or default_currency())
 
 
 @register.filter

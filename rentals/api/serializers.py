@@ -2,7 +2,8 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from catalog.models import GpuModel, SoftwareStack, Vendor
-from core.fields import BoundedDateTimeField
+from core.fields import BoundedDateTimeField, MoneyAmountField
+from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals import limits
 from rentals.models import (
     Allocation,
@@ -13,6 +14,7 @@ from rentals.models import (
     Quote,
     QuoteLine,
 )
+from rentals.texts import ledger_entry_text, quote_line_text
 
 
 class PeriodCountField(serializers.IntegerField):
@@ -33,7 +35,7 @@ class PeriodCountField(serializers.IntegerField):
 
 class PriceSerializer(serializers.Serializer):
     period = serializers.CharField(source="period.slug")
-    unit_price = serializers.DecimalField(max_digits=14, decimal_places=2)
+    unit_price = MoneyAmountField()
     currency = serializers.CharField()
     effective_from = serializers.DateTimeField()
 
@@ -68,7 +70,7 @@ class GpuModelFilterSerializer(serializers.Serializer):
     stack = serializers.ChoiceField(choices=SoftwareStack.values, required=False)
     fp8 = serializers.BooleanField(required=False, allow_null=True, default=None)
     max_price = serializers.DecimalField(
-        max_digits=14, decimal_places=2, min_value=0, required=False
+        max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES, min_value=0, required=False
     )
     price_period = serializers.SlugField(required=False)
     ordering = serializers.ChoiceField(
@@ -125,10 +127,24 @@ class QuoteInSerializer(serializers.Serializer):
 
 class QuoteLineSerializer(serializers.ModelSerializer):
     option = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    description = serializers.SerializerMethodField(
+        help_text="The line in words, in the language asked for (Accept-Language or ?lang=)"
+    )
+    periods = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="empty for a one-time option"
+    )
+    unit_price = MoneyAmountField(currency_source="quote.currency")
+    amount = MoneyAmountField(currency_source="quote.currency")
 
     class Meta:
         model = QuoteLine
-        fields = ["kind", "option", "description", "quantity", "unit_price", "amount"]
+        fields = [
+            "kind", "option", "count", "periods", "description", "quantity", "unit_price",
+            "amount",
+        ]  # fmt: skip
+
+    def get_description(self, line) -> str:
+        return quote_line_text(line)
 
 
 class QuoteSerializer(serializers.ModelSerializer):
@@ -137,6 +153,7 @@ class QuoteSerializer(serializers.ModelSerializer):
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     period = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     lines = QuoteLineSerializer(many=True, read_only=True)
+    total = MoneyAmountField()
 
     class Meta:
         model = Quote
@@ -232,14 +249,24 @@ class AllocationSerializer(serializers.ModelSerializer):
 class BookingSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     allocation = AllocationSerializer()
-    amount = serializers.DecimalField(max_digits=14, decimal_places=2)
+    amount = MoneyAmountField()
     currency = serializers.CharField()
 
 
 class LedgerEntrySerializer(serializers.ModelSerializer):
     allocation = serializers.UUIDField(source="allocation_id")
     team = serializers.IntegerField(source="team_id")
+    amount = MoneyAmountField()
+    description = serializers.SerializerMethodField(
+        help_text="The row in words, in the language asked for (Accept-Language or ?lang=)"
+    )
 
     class Meta:
         model = LedgerEntry
-        fields = ["id", "team", "at", "kind", "amount", "currency", "description", "allocation"]
+        fields = [
+            "id", "team", "at", "kind", "reason", "period_count", "amount", "currency",
+            "description", "allocation",
+        ]  # fmt: skip
+
+    def get_description(self, entry) -> str:
+        return ledger_entry_text(entry)

@@ -328,7 +328,7 @@ class LedgerListApi(generics.ListAPIView):
 
 
 def _money_list(balances):
-    return [{"currency": m.currency, "amount": str(m.amount)} for m in balances]
+    return [{"currency": m.currency, "amount": str(m.amount)} for m in balances]  # Money: exact
 
 
 def _optional(amount):

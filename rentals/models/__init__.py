@@ -7,8 +7,8 @@ from rentals.models.allocations import (
     EventKind,
 )
 from rentals.models.idempotency import IdempotencyKey
-from rentals.models.ledger import LedgerEntry, LedgerKind
-from rentals.models.notices import Notice, NoticeKind
+from rentals.models.ledger import LedgerEntry, LedgerKind, LedgerReason
+from rentals.models.notices import RECEIPTS, Notice, NoticeKind
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
 
 __all__ = [
@@ -21,7 +21,9 @@ __all__ = [
     "IdempotencyKey",
     "LedgerEntry",
     "LedgerKind",
+    "LedgerReason",
     "Notice",
+    "RECEIPTS",
     "NoticeKind",
     "Quote",
     "QuoteKind",

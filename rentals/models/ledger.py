@@ -7,13 +7,19 @@ from django.utils.translation import gettext_lazy as _
 
 from accounts.models import Team
 from core.db import choices_check
-from core.money import CurrencyField, MoneyField
+from core.money import CurrencyField, MoneyField, quantize
 from rentals.models.allocations import Allocation
 
 
 class LedgerKind(models.TextChoices):
     CHARGE = "charge", _("charge")
     REFUND = "refund", _("refund")
+
+
+class LedgerReason(models.TextChoices):
+    BOOKING = "booking", _("booking")
+    EXTENSION = "extension", _("extension")
+    CANCELLATION = "cancellation", _("cancellation")
 
 
 class LedgerEntry(models.Model):
@@ -25,7 +31,9 @@ class LedgerEntry(models.Model):
     kind = models.CharField(max_length=10, choices=LedgerKind.choices)
     amount = MoneyField()
     currency = CurrencyField()
-    description = models.CharField(max_length=200)
+    # Facts, put into words in the reader's language when shown (`rentals.texts`).
+    reason = models.CharField(max_length=12, choices=LedgerReason.choices)
+    period_count = models.PositiveSmallIntegerField(null=True, blank=True)
     at = models.DateTimeField()
 
     class Meta:
@@ -41,6 +49,20 @@ class LedgerEntry(models.Model):
                 name="rentals_ledgerentry_one_refund",
             ),
             choices_check("kind", LedgerKind, name="rentals_ledgerentry_kind_valid"),
+            choices_check("reason", LedgerReason, name="rentals_ledgerentry_reason_valid"),
+            models.CheckConstraint(
+                condition=Q(
+                    kind=LedgerKind.CHARGE,
+                    reason__in=[LedgerReason.BOOKING, LedgerReason.EXTENSION],
+                    period_count__gte=1,
+                )
+                | Q(kind=LedgerKind.REFUND, reason=LedgerReason.CANCELLATION),
+                name="rentals_ledgerentry_reason_matches_kind",
+            ),
+            models.CheckConstraint(
+                condition=Q(currency__regex=r"^[A-Z]{3}$"),
+                name="rentals_ledgerentry_currency_is_a_code",
+            ),
         ]
         indexes = [models.Index(fields=["team", "-at"], name="rentals_ledger_team_at")]
 
@@ -49,4 +71,6 @@ class LedgerEntry(models.Model):
 
     @property
     def signed_amount(self):
-        return self.amount if self.kind == LedgerKind.CHARGE else -self.amount
+        """Refunds negative, at the currency's own decimals (the column keeps 4)."""
+        amount = quantize(self.amount, self.currency)
+        return amount if self.kind == LedgerKind.CHARGE else -amount

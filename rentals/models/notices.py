@@ -4,6 +4,7 @@ commits: once each, whatever fails and retries. Their words are rendered when re
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from core.db import choices_check
@@ -14,6 +15,11 @@ class NoticeKind(models.TextChoices):
     EXPIRY_24H = "expiry_24h", _("paid period ends within 24 hours")
     EXPIRY_1H = "expiry_1h", _("paid period ends within an hour")
     STOPPED_WHILE_PAID = "stopped_paid", _("stopped, still paid")
+    BOOKED = "booked", _("booking confirmed")
+    EXTENDED = "extended", _("extension confirmed")
+
+
+RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED)
 
 
 class Notice(models.Model):
@@ -30,6 +36,10 @@ class Notice(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.CharField(max_length=300, blank=True)
     read_at = models.DateTimeField(null=True, blank=True)  # seen in the console
+    # A receipt's quote: its lines are the e-mail's, in the reader's language.
+    quote = models.ForeignKey(
+        "rentals.Quote", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -38,6 +48,11 @@ class Notice(models.Model):
                 fields=["allocation", "kind", "ends_at"], name="rentals_notice_once"
             ),
             choices_check("kind", NoticeKind, name="rentals_notice_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(kind__in=RECEIPTS, quote__isnull=False)
+                | (~Q(kind__in=RECEIPTS) & Q(quote__isnull=True)),
+                name="rentals_notice_receipts_have_a_quote",
+            ),
         ]
         indexes = [
             models.Index(

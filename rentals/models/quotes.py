@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
 from accounts.models import Team
@@ -79,11 +80,17 @@ class QuoteLineKind(models.TextChoices):
 
 
 class QuoteLine(models.Model):
+    """One priced line, kept as facts (GPUs or which option, how many, for how many periods)
+    and put into words in the reader's language when shown (`rentals.texts`)."""
+
     quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="lines")
     position = models.PositiveSmallIntegerField()
     kind = models.CharField(max_length=10, choices=QuoteLineKind.choices)
     option = models.ForeignKey(Option, null=True, blank=True, on_delete=models.PROTECT)
-    description = models.CharField(max_length=200)
+    count = models.PositiveIntegerField(help_text="GPUs, or units of the option")
+    periods = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="rental periods charged; empty for a one-time option"
+    )
     quantity = models.PositiveIntegerField()
     unit_price = MoneyField()
     amount = MoneyField()
@@ -98,7 +105,16 @@ class QuoteLine(models.Model):
                 condition=Q(amount__gte=0), name="rentals_quoteline_amount_not_negative"
             ),
             choices_check("kind", QuoteLineKind, name="rentals_quoteline_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(quantity=F("count") * Coalesce(F("periods"), 1)),
+                name="rentals_quoteline_quantity_is_count_times_periods",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind=QuoteLineKind.GPU, option__isnull=True, periods__isnull=False)
+                | Q(kind=QuoteLineKind.OPTION, option__isnull=False),
+                name="rentals_quoteline_facts_match_kind",
+            ),
         ]
 
     def __str__(self):
-        return self.description
+        return f"{self.kind} × {self.quantity}"

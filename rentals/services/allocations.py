@@ -25,11 +25,14 @@ from rentals.models import (
     EventKind,
     LedgerEntry,
     LedgerKind,
+    LedgerReason,
+    NoticeKind,
     Quote,
     QuoteKind,
 )
 from rentals.selectors import quote_options
 from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.notices import receipt_record
 from rentals.services.quotes import quote_lines, quote_store
 from rentals.services.spend import spend_limit_check
 
@@ -113,7 +116,7 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
         kind=LedgerKind.REFUND,
         amount=charged,
         currency=allocation.quote.currency,
-        description=_("Refund: cancelled before the start"),
+        reason=LedgerReason.CANCELLATION,
         at=now,
     )
     event_record(
@@ -269,8 +272,8 @@ def allocation_extend(
         kind=LedgerKind.CHARGE,
         amount=quote.total,
         currency=quote.currency,
-        description=_("Extension: %(n)s × %(period)s")
-        % {"n": quote.period_count, "period": allocation.period.name},
+        reason=LedgerReason.EXTENSION,
+        period_count=quote.period_count,
         at=now,
     )
     event_record(
@@ -280,4 +283,5 @@ def allocation_extend(
         note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
         at=now,
     )
+    receipt_record(allocation=allocation, quote=quote, kind=NoticeKind.EXTENDED, at=now)
     return allocation

@@ -22,11 +22,14 @@ from rentals.models import (
     EventKind,
     LedgerEntry,
     LedgerKind,
+    LedgerReason,
+    NoticeKind,
     Quote,
     QuoteKind,
 )
 from rentals.placement import place_locked
 from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.notices import receipt_record
 from rentals.services.spend import spend_limit_check
 
 
@@ -109,8 +112,10 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
         kind=LedgerKind.CHARGE,
         amount=quote.total,
         currency=quote.currency,
-        description=_("Booking: %s") % quote.lines.order_by("position").first().description,
+        reason=LedgerReason.BOOKING,
+        period_count=quote.period_count,
         at=now,
     )
     event_record(allocation, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now)
+    receipt_record(allocation=allocation, quote=quote, kind=NoticeKind.BOOKED, at=now)
     return allocation

@@ -6,6 +6,7 @@ never sent again (a worker that dies between the send and the mark is the one ca
 can repeat a mail: at least once, never silently lost).
 """
 
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from celery import current_app
@@ -18,8 +19,19 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from accounts.selectors import profile_for
+from core.dates import when_text
 from core.db import db_now
-from rentals.models import Allocation, AllocationEvent, AllocationState, Notice, NoticeKind
+from core.money import money_text
+from rentals.models import (
+    RECEIPTS,
+    Allocation,
+    AllocationEvent,
+    AllocationState,
+    Notice,
+    NoticeKind,
+    Quote,
+)
+from rentals.texts import quote_line_text
 
 SEND_TASK = "rentals.tasks.notice_send_task"
 CLAIM = timedelta(minutes=5)  # longer than EMAIL_TIMEOUT: an expired claim means a dead sender
@@ -87,9 +99,9 @@ def notice_send(*, notice_id: int) -> bool:
     )
     if not claimed:
         return False
-    notice = Notice.objects.select_related("user", "allocation__gpu_model").get(pk=notice_id)
+    notice = _with_facts(Notice.objects).get(pk=notice_id)
     try:
-        with translation.override(profile_for(user=notice.user).language or None):
+        with reader_preferences(notice.user):
             subject, body = notice_subject(notice), notice_text(notice)
         send_mail(
             subject=subject, message=body, from_email=None, recipient_list=[notice.user.email]
@@ -103,27 +115,53 @@ def notice_send(*, notice_id: int) -> bool:
     return True
 
 
+@contextmanager
+def reader_preferences(user):
+    """Words and times in the reader's own language and time zone (e-mails: no request)."""
+    profile = profile_for(user=user)
+    with translation.override(profile.language or None), timezone.override(profile.time_zone):
+        yield
+
+
+def receipt_record(*, allocation: Allocation, quote: Quote, kind: str, at: datetime) -> Notice:
+    """A receipt for a charge, to the allocation's owner: recorded in the charge's own
+    transaction, mailed once it commits, shown in the console either way."""
+    notice = Notice.objects.create(
+        user=allocation.user, allocation=allocation, kind=kind, quote=quote,
+        ends_at=allocation.paid_until, created_at=at,
+    )  # fmt: skip
+    if allocation.user.email:
+        transaction.on_commit(lambda: _queue([notice.pk]))
+    return notice
+
+
 def notice_subject(notice: Notice) -> str:
     """The notice's headline in the active language, from its facts."""
-    at = notice.ends_at.strftime("%Y-%m-%d %H:%M")
+    facts = {"count": notice.allocation.gpu_count, "model": notice.allocation.gpu_model.name}
+    if notice.kind == NoticeKind.BOOKED:
+        return _("AnchorGPU booking confirmed: %(count)s × %(model)s") % facts
+    if notice.kind == NoticeKind.EXTENDED:
+        return _("AnchorGPU extension confirmed: %(count)s × %(model)s") % facts
     if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
         return _("Your stopped AnchorGPU allocation is still being paid for")
-    return _("Your AnchorGPU allocation ends at %(at)s UTC") % {"at": at}
+    return _("Your AnchorGPU allocation ends at %(at)s") % {"at": when_text(notice.ends_at)}
 
 
 def notice_text(notice: Notice) -> str:
     """The notice's text in the active language (pages, e-mails), from its facts."""
+    if notice.kind in RECEIPTS:
+        return _receipt_text(notice)
     allocation = notice.allocation
     facts = {
         "count": allocation.gpu_count,
         "model": allocation.gpu_model.name,
-        "at": notice.ends_at.strftime("%Y-%m-%d %H:%M"),
+        "at": when_text(notice.ends_at),
     }
     if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
         return (
             _(
                 "Your %(count)s × %(model)s allocation is stopped, and stopping does not pause "
-                "the paid period: it is paid until %(at)s UTC. Start it to use the time, or "
+                "the paid period: it is paid until %(at)s. Start it to use the time, or "
                 "let it run out."
             )
             % facts
@@ -131,10 +169,30 @@ def notice_text(notice: Notice) -> str:
     return (
         _(
             "Your %(count)s × %(model)s allocation's paid period ends at "
-            "%(at)s UTC. Extend it before then to keep the same GPUs."
+            "%(at)s. Extend it before then to keep the same GPUs."
         )
         % facts
     )
+
+
+def _receipt_text(notice: Notice) -> str:
+    """What was charged, line by line as the customer's quote showed it, and the total."""
+    quote = notice.quote
+    if notice.kind == NoticeKind.BOOKED:
+        head = _("Your booking is confirmed, paid from %(from)s to %(until)s.") % {
+            "from": when_text(quote.paid_from),
+            "until": when_text(quote.paid_until),
+        }
+    else:
+        head = _("Your extension is confirmed: the allocation is now paid until %(until)s.") % {
+            "until": when_text(quote.paid_until)
+        }
+    lines = [
+        f"{quote_line_text(line)}: {money_text(line.amount, quote.currency)}"
+        for line in quote.lines.all()
+    ]
+    total = _("Charged: %(total)s") % {"total": money_text(quote.total, quote.currency)}
+    return "\n".join([head, *lines, total])
 
 
 def stopped_notices_record(*, now: datetime | None = None) -> int:
@@ -178,12 +236,14 @@ def stopped_notices_record(*, now: datetime | None = None) -> int:
     return len(notices)
 
 
+def _with_facts(notices):
+    return notices.select_related(
+        "user", "allocation__gpu_model", "quote__gpu_model", "quote__period"
+    ).prefetch_related("quote__lines__option")
+
+
 def notices_for(*, user, limit: int = 50):
-    return (
-        Notice.objects.filter(user=user)
-        .select_related("allocation__gpu_model")
-        .order_by("-created_at")[:limit]
-    )
+    return _with_facts(Notice.objects.filter(user=user)).order_by("-created_at")[:limit]
 
 
 def notices_unread_count(*, user) -> int:

@@ -55,13 +55,8 @@ def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
     lines = [
         QuoteLine(
             kind=QuoteLineKind.GPU,
-            description=_("%(count)s × %(model)s × %(periods)s %(period)s")
-            % {
-                "count": gpu_count,
-                "model": gpu_model.name,
-                "periods": period_count,
-                "period": period.name,
-            },
+            count=gpu_count,
+            periods=period_count,
             quantity=gpu_count * period_count,
             unit_price=unit.amount,
             amount=(unit * (gpu_count * period_count)).amount,
@@ -73,6 +68,16 @@ def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
         price = option_price_at(option=option, period=price_period, at=at)
         if price is None:
             raise ValidationError({"options": _("%s has no price for this period.") % option})
+        if price.currency != unit.currency:
+            raise ValidationError(
+                {
+                    "options": _(
+                        "%(option)s is priced in %(theirs)s and the GPUs in %(ours)s; "
+                        "a quote has one currency."
+                    )
+                    % {"option": option, "theirs": price.currency, "ours": unit.currency}
+                }
+            )
         option_unit = Money(price.unit_price, price.currency)
         units = quantity * (period_count if price_period else 1)
         amount = option_unit * units
@@ -81,18 +86,8 @@ def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
             QuoteLine(
                 kind=QuoteLineKind.OPTION,
                 option=option,
-                description=(
-                    _("%(option)s: %(q)s %(unit)s × %(periods)s %(period)s")
-                    if price_period
-                    else _("%(option)s: %(q)s %(unit)s, one-time")
-                )
-                % {
-                    "option": option.name,
-                    "q": quantity,
-                    "unit": option.unit,
-                    "periods": period_count,
-                    "period": period.name,
-                },
+                count=quantity,
+                periods=period_count if price_period else None,
                 quantity=units,
                 unit_price=option_unit.amount,
                 amount=amount.amount,

@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy
 
 from accounts.models import Team
 from core.errors import Conflict
-from core.money import DECIMAL_PLACES, MAX_DIGITS
+from core.money import DECIMAL_PLACES, MAX_DIGITS, money_text, quantize
 from rentals.models import LedgerEntry, LedgerKind
 
 
@@ -53,19 +53,18 @@ def spend_limit_check(*, team: Team, amount: Decimal, currency: str, at: datetim
     if spent + amount > locked.monthly_spend_limit:
         raise SpendLimitReached(
             _(
-                "This charge of %(amount)s %(currency)s would pass %(team)s's monthly limit of "
-                "%(limit)s %(currency)s: %(spent)s %(currency)s is spent this month."
+                "This charge of %(amount)s would pass %(team)s's monthly limit of "
+                "%(limit)s: %(spent)s is spent this month."
             )
             % {
-                "amount": amount,
-                "currency": currency,
+                "amount": money_text(amount, currency),
                 "team": locked.name,
-                "limit": locked.monthly_spend_limit,
-                "spent": spent,
+                "limit": money_text(locked.monthly_spend_limit, currency),
+                "spent": money_text(spent, currency),
             },
             extra={
-                "limit": str(locked.monthly_spend_limit),
-                "month_spend": str(spent),
+                "limit": str(quantize(locked.monthly_spend_limit, currency)),
+                "month_spend": str(quantize(spent, currency)),
                 "currency": currency,
             },
         )

@@ -2,7 +2,9 @@
 
 from django.contrib import messages
 from django.shortcuts import redirect
+from django.utils.translation import gettext as _
 
+from core.money import money_text
 from rentals.errors import KeyInFlight
 
 
@@ -19,3 +21,16 @@ def key_refused(*, back: str, in_flight: str, in_flight_to: str | None = None):
         return redirect(back, pk=pk)
 
     return refused
+
+
+def requoted(request, *, expired, fresh):
+    """Say that an expired quote booked nothing and show its old and new totals."""
+    messages.warning(
+        request,
+        _("Your quote expired, so nothing was booked. Here is a new quote: %(old)s → %(new)s.")
+        % {
+            "old": money_text(expired.total, expired.currency),
+            "new": money_text(fresh.total, fresh.currency),
+        },
+    )
+    return redirect("quote", pk=fresh.pk)

@@ -29,7 +29,7 @@ from rentals.services.notices import (
     notices_for,
     notices_mark_read,
 )
-from rentals.views import key_refused
+from rentals.views import key_refused, requoted
 
 PAGE_SIZE = 50
 
@@ -233,14 +233,7 @@ def _extension_requote(request, allocation, quote):
     except (DomainError, ValidationError) as exc:
         messages.error(request, exc.detail if isinstance(exc, DomainError) else exc.messages[0])
         return redirect("allocation-detail", pk=allocation.pk)
-    messages.warning(
-        request,
-        _(
-            "Your quote expired, so nothing was booked. Here is a new quote: %(old)s → %(new)s %(currency)s."
-        )
-        % {"old": quote.total, "new": fresh.total, "currency": fresh.currency},
-    )
-    return redirect("quote", pk=fresh.pk)
+    return requoted(request, expired=quote, fresh=fresh)
 
 
 @login_required

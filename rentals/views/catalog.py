@@ -26,7 +26,7 @@ from rentals.availability import gpu_model_offers
 from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
 from rentals.forms import GpuModelFilterForm, QuoteForm
 from rentals.idempotency import idempotent
-from rentals.views import key_refused
+from rentals.views import key_refused, requoted
 
 SPEC_TERMS = {"vram": "vram", "cuda": "cuda", "rocm": "rocm", "fp8": "quantization"}
 
@@ -163,14 +163,7 @@ def _requote(request, quote):
     except (ValidationError, DomainError) as exc:
         messages.error(request, getattr(exc, "detail", None) or " ".join(exc.messages))
         return redirect(_requote_url(quote))
-    messages.warning(
-        request,
-        _(
-            "Your quote expired, so nothing was booked. Here is a new quote: %(old)s → %(new)s %(currency)s."
-        )
-        % {"old": quote.total, "new": fresh.total, "currency": fresh.currency},
-    )
-    return redirect("quote", pk=fresh.pk)
+    return requoted(request, expired=quote, fresh=fresh)
 
 
 def _requote_url(quote):

@@ -243,7 +243,9 @@ def test_expiry_warnings_are_sent_once_each(catalog, alice):
     at_50m = allocation.paid_until - timedelta(minutes=50)
     assert expiry_warnings_send(now=at_50m) == 1
     assert expiry_warnings_send(now=at_50m) == 0
-    assert len(mail.outbox) == 2 and mail.outbox[0].to == ["alice@example.com"]
+    # the booking's receipt, then the two warnings
+    assert len(mail.outbox) == 3 and {m.to[0] for m in mail.outbox} == {"alice@example.com"}
+    assert "booking confirmed" in mail.outbox[0].subject
 
 
 def test_events_record_who_did_what(catalog, alice):

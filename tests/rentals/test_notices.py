@@ -39,11 +39,14 @@ def test_a_failed_send_is_retried_and_the_mail_goes_out_once(catalog, alice, set
 
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
         assert expiry_notices_record(now=due) == 1  # commits, then queues the mail
-        assert wait_for(lambda: Notice.objects.filter(sent_at__isnull=False).exists())
+        # the booking's receipt (queued when the booking committed) and the warning
+        assert wait_for(lambda: Notice.objects.filter(sent_at__isnull=False).count() == 2)
         assert notices_unsent_send_task.apply().get() == 0  # the safety net finds none owed
 
-    notice = Notice.objects.get()
-    assert MailServerDownOnce.refusals == 1 and notice.attempts == 2
-    assert notice_send(notice_id=notice.pk) is False  # a sent notice is never sent again
-    assert len(mail.outbox) == 1 and mail.outbox[0].to == ["alice@example.com"]
+    warning, receipt = Notice.objects.get(kind="expiry_24h"), Notice.objects.get(kind="booked")
+    assert MailServerDownOnce.refusals == 1 and warning.attempts + receipt.attempts == 3
+    assert notice_send(notice_id=warning.pk) is False  # a sent notice is never sent again
+    assert notice_send(notice_id=receipt.pk) is False
+    assert len(mail.outbox) == 2 and {m.to[0] for m in mail.outbox} == {"alice@example.com"}
+    assert len({m.subject for m in mail.outbox}) == 2
     assert expiry_notices_record(now=due) == 0

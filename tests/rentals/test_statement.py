@@ -20,7 +20,7 @@ def long_ledger(catalog, alice):
     LedgerEntry.objects.bulk_create(
         LedgerEntry(
             team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
-            amount=Decimal("1.00"), currency="USD", description=f"row {n}",
+            amount=Decimal("1.00"), currency="USD", reason="booking", period_count=1,
             at=start + timedelta(days=n),
         )
         for n in range(74)
@@ -78,7 +78,7 @@ def test_balances_are_per_currency_and_never_added_across(catalog, alice, alice_
     allocation = book(alice, model="l4", count=1, period="day")  # 13.20 USD
     LedgerEntry.objects.create(
         team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
-        amount=Decimal("5.00"), currency="EUR", description="in euros",
+        amount=Decimal("5.00"), currency="EUR", reason="booking", period_count=1,
         at=allocation.paid_from,
     )  # fmt: skip
     body = alice_api.get("/api/v1/ledger/").json()
