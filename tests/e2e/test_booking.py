@@ -2,9 +2,12 @@
 
 import re
 import time
+from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 
+from accounts.services import account_preferences_set
 from rentals.models import Allocation, LedgerEntry
 from rentals.simulation import simulated_fleet
 from telemetry.models import GpuSample
@@ -79,6 +82,8 @@ def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, pag
         assert page.locator("#paid-until").inner_text() != paid_until
         page.goto(f"{live_server.url}/statement/")
         assert page.get_by_text(total).first.is_visible()  # the charge is the quote's total
+        assert page.get_by_text("Extension: 2 × L4 for 1 day").is_visible()
+        screenshot(page, "statement-after-extension")
         page.goto(f"{live_server.url}/allocations/{allocation.pk}/")
         assert LedgerEntry.objects.filter(allocation=allocation).count() == 2
 
@@ -95,6 +100,40 @@ def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, pag
         assert axe_serious(page) == []
     finally:
         simulator.stop()
+
+
+def test_a_polish_customer_pages_the_statement_and_reads_notices(catalog, alice, page, live_server):
+    from tests.rentals.helpers import book
+
+    account_preferences_set(user=alice, language="pl", time_zone="Europe/Warsaw")
+    for _ in range(3):
+        book(alice, model="h100", count=1, period="week")
+    allocation = Allocation.objects.first()
+    LedgerEntry.objects.bulk_create(
+        LedgerEntry(
+            team=allocation.team, user=alice, allocation=allocation, kind="charge",
+            amount=Decimal("1.00"), currency="USD", reason="extension", period_count=1,
+            at=allocation.paid_from - timedelta(minutes=n),
+        )
+        for n in range(60)
+    )  # fmt: skip
+    login(page, live_server, "alice", "pw-alice-123456")
+    page.goto(f"{live_server.url}/statement/")
+    assert page.get_by_role("heading", name="Wyciąg").is_visible()
+    assert page.get_by_text("Rezerwacja: 1 × H100 SXM na 1 tydzień").first.is_visible()
+    page.get_by_role("link", name="Starsze →").click()
+    page.wait_for_url(re.compile(r"page=2"))
+    assert page.get_by_text("Przedłużenie: 1 × H100 SXM na 1 tydzień").first.is_visible()
+    assert page.locator("time[title$='UTC']").first.is_visible()
+    screenshot(page, "statement-paged-pl")
+    assert axe_serious(page) == []
+
+    page.goto(f"{live_server.url}/notices/")
+    assert page.get_by_text("Rezerwacja potwierdzona").first.is_visible()
+    assert page.get_by_text("Pobrano:").first.is_visible()
+    screenshot(page, "notices-pl")
+    assert page.errors == []
+    assert axe_serious(page) == []
 
 
 def test_double_clicked_book_makes_one_booking(catalog, alice, page, live_server):
