@@ -10,6 +10,7 @@ from accounts.api.views import (
 )
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
+from rentals.api import usage
 from rentals.api import views as rentals
 from telemetry.api import views as telemetry
 
@@ -34,6 +35,12 @@ urlpatterns = [
     path("options/", catalog.OptionListApi.as_view(), name="api-options"),
     path("regions/", catalog.RegionListApi.as_view(), name="api-regions"),
     path("nodes/", telemetry.NodeListApi.as_view(), name="api-nodes"),
+    path("flags/", telemetry.FlagListApi.as_view(), name="api-flags"),
+    path(
+        "flags/<int:pk>/acknowledge/",
+        telemetry.FlagAcknowledgeApi.as_view(),
+        name="api-flag-acknowledge",
+    ),
     path("quotes/", rentals.QuoteCreateApi.as_view(), name="api-quotes"),
     path("quotes/<uuid:pk>/", rentals.QuoteDetailApi.as_view(), name="api-quote"),
     path("bookings/", rentals.BookingCreateApi.as_view(), name="api-bookings"),
@@ -53,6 +60,13 @@ urlpatterns = [
         rentals.AllocationTelemetryApi.as_view(),
         name="api-telemetry",
     ),
+    path("allocations/<uuid:pk>/usage/", usage.AllocationUsageApi.as_view(), name="api-usage"),
+    path("usage/fleet/", usage.FleetUsageApi.as_view(), name="api-usage-fleet"),
+    path("usage/models/", usage.ModelUsageApi.as_view(), name="api-usage-models"),
+    path("usage/regions/", usage.RegionUsageApi.as_view(), name="api-usage-regions"),
+    path("usage/revenue/", usage.RevenueApi.as_view(), name="api-usage-revenue"),
+    path("usage/booked-ahead/", usage.BookedAheadApi.as_view(), name="api-usage-booked-ahead"),
+    path("usage/idle/", usage.IdleApi.as_view(), name="api-usage-idle"),
     path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
     path("ledger/csv/", rentals.LedgerCsvApi.as_view(), name="api-ledger-csv"),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),

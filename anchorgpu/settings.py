@@ -314,6 +314,10 @@ ANCHORGPU = {
         days=_read("TELEMETRY_ROLLUP_RETENTION_DAYS", "int", default=400)
     ),
     "HOT_TEMPERATURE_C": _read("HOT_TEMPERATURE_C", "float", default=85.0),
+    "XID_QUIET_MINUTES": _read("XID_QUIET_MINUTES", "int", default=60),
+    "SIMULATOR_STORY": _read("SIMULATOR_STORY", "bool", default=True),
+    # A bearer secret for Prometheus at /metrics (staff API tokens work too); empty: none.
+    "METRICS_TOKEN": _read("METRICS_TOKEN", "str", default=""),
     "ACTIVE_UTILISATION_PCT": _read("ACTIVE_UTILISATION_PCT", "float", default=5.0),
     "API_TOKEN_LIFETIME": timedelta(days=_read("API_TOKEN_DAYS", "int", default=90)),
     "API_TOKENS_MAX": _read("API_TOKENS_MAX", "int", default=20),

@@ -4,6 +4,7 @@ from accounts import team_views as teams
 from accounts import views as accounts
 from glossary import views as glossary
 from rentals.views import allocations, catalog, statement, usage
+from telemetry import views as flags
 
 urlpatterns = [
     path("", catalog.catalog_page, name="home"),
@@ -37,6 +38,8 @@ urlpatterns = [
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),
     path("usage/", usage.usage_page, name="usage"),
+    path("flags/", flags.flags_page, name="flags"),
+    path("flags/<int:pk>/acknowledge/", flags.flag_acknowledge_page, name="flag-acknowledge"),
     path("glossary/", glossary.glossary_page, name="glossary"),
     path("glossary/<slug:slug>/", glossary.term_page, name="glossary-term"),
     path("account/tokens/", accounts.tokens_page, name="tokens"),

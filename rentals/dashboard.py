@@ -9,13 +9,15 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Avg, Count, F, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from catalog.models import Gpu, GpuModel, Node, NodeHealth, NodeState
+from core.money import quantize
 from rentals.models import Allocation, AllocationGpu, AllocationState, LedgerEntry, LedgerKind
 from rentals.usage import stopped_spans
-from telemetry.models import Flag, GpuRollup, GpuSample
+from telemetry.models import GpuRollup, GpuSample
+from telemetry.selectors import flag_list, fleet_sizes, gpu_totals_by_gpu, rolled_until
 
 _ALLOCATED_PER_STEP = """
 SELECT h, count(ag.id)
@@ -42,113 +44,78 @@ GROUP BY m.slug, d ORDER BY m.slug, d
 """
 
 
-def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
-    """Everything on the staff dashboard. Up to a week it reads hourly rollups; longer
-    ranges read daily ones, so 90 days costs about what 4 days of hours do."""
-    now = now or timezone.now()
-    start = now - timedelta(days=days)
-    bucket = GpuRollup.Bucket.HOUR if days <= 7 else GpuRollup.Bucket.DAY
+def step_for(days: float) -> timedelta:
+    """Hours up to a week, days beyond: 90 days costs about what 4 days of hours do."""
+    return timedelta(hours=1) if days <= 7 else timedelta(days=1)
+
+
+def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[dict]:
+    """Per step: the fleet's size as recorded then (None where nothing was recorded),
+    GPUs allocated, and GPUs busy (average utilisation over the threshold). Steps the
+    rollups have not closed yet, the current one included, are read live."""
+    bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    active_gpus = Gpu.objects.filter(node__state=NodeState.ACTIVE)
-    total = active_gpus.count()
-    allocated_now = AllocationGpu.objects.filter(
-        released=False, starts_at__lte=now, ends_at__gt=now
-    ).count()
-    busy_now = (
-        GpuSample.objects.filter(at__gte=now - timedelta(minutes=2), utilization__gt=threshold)
-        .values("gpu_id")
-        .distinct()
-        .count()
-    )
     with connection.cursor() as cursor:
         cursor.execute(
             _ALLOCATED_PER_STEP,
-            {"unit": bucket, "step": f"1 {bucket}", "start": start, "end": now},
+            {"unit": bucket, "step": f"1 {bucket}", "start": start, "end": end},
         )
         allocated = {h: n for h, n in cursor.fetchall()}
+    busy = dict(
+        GpuRollup.objects.filter(
+            bucket=bucket, at__gte=min(allocated, default=start), at__lt=end,
+            utilization_avg__gt=threshold,
+        )
+        .values_list("at")
+        .annotate(n=Count("gpu_id"))
+        .values_list("at", "n")
+    )  # fmt: skip
+    rolled = rolled_until(bucket, step) or start
+    for h in allocated:
+        if h + step > rolled:
+            per_gpu = gpu_totals_by_gpu(start=max(h, start), end=min(h + step, end))
+            busy[h] = sum(1 for t in per_gpu.values() if (t.util_avg or 0) > threshold)
+    sizes = fleet_sizes(start=min(allocated, default=start), end=end, step=step)
+    return [
+        {"t": h.isoformat(), "total": sizes.get(h), "allocated": n, "busy": busy.get(h, 0)}
+        for h, n in allocated.items()
+    ]
+
+
+def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
+    """Charges per currency and rental period, and refunds per currency: amounts of two
+    currencies are never added."""
+    rows = list(
+        LedgerEntry.objects.filter(at__gte=start, at__lt=end, kind=LedgerKind.CHARGE)
+        .values("currency", period_name=F("allocation__period__name"))
+        .annotate(amount=Sum("amount"), bookings=Count("id"))
+        .order_by("currency", "period_name")
+    )
+    refunds = dict(
+        LedgerEntry.objects.filter(at__gte=start, at__lt=end, kind=LedgerKind.REFUND)
+        .values_list("currency")
+        .annotate(s=Sum("amount"))
+        .values_list("currency", "s")
+    )
+    for row in rows:
+        row["amount"] = quantize(row["amount"], row["currency"])
+    return rows, {c: quantize(a, c) for c, a in refunds.items()}
+
+
+def booked_ahead(*, now: datetime) -> list[dict]:
+    """GPU-days booked per model for the next 30 days, against each model's capacity."""
+    with connection.cursor() as cursor:
         cursor.execute(_BOOKED_AHEAD, {"now": now})
         heat = defaultdict(list)
         for slug, day, gpu_days in cursor.fetchall():
             heat[slug].append((day, round(float(gpu_days), 1)))
-    busy = dict(
-        GpuRollup.objects.filter(bucket=bucket, at__gte=start, utilization_avg__gt=threshold)
-        .values_list("at")
-        .annotate(n=Count("gpu_id"))
-        .values_list("at", "n")
-    )
-    over_time = [
-        {"t": h.isoformat(), "total": total, "allocated": n, "busy": busy.get(h, 0)}
-        for h, n in allocated.items()
-    ]
-    rollups = GpuRollup.objects.filter(bucket=bucket, at__gte=start)
-    hours_per_row = 1 if bucket == GpuRollup.Bucket.HOUR else 24
-    by_model = list(
-        rollups.values(name=F("gpu__node__gpu_model__name"))
-        .annotate(util=Avg("utilization_avg"), hours=Count("id") * hours_per_row)
-        .order_by("name")
-    )
-    by_region = list(
-        rollups.values(name=F("gpu__node__region__name"))
-        .annotate(util=Avg("utilization_avg"), hours=Count("id") * hours_per_row)
-        .order_by("name")
-    )
-    live = Allocation.objects.filter(
-        Q(state__in=[AllocationState.RUNNING, AllocationState.STOPPED]) | Q(paid_until__gte=start),
-        paid_from__lte=now,
-    ).prefetch_related("events")
-    stopped_gpu_hours = 0.0
-    for allocation in live:
-        for a, b in stopped_spans(allocation=allocation, now=now):
-            overlap = (min(b, now) - max(a, start)).total_seconds()
-            if overlap > 0:
-                stopped_gpu_hours += overlap / 3600 * allocation.gpu_count
-    idle_since = now - timedelta(hours=2)
-    busy_recent = GpuSample.objects.filter(at__gte=idle_since, utilization__gt=threshold).values(
-        "gpu_id"
-    )
-    idle_allocations = (
-        Allocation.objects.filter(state=AllocationState.RUNNING, paid_from__lte=idle_since)
-        .exclude(held__gpu_id__in=busy_recent)
-        .select_related("user", "gpu_model", "node")
-        .order_by("paid_until")[:50]
-    )
-    revenue = list(
-        LedgerEntry.objects.filter(at__gte=start, kind=LedgerKind.CHARGE)
-        .values("currency", period_name=F("allocation__period__name"))
-        .annotate(amount=Sum("amount"), bookings=Count("id"))
-        .order_by("period_name")
-    )
-    refunds = LedgerEntry.objects.filter(at__gte=start, kind=LedgerKind.REFUND).aggregate(
-        s=Sum("amount")
-    )["s"]
-    health = dict(
-        Node.objects.exclude(state=NodeState.RETIRED)
-        .values_list("health")
-        .annotate(n=Count("id"))
-        .values_list("health", "n")
-    )
-    troubled = (
-        Node.objects.exclude(state=NodeState.RETIRED)
-        .exclude(health=NodeHealth.HEALTHY)
-        .select_related("region", "gpu_model")
-        .order_by("hostname")[:100]
-    )
-    flags = Flag.objects.filter(closed_at__isnull=True).select_related("gpu", "gpu__node")[:200]
-    expiring = (
-        Allocation.objects.filter(
-            state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
-            paid_until__lte=now + timedelta(hours=48),
-        )
-        .select_related("user", "gpu_model", "node")
-        .order_by("paid_until")[:100]
-    )
-    models = list(GpuModel.objects.filter(is_active=True).order_by("name"))
     capacity = dict(
-        active_gpus.values_list("node__gpu_model__slug")
+        Gpu.objects.filter(node__state=NodeState.ACTIVE)
+        .values_list("node__gpu_model__slug")
         .annotate(n=Count("id"))
         .values_list("node__gpu_model__slug", "n")
     )
-    heatmap = [
+    return [
         {
             "model": m,
             "capacity": capacity.get(m.slug, 0),
@@ -161,28 +128,121 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
                 for d, v in heat.get(m.slug, [])
             ],
         }
-        for m in models
+        for m in GpuModel.objects.filter(is_active=True).order_by("name")
     ]
+
+
+def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50):
+    """Running allocations whose GPUs have not been busy for `hours`."""
+    since = now - timedelta(hours=hours)
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    busy_recent = GpuSample.objects.filter(at__gte=since, utilization__gt=threshold).values(
+        "gpu_id"
+    )
+    return (
+        Allocation.objects.filter(state=AllocationState.RUNNING, paid_from__lte=since)
+        .exclude(held__gpu_id__in=busy_recent)
+        .select_related("user", "gpu_model", "node")
+        .order_by("paid_until")[:limit]
+    )
+
+
+def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
+    """Everything on the staff dashboard, every figure including the live part."""
+    now = now or timezone.now()
+    start = now - timedelta(days=days)
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    total = Gpu.objects.filter(node__state=NodeState.ACTIVE).count()
+    allocated_now = AllocationGpu.objects.filter(
+        released=False, starts_at__lte=now, ends_at__gt=now
+    ).count()
+    busy_now = (
+        GpuSample.objects.filter(at__gte=now - timedelta(minutes=2), utilization__gt=threshold)
+        .values("gpu_id")
+        .distinct()
+        .count()
+    )
+    by_model, by_region = use_by_model_and_region(start=start, end=now)
+    live = Allocation.objects.filter(
+        Q(state__in=[AllocationState.RUNNING, AllocationState.STOPPED]) | Q(paid_until__gte=start),
+        paid_from__lte=now,
+    ).prefetch_related("events")
+    stopped_gpu_hours = 0.0
+    for allocation in live:
+        for a, b in stopped_spans(allocation=allocation, now=now):
+            overlap = (min(b, now) - max(a, start)).total_seconds()
+            if overlap > 0:
+                stopped_gpu_hours += overlap / 3600 * allocation.gpu_count
+    charges, refunds = revenue(start=start, end=now)
+    health = dict(
+        Node.objects.exclude(state=NodeState.RETIRED)
+        .values_list("health")
+        .annotate(n=Count("id"))
+        .values_list("health", "n")
+    )
+    troubled = (
+        Node.objects.exclude(state=NodeState.RETIRED)
+        .exclude(health=NodeHealth.HEALTHY)
+        .select_related("region", "gpu_model")
+        .order_by("hostname")[:100]
+    )
+    flags = flag_list(state="open")[:200]
+    expiring = (
+        Allocation.objects.filter(
+            state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
+            paid_until__lte=now + timedelta(hours=48),
+        )
+        .select_related("user", "gpu_model", "node")
+        .order_by("paid_until")[:100]
+    )
+    heatmap = booked_ahead(now=now)
     return {
         "now": now,
         "start": start,
         "total": total,
         "allocated_now": allocated_now,
         "busy_now": busy_now,
-        "over_time": over_time,
+        "over_time": fleet_over_time(start=start, end=now, step=step_for(days)),
         "by_model": by_model,
         "by_region": by_region,
         "stopped_gpu_hours": round(stopped_gpu_hours, 1),
-        "idle_allocations": idle_allocations,
-        "revenue": revenue,
+        "idle_allocations": idle_allocations(now=now),
+        "revenue": charges,
         "refunds": refunds,
         "health": health,
         "troubled": troubled,
         "flags": flags,
         "expiring": expiring,
         "heatmap": heatmap,
-        "heat_days": [d for d, _ in heat.get(models[0].slug, [])] if models else [],
+        "heat_days": [d["day"] for d in heatmap[0]["days"]] if heatmap else [],
     }
+
+
+def use_by_model_and_region(*, start, end):
+    """Average utilisation and GPU-hours seen per model and per region, the live part
+    included."""
+    per_gpu = gpu_totals_by_gpu(start=start, end=end)
+    names = {
+        pk: (model, region)
+        for pk, model, region in Gpu.objects.filter(pk__in=list(per_gpu)).values_list(
+            "pk", "node__gpu_model__name", "node__region__name"
+        )
+    }
+    groups = ({}, {})
+    for gpu_id, totals in per_gpu.items():
+        for group, name in zip(groups, names.get(gpu_id, ("?", "?")), strict=True):
+            row = group.setdefault(name, {"name": name, "u": 0.0, "n": 0, "s": 0.0})
+            row["u"] += totals.util_sum
+            row["n"] += totals.util_samples
+            row["s"] += totals.covered_s
+    return [
+        [
+            {"name": r["name"], "util": r["u"] / r["n"] if r["n"] else None,
+             "hours": round(r["s"] / 3600, 1)}
+            for r in sorted(group.values(), key=lambda r: r["name"])
+        ]
+        for group in groups
+    ]  # fmt: skip
 
 
 def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
@@ -206,8 +266,9 @@ def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
                   [(n.hostname, n.region.name, n.gpu_model.name, n.health, n.health_detail,
                     n.last_good_poll_at.isoformat() if n.last_good_poll_at else "")
                    for n in context["troubled"]]),
-        "flags": (["node", "gpu", "kind", "detail", "opened"],
-                  [(f.gpu.node.hostname, f.gpu.index, f.kind, f.detail, f.opened_at.isoformat())
+        "flags": (["node", "gpu", "kind", "severity", "detail", "opened", "last_seen"],
+                  [(f.node.hostname, f.gpu.index if f.gpu_id else "", f.kind, f.severity, f.detail,
+                    f.opened_at.isoformat(), f.last_seen_at.isoformat())
                    for f in context["flags"]]),
         "booked_ahead": (["model", "day", "gpu_days"],
                          [(row["model"].slug, d["day"], d["gpu_days"]) for row in context["heatmap"]

@@ -1,13 +1,21 @@
 """Demo rentals on top of the demo catalog (catalog/demo.py)."""
 
-from datetime import timedelta
+import math
+import random
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.access import acting_as
-from rentals.models import Allocation
-from rentals.services import allocation_book, quote_create
+from catalog.models import Gpu, NodeState
+from core.errors import DomainError
+from rentals.models import Allocation, Notice
+from rentals.services import allocation_book, allocations_enforce, quote_create
+from telemetry.models import FleetSize, GpuRollup
 
 
 def seed_rentals() -> None:
@@ -27,3 +35,121 @@ def seed_rentals() -> None:
         starts_at=now + timedelta(days=2),
     )  # fmt: skip
     allocation_book(acting=acting_as(alice), quote=scheduled)
+
+
+# (days ago it started, hours of the day it started, user, model, GPUs, period, periods,
+#  how busy its GPUs were: 0 idle … 1 flat out)
+HISTORY = [
+    (29, 9, "alice", "h100-sxm", 8, "week", 1, 0.85), (28, 14, "bob", "a100-80gb", 4, "day", 3, 0.6),
+    (27, 8, "bob", "l4", 2, "day", 2, 0.4), (26, 10, "alice", "h200", 8, "day", 2, 0.9),
+    (24, 16, "bob", "mi300x", 8, "week", 1, 0.7), (23, 9, "alice", "l40s", 2, "day", 1, 0.05),
+    (21, 11, "bob", "h100-sxm", 4, "week", 1, 0.75), (20, 13, "alice", "a100-80gb", 8, "day", 4, 0.8),
+    (18, 8, "alice", "h200", 4, "week", 1, 0.65), (17, 15, "bob", "l4", 4, "day", 2, 0.3),
+    (15, 9, "bob", "h200", 8, "day", 3, 0.95), (14, 10, "alice", "mi300x", 4, "day", 2, 0.5),
+    (12, 12, "alice", "h100-sxm", 8, "day", 5, 0.88), (11, 9, "bob", "a100-80gb", 8, "week", 1, 0.7),
+    (9, 14, "bob", "l40s", 4, "day", 2, 0.02), (8, 8, "alice", "h200", 8, "day", 3, 0.9),
+    (6, 10, "bob", "mi300x", 8, "day", 4, 0.6), (5, 9, "alice", "l4", 2, "day", 2, 0.45),
+    (4, 13, "bob", "h100-sxm", 8, "week", 1, 0.8), (3, 9, "alice", "a100-80gb", 4, "week", 1, 0.03),
+    (2, 11, "bob", "h200", 4, "week", 1, 0.7),
+]  # fmt: skip
+
+
+def seed_history(*, days: int = 30, now=None) -> bool:
+    """A believable past for a new demo: bookings over the last 30 days (their charges,
+    receipts, the ended ones expired), hourly and daily telemetry rollups that follow what
+    was rented (busy by day, quieter at night, idle when free) and the fleet's size per
+    hour. Runs once, on a database with no history yet; demo mode only."""
+    now = now or timezone.now()
+    if GpuRollup.objects.exists() or FleetSize.objects.exists():
+        return False
+    User = get_user_model()
+    users = {u.username: u for u in User.objects.filter(username__in=["alice", "bob"])}
+    hour = timedelta(hours=1)
+    this_hour = now.replace(minute=0, second=0, microsecond=0)
+    start = this_hour - timedelta(days=days)
+    busy_of: dict[tuple[int, datetime], float] = {}
+    booked = []
+    for ago, at_hour, username, model, count, period, periods, busy in HISTORY:
+        booked_at = (this_hour - timedelta(days=ago)).replace(hour=at_hour)
+        acting = acting_as(users[username])
+        try:
+            quote = quote_create(
+                acting=acting, gpu_model=model, gpu_count=count, period=period,
+                period_count=periods, now=booked_at,
+            )  # fmt: skip
+            allocation = allocation_book(acting=acting, quote=quote, now=booked_at)
+        except (DomainError, ValidationError):
+            continue  # that model was full then: history does not need every row
+        booked.append(allocation)
+        for held in allocation.held.all():
+            h = allocation.paid_from
+            while h < min(allocation.paid_until, this_hour):
+                busy_of[(held.gpu_id, h)] = busy
+                h += hour
+    # The ended ones expire when they ended, as the beat would have done; their receipts
+    # were read and mailed back then.
+    for ended in sorted({a.paid_until for a in booked if a.paid_until <= now}):
+        allocations_enforce(now=ended)
+    Notice.objects.filter(allocation__in=booked).update(
+        read_at=F("created_at"), sent_at=F("created_at")
+    )
+    _rollups_backfill(start=start, end=this_hour, busy_of=busy_of)
+    FleetSize.objects.bulk_create(
+        FleetSize(at=start + i * hour, gpus=Gpu.objects.filter(node__state=NodeState.ACTIVE).count(),
+                  reporting=0)
+        for i in range(days * 24)
+    )  # fmt: skip
+    return True
+
+
+def _rollups_backfill(*, start, end, busy_of) -> None:
+    """Hour and day rollups for every GPU from `start` to `end`, as the rollup job would
+    have written them from 15-second samples."""
+    rng = random.Random(20261130)
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    gpus = list(Gpu.objects.select_related("node__gpu_model"))
+    hours, days = [], {}
+    h = start
+    while h < end:
+        for gpu in gpus:
+            share = busy_of.get((gpu.pk, h))
+            if share is None:
+                util = rng.uniform(0, 2)
+                memory = 0.0
+            else:
+                daytime = 0.75 + 0.25 * math.sin((h.hour - 6) / 24 * math.tau)
+                util = max(0.0, min(100.0, share * 100 * daytime + rng.uniform(-6, 6)))
+                memory = gpu.node.gpu_model.memory_reported_mib * min(0.95, 0.3 + share * 0.6)
+            power = 60 + util * 5.5
+            row = GpuRollup(
+                gpu=gpu, bucket=GpuRollup.Bucket.HOUR, at=h, samples=240,
+                utilization_avg=util, utilization_max=min(100.0, util * 1.15 + 2),
+                memory_used_max_mib=memory, memory_total_mib=gpu.node.gpu_model.memory_reported_mib,
+                power_avg_w=power, temperature_max_c=32 + util * 0.45, energy_j=power * 3600,
+                covered_s=3600.0, busy_s=3600.0 if util > threshold else 0.0,
+            )  # fmt: skip
+            hours.append(row)
+            day = days.setdefault((gpu.pk, h.replace(hour=0)), [])
+            day.append(row)
+        h += timedelta(hours=1)
+    GpuRollup.objects.bulk_create(hours, batch_size=5000)
+    complete = end.replace(hour=0)
+    GpuRollup.objects.bulk_create(
+        (
+            GpuRollup(
+                gpu_id=gpu_id, bucket=GpuRollup.Bucket.DAY, at=day,
+                samples=sum(r.samples for r in rows),
+                utilization_avg=sum(r.utilization_avg for r in rows) / len(rows),
+                utilization_max=max(r.utilization_max for r in rows),
+                memory_used_max_mib=max(r.memory_used_max_mib for r in rows),
+                memory_total_mib=rows[0].memory_total_mib,
+                power_avg_w=sum(r.power_avg_w for r in rows) / len(rows),
+                temperature_max_c=max(r.temperature_max_c for r in rows),
+                energy_j=sum(r.energy_j for r in rows),
+                covered_s=sum(r.covered_s for r in rows), busy_s=sum(r.busy_s for r in rows),
+            )
+            for (gpu_id, day), rows in days.items()
+            if day < complete and len(rows) == 24
+        ),
+        batch_size=5000,
+    )  # fmt: skip

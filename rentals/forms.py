@@ -1,6 +1,6 @@
 """Page forms of the rentals layer. Bounds come from rentals.limits, as in the API."""
 
-from datetime import UTC
+from datetime import UTC, timedelta
 
 from django import forms
 from django.core.validators import MaxValueValidator
@@ -182,3 +182,44 @@ class AllocationFilterForm(forms.Form):
     user = forms.CharField(label=_("Owner"), max_length=150, required=False)
     gpu_model = forms.SlugField(label=_("GPU model"), required=False)
     node = forms.CharField(label=_("Node"), max_length=255, required=False)
+
+
+class ChartRangeForm(forms.Form):
+    """What the allocation's charts cover: the last hour or day, the whole rental so far,
+    or a custom range (in the reader's time zone)."""
+
+    RANGES = [
+        ("hour", _("Last hour")),
+        ("day", _("Last day")),
+        ("rental", _("Whole rental")),
+        ("custom", _("Custom")),
+    ]
+    range = forms.ChoiceField(label=_("Range"), choices=RANGES, required=False)
+    start = forms.DateTimeField(
+        label=_("From"),
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    end = forms.DateTimeField(
+        label=_("To"), required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("range") == "custom":
+            if not data.get("start") or not data.get("end"):
+                raise forms.ValidationError(_("A custom range needs a start and an end."))
+            if data["start"] >= data["end"]:
+                raise forms.ValidationError(_("The start must be before the end."))
+        return data
+
+    def window(self, *, allocation, now) -> tuple:
+        """(start, end) for the charts; the default is the last hour."""
+        data = self.cleaned_data if self.is_valid() else {}
+        choice = data.get("range") or "hour"
+        end = min(now, allocation.paid_until)
+        if choice == "custom":
+            return data["start"], data["end"]
+        if choice == "rental":
+            return allocation.paid_from, end
+        return end - (timedelta(days=1) if choice == "day" else timedelta(hours=1)), end

@@ -6,12 +6,11 @@ These join the allocation (rentals) with what its GPUs did (telemetry).
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Avg, Count, Max, Sum
 from django.utils import timezone
 
 from rentals.models import Allocation, AllocationState
-from telemetry.models import GpuRollup, GpuSample
-from telemetry.selectors import gpu_series
+from telemetry.models import GpuSample
+from telemetry.selectors import gpu_series, gpu_totals
 
 
 def _active_threshold():
@@ -37,34 +36,18 @@ def time_left(*, allocation: Allocation, now: datetime) -> timedelta:
 
 
 def allocation_usage(*, allocation: Allocation, now: datetime) -> dict:
-    """Paid hours so far and left, running vs stopped hours, and what the GPUs did."""
+    """The whole paid window so far: paid, running and stopped hours, and what the GPUs did
+    (busy GPU-hours, average and peak utilisation, peak memory, energy), from rollups where
+    raw samples are gone and raw samples for the newest part. `covered_hours` says how much
+    of the window telemetry saw: figures over less than the whole are partial."""
     start = allocation.paid_from
     end = min(now, allocation.paid_until)
     elapsed = max(timedelta(0), end - start)
     stopped = sum(((b - a) for a, b in stopped_spans(allocation=allocation, now=now)), timedelta(0))
     gpu_ids = [held.gpu_id for held in allocation.held.all()]
-    stats = {}
-    busy_hours = 0.0
+    totals = gpu_totals(start=start, end=end, gpu_ids=gpu_ids) if gpu_ids and elapsed else None
     idle_hours = None
-    if gpu_ids and elapsed:
-        stats = GpuSample.objects.filter(gpu_id__in=gpu_ids, at__gte=start, at__lt=end).aggregate(
-            util_avg=Avg("utilization"),
-            util_max=Max("utilization"),
-            mem_max=Max("memory_used_mib"),
-            samples=Count("id"),
-        )
-        minutes = GpuRollup.objects.filter(
-            gpu_id__in=gpu_ids,
-            bucket=GpuRollup.Bucket.MINUTE,
-            at__gte=start,
-            at__lt=end,
-            utilization_avg__gt=_active_threshold(),
-        ).count()
-        busy_hours = round(minutes / 60 / len(gpu_ids), 2)
-        energy = GpuRollup.objects.filter(
-            gpu_id__in=gpu_ids, bucket=GpuRollup.Bucket.MINUTE, at__gte=start, at__lt=end
-        ).aggregate(j=Sum("energy_j"))["j"]
-        stats["energy_kwh"] = round(energy / 3_600_000, 3) if energy else None
+    if totals is not None and allocation.state == AllocationState.RUNNING:
         last_busy = (
             GpuSample.objects.filter(
                 gpu_id__in=gpu_ids, at__gte=start, utilization__gt=_active_threshold()
@@ -73,21 +56,28 @@ def allocation_usage(*, allocation: Allocation, now: datetime) -> dict:
             .values_list("at", flat=True)
             .first()
         )
-        if allocation.state == AllocationState.RUNNING:
-            idle_since = last_busy or start
-            idle_hours = round((end - idle_since).total_seconds() / 3600, 1)
+        idle_hours = round((end - (last_busy or start)).total_seconds() / 3600, 1)
+    gpu_hours = elapsed.total_seconds() / 3600 * len(gpu_ids)
+    covered = totals.covered_s / 3600 if totals else 0.0
     return {
+        "from": start,
+        "to": end,
         "paid_hours": round(elapsed.total_seconds() / 3600, 1),
         "hours_left": round(
             max(timedelta(0), allocation.paid_until - now).total_seconds() / 3600, 1
         ),
         "stopped_hours": round(stopped.total_seconds() / 3600, 1),
         "running_hours": round((elapsed - stopped).total_seconds() / 3600, 1),
-        "busy_hours": busy_hours,
-        "util_avg": round(stats["util_avg"], 1) if stats.get("util_avg") is not None else None,
-        "util_max": stats.get("util_max"),
-        "mem_max_mib": stats.get("mem_max"),
-        "energy_kwh": stats.get("energy_kwh"),
+        "gpu_hours": round(gpu_hours, 2),
+        "covered_gpu_hours": round(covered, 2),
+        "partial": bool(totals) and covered < gpu_hours * 0.95,
+        "busy_hours": round(totals.busy_s / 3600, 2) if totals else 0.0,
+        "util_avg": round(totals.util_avg, 1) if totals and totals.util_avg is not None else None,
+        "util_max": totals.util_max if totals else None,
+        "mem_max_mib": totals.memory_max_mib if totals else None,
+        "energy_kwh": round(totals.energy_j / 3_600_000, 3)
+        if totals and totals.energy_j is not None
+        else None,
         "idle_hours": idle_hours,
         "idle_warning": idle_hours is not None and idle_hours >= 2,
     }

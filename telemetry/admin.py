@@ -6,5 +6,9 @@ from telemetry.models import Flag
 
 @admin.register(Flag)
 class FlagAdmin(ReadOnlyAdmin):
-    list_display = ["gpu", "kind", "detail", "opened_at", "closed_at"]
-    list_filter = ["kind"]
+    list_display = [
+        "node", "gpu", "kind", "severity", "detail", "opened_at", "last_seen_at", "closed_at",
+        "acknowledged_by",
+    ]  # fmt: skip
+    list_filter = ["kind", "severity"]
+    list_select_related = ["node", "gpu", "acknowledged_by"]

@@ -1,5 +1,6 @@
 """Telemetry from the nodes' exporters: polls, per-GPU samples, rollups and flags."""
 
+from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -74,7 +75,12 @@ class GpuRollup(models.Model):
     memory_total_mib = models.FloatField(null=True)
     power_avg_w = models.FloatField(null=True)
     temperature_max_c = models.FloatField(null=True)
+    # From deltas between consecutive samples, the later one's bucket taking the interval
+    # (so bucket edges lose nothing): the energy counter's rise, resets handled as
+    # Prometheus' increase() does; seconds covered by samples, and of those, busy ones.
     energy_j = models.FloatField(null=True)
+    covered_s = models.FloatField(null=True)
+    busy_s = models.FloatField(null=True)
 
     class Meta:
         constraints = [
@@ -89,39 +95,94 @@ class GpuRollup(models.Model):
         return f"{self.gpu_id} {self.bucket} {self.at}"
 
 
+class FleetSize(models.Model):
+    """How many GPUs the fleet had at each polling round: the "total" line of the fleet
+    over time comes from these, never from today's count drawn across the past."""
+
+    at = models.DateTimeField(unique=True)
+    gpus = models.PositiveIntegerField(help_text="GPUs on active nodes")
+    reporting = models.PositiveIntegerField(help_text="GPUs that answered this round")
+
+    def __str__(self):
+        return f"{self.gpus} GPUs at {self.at}"
+
+
 class FlagKind(models.TextChoices):
     STOPPED_BUT_ACTIVE = "stopped_active", _("activity on a stopped allocation")
     UNALLOCATED_ACTIVE = "unallocated_active", _("activity on an unallocated GPU")
     XID = "xid", _("XID error")
     HOT = "hot", _("temperature over threshold")
     GPU_MISSING = "gpu_missing", _("GPU missing from the exporter")
+    NODE_UNREACHABLE = "node_unreachable", _("node cannot be polled")
 
 
-# Flags a reading decides on its own; the others compare activity with allocation states,
-# which only the rentals layer knows.
-READING_FLAGS = (FlagKind.XID, FlagKind.HOT, FlagKind.GPU_MISSING)
+class Severity(models.TextChoices):
+    INFO = "info", _("info")
+    WARNING = "warning", _("warning")
+    CRITICAL = "critical", _("critical")
+
+
+SEVERITY = {
+    FlagKind.STOPPED_BUT_ACTIVE: Severity.WARNING,
+    FlagKind.UNALLOCATED_ACTIVE: Severity.WARNING,
+    FlagKind.XID: Severity.CRITICAL,
+    FlagKind.HOT: Severity.WARNING,
+    FlagKind.GPU_MISSING: Severity.CRITICAL,
+    FlagKind.NODE_UNREACHABLE: Severity.CRITICAL,
+}
+
+# Flags a reading holds open while it lasts (closed by the first reading without it); an
+# XID is an event instead, closed after a quiet time or by staff. The activity flags
+# compare use with allocation states, which only the rentals layer knows.
+READING_FLAGS = (FlagKind.HOT, FlagKind.GPU_MISSING, FlagKind.NODE_UNREACHABLE)
 ACTIVITY_FLAGS = (FlagKind.STOPPED_BUT_ACTIVE, FlagKind.UNALLOCATED_ACTIVE)
 
 
 class Flag(models.Model):
-    """A condition staff should look at; opened once, closed when it clears."""
+    """A condition staff should look at, on a node or one of its GPUs: opened once, seen
+    again (`last_seen_at`), closed when it clears. Staff acknowledge a flag with a note; an
+    acknowledged XID closes (it is an event), while a condition that still holds stays open,
+    marked as seen by staff. Never deleted: closed flags are the history."""
 
-    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="flags")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="flags")
+    gpu = models.ForeignKey(
+        Gpu, null=True, blank=True, on_delete=models.CASCADE, related_name="flags"
+    )
     kind = models.CharField(max_length=20, choices=FlagKind.choices)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
     detail = models.CharField(max_length=200, blank=True)
     opened_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
     closed_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["-opened_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["gpu", "kind"],
+                fields=["node", "gpu", "kind"],
                 condition=models.Q(closed_at__isnull=True),
+                nulls_distinct=False,
                 name="telemetry_flag_one_open",
             ),
             choices_check("kind", FlagKind, name="telemetry_flag_kind_valid"),
+            choices_check("severity", Severity, name="telemetry_flag_severity_valid"),
+            models.CheckConstraint(
+                condition=models.Q(last_seen_at__gte=models.F("opened_at")),
+                name="telemetry_flag_seen_after_opened",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["-opened_at"],
+                condition=models.Q(closed_at__isnull=True),
+                name="telemetry_flag_open",
+            )
         ]
 
     def __str__(self):
-        return f"{self.kind} on {self.gpu_id}"
+        return f"{self.kind} on {self.gpu_id or self.node_id}"

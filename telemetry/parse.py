@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 MIB = 2**20
-DCGM_SENTINEL_64 = 9.2e18
-DCGM_SENTINEL_32 = range(2147483632, 2147483636)
-DCGM_SENTINEL_FP64 = 1.4e14  # DCGM's FP64 blanks sit near 2**47
+DCGM_BLANK_INT64 = 9.2e18  # 9223372036854775792..795: BLANK, NOT_FOUND, NOT_SUPPORTED, …
+DCGM_BLANK_INT32 = range(2147483632, 2147483636)
+DCGM_BLANK_FP64 = 1.4e14  # DCGM's FP64 blanks sit near 2**47
 
 
 class ScrapeError(ValueError):
@@ -30,7 +30,7 @@ class Reading:
     memory_total_mib: float | None = None
     power_w: float | None = None
     temperature_c: float | None = None
-    energy_j: float | None = None
+    energy_j: float | None = None  # a counter: joules since the GPU's boot
     xid: int | None = None
     _fb: dict = field(default_factory=dict, repr=False)
     _alt: dict = field(default_factory=dict, repr=False)
@@ -43,33 +43,47 @@ class Scrape:
     gpu_families: int
 
 
-def _value(raw, problems, name, key):
+# What a DCGM field holds decides which blank it can carry (telemetry-formats.md §1): an
+# integer field's blanks are near 2**63 (or 2**31), an FP64 field's near 2**47. A counter
+# such as the energy in mJ is an integer field: real values never reach 9.2e18, while a
+# real FP64-sized limit would cut it off after a few days (and AMD's µJ counter sooner).
+INT, FP64, PLAIN = "int", "fp64", "plain"
+
+
+def _value(raw, problems, name, key, kind=INT):
     value = float(raw)
     if not math.isfinite(value):
         problems.append(f"{name} for {key} is {raw}: ignored")
         return None
-    if value >= DCGM_SENTINEL_64 or int(value) in DCGM_SENTINEL_32 or value >= DCGM_SENTINEL_FP64:
+    blank = (
+        value >= DCGM_BLANK_FP64
+        if kind == FP64
+        else kind == INT and (value >= DCGM_BLANK_INT64 or int(value) in DCGM_BLANK_INT32)
+    )
+    if blank:
+        problems.append(f"{name} for {key} is a DCGM blank ({raw}): ignored")
         return None
     return value
 
 
 DCGM_FIELDS = {
-    "DCGM_FI_DEV_GPU_UTIL": ("utilization", 1.0),
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
-    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),  # mJ
-    "DCGM_FI_DEV_XID_ERRORS": ("xid", 1.0),
+    "DCGM_FI_DEV_GPU_UTIL": ("utilization", 1.0, INT),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0, FP64),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0, INT),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3, INT),  # mJ, a counter
+    "DCGM_FI_DEV_XID_ERRORS": ("xid", 1.0, INT),
 }
 DCGM_FB = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"}
 DCGM_ALT_UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1; the MIG-capable utilisation
 
+# AMD's exporter has no blank values; only non-finite ones are dropped.
 AMD_FIELDS = {
     "gpu_gfx_activity": ("utilization", 1.0),
     "gpu_used_vram": ("memory_used_mib", 1e6 / MIB),  # MB
     "gpu_total_vram": ("memory_total_mib", 1e6 / MIB),
     "gpu_power_usage": ("power_w", 1.0),
     "gpu_edge_temperature": ("temperature_c", 1.0),
-    "gpu_energy_consumed": ("energy_j", 1e-6),  # µJ
+    "gpu_energy_consumed": ("energy_j", 1e-6),  # µJ, a counter served as a gauge
 }
 AMD_FALLBACKS = {
     "gpu_package_power": "power_w",
@@ -129,7 +143,10 @@ def parse_dcgm(text: str) -> Scrape:
             reading = readings.setdefault(key, Reading(key=key))
             if reading.index is None:
                 reading.index = _index(labels.get("gpu"))
-            value = _value(sample.value, problems, name, key)
+            kind = DCGM_FIELDS[name][2] if name in DCGM_FIELDS else INT
+            value = _value(
+                sample.value, problems, name, key, FP64 if name == DCGM_ALT_UTIL else kind
+            )
             if value is None:
                 continue
             if name in DCGM_FB:
@@ -138,7 +155,7 @@ def parse_dcgm(text: str) -> Scrape:
             elif name == DCGM_ALT_UTIL:
                 reading._alt[mig] = value * 100
             else:
-                attr, scale = DCGM_FIELDS[name]
+                attr, scale, _kind = DCGM_FIELDS[name]
                 if attr == "xid":
                     value = _xid(value, problems, key)
                     if value is None:
@@ -194,7 +211,7 @@ def parse_amd(text: str, prefix: str = "") -> Scrape:
             reading = readings.setdefault(key, Reading(key=key))
             if reading.index is None:
                 reading.index = _index(labels.get("gpu_id"))
-            value = _value(sample.value, problems, name, key)
+            value = _value(sample.value, problems, name, key, PLAIN)
             if value is None:
                 continue
             if name in AMD_FIELDS:

@@ -16,17 +16,43 @@ _COLUMNS = (
     "samples = EXCLUDED.samples, utilization_avg = EXCLUDED.utilization_avg, "
     "utilization_max = EXCLUDED.utilization_max, memory_used_max_mib = EXCLUDED.memory_used_max_mib, "
     "memory_total_mib = EXCLUDED.memory_total_mib, power_avg_w = EXCLUDED.power_avg_w, "
-    "temperature_max_c = EXCLUDED.temperature_max_c, energy_j = EXCLUDED.energy_j"
+    "temperature_max_c = EXCLUDED.temperature_max_c, energy_j = EXCLUDED.energy_j, "
+    "covered_s = EXCLUDED.covered_s, busy_s = EXCLUDED.busy_s"
 )
 
+# Energy and time come from each sample and the one before it (looked for up to LOOKBACK
+# before the range, so a bucket's first interval is not lost): the interval belongs to the
+# later sample's minute. The energy counter's rise is its delta; a drop is a reset (the GPU
+# or exporter restarted), and the rise since the reset is the new value itself, as
+# Prometheus' increase() counts it. An interval longer than MAX_GAP covers no time (the GPU
+# was not seen), though the energy counter still tells what was used across it.
+LOOKBACK = "1 hour"
+MAX_GAP_SECONDS = 300
+
 _MINUTES = f"""
+WITH s AS (
+    SELECT gpu_id, at, utilization, memory_used_mib, memory_total_mib, power_w, temperature_c,
+           energy_j, lag(energy_j) OVER w AS energy_before,
+           extract(epoch FROM at - lag(at) OVER w)::float8 AS interval_s
+    FROM telemetry_gpusample
+    WHERE at >= %(since)s::timestamptz - interval '{LOOKBACK}'
+      AND at < date_trunc('minute', %(now)s::timestamptz)
+    WINDOW w AS (PARTITION BY gpu_id ORDER BY at)
+), d AS (
+    SELECT *,
+           CASE WHEN energy_j >= energy_before THEN energy_j - energy_before
+                WHEN energy_j < energy_before THEN energy_j END AS energy_rise,
+           CASE WHEN interval_s <= {MAX_GAP_SECONDS} THEN interval_s END AS covered
+    FROM s WHERE at >= %(since)s
+)
 INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
-    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j, covered_s,
+    busy_s)
 SELECT gpu_id, 'minute', date_trunc('minute', at), count(*), avg(utilization), max(utilization),
     max(memory_used_mib), max(memory_total_mib), avg(power_w), max(temperature_c),
-    max(energy_j) - min(energy_j)
-FROM telemetry_gpusample
-WHERE at >= %(since)s AND at < date_trunc('minute', %(now)s::timestamptz)
+    sum(energy_rise), sum(covered),
+    sum(covered) FILTER (WHERE utilization > %(threshold)s)
+FROM d
 GROUP BY gpu_id, date_trunc('minute', at)
 ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
 """
@@ -36,11 +62,12 @@ def _coarser(target: str, source: str) -> str:
     """Roll `source` buckets up into `target` buckets (minute → hour, hour → day)."""
     return f"""
 INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
-    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j, covered_s,
+    busy_s)
 SELECT gpu_id, '{target}', date_trunc('{target}', at), sum(samples),
     sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
     max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
-    max(temperature_max_c), sum(energy_j)
+    max(temperature_max_c), sum(energy_j), sum(covered_s), sum(busy_s)
 FROM telemetry_gpurollup
 WHERE bucket = '{source}' AND at >= %(since)s AND at < date_trunc('{target}', %(now)s::timestamptz)
 GROUP BY gpu_id, date_trunc('{target}', at)
@@ -75,7 +102,8 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
         since = _since("minute", GpuSample)
         counts["minute"] = 0
         if since is not None:
-            cursor.execute(_MINUTES, {"since": since, "now": now})
+            threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+            cursor.execute(_MINUTES, {"since": since, "now": now, "threshold": threshold})
             counts["minute"] = cursor.rowcount
         since = _since("hour", GpuRollup, {"bucket": "minute"})
         counts["hour"] = 0

@@ -1,45 +1,70 @@
 """Reads of telemetry: series of GPUs over a time range, at the resolution the range needs."""
 
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
 
 from catalog.models import Gpu
-from telemetry.models import GpuRollup, GpuSample
+from telemetry.models import Flag, FleetSize, GpuRollup, GpuSample
+from telemetry.rollup import LOOKBACK, MAX_GAP_SECONDS
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 RAW_MAX_SPAN = timedelta(hours=6)
 MINUTE_MAX_SPAN = timedelta(days=7)
 
 
+_RAW_COLUMNS = ("gpu_id", "at", "utilization", "memory_used_mib", "memory_total_mib",
+                "power_w", "temperature_c")  # fmt: skip
+_ROLLUP_COLUMNS = ("gpu_id", "at", "utilization_avg", "memory_used_max_mib", "memory_total_mib",
+                   "power_avg_w", "temperature_max_c")  # fmt: skip
+_UNITS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1)}
+
+
 def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
-    """Per-GPU series for the charts: raw samples for short ranges, rollups for long ones."""
+    """Per-GPU series for the charts: raw samples for short ranges, rollups for long ones,
+    and, after the newest rollup, the finer data that is not rolled up yet, so the line
+    reaches now."""
     gpus = {gpu.pk: gpu for gpu in gpus}
     span = end - start
-    series = {gpu_id: [] for gpu_id in gpus}
     if span <= RAW_MAX_SPAN:
-        source = "raw"
-        rows = (
-            GpuSample.objects.filter(gpu_id__in=gpus, at__gte=start, at__lte=end)
-            .order_by("at")
-            .values_list(
-                "gpu_id", "at", "utilization", "memory_used_mib", "memory_total_mib",
-                "power_w", "temperature_c",
-            )
-        )  # fmt: skip
+        source, parts = "raw", [("raw", start, end)]
     else:
-        bucket = GpuRollup.Bucket.MINUTE if span <= MINUTE_MAX_SPAN else GpuRollup.Bucket.HOUR
-        source = bucket
-        rows = (
-            GpuRollup.objects.filter(gpu_id__in=gpus, bucket=bucket, at__gte=start, at__lte=end)
+        source = GpuRollup.Bucket.MINUTE if span <= MINUTE_MAX_SPAN else GpuRollup.Bucket.HOUR
+        # The finer rollups may not reach back to `start` (a backfilled demo, a shorter
+        # retention): hourly ones fill in before the first minute rollup.
+        first_minute = (
+            GpuRollup.objects.filter(bucket="minute", gpu_id__in=gpus, at__gte=start, at__lt=end)
             .order_by("at")
-            .values_list(
-                "gpu_id", "at", "utilization_avg", "memory_used_max_mib", "memory_total_mib",
-                "power_avg_w", "temperature_max_c",
-            )
-        )  # fmt: skip
-    for gpu_id, at, util, mem, mem_total, power, temp in rows:
-        series[gpu_id].append(
-            {"t": at.isoformat(), "util": util, "mem": mem, "mem_total": mem_total,
-             "power": power, "temp": temp}
-        )  # fmt: skip
+            .values_list("at", flat=True)
+            .first()
+        )
+        hours_until = min(end, rolled_until("hour", _UNITS["hour"]) or start)
+        if source == GpuRollup.Bucket.MINUTE:
+            hours_until = min(hours_until, first_minute or hours_until)
+        parts, minutes_from = [("hour", start, hours_until)], max(start, hours_until)
+        minutes_until = min(end, rolled_until("minute", _UNITS["minute"]) or minutes_from)
+        parts += [
+            ("minute", minutes_from, minutes_until),
+            ("raw", max(minutes_from, minutes_until), end),
+        ]
+    series = {gpu_id: [] for gpu_id in gpus}
+    for kind, a, b in parts:
+        if b <= a:
+            continue
+        if kind == "raw":
+            rows = GpuSample.objects.filter(gpu_id__in=gpus, at__gte=a, at__lte=b)
+            rows = rows.order_by("at").values_list(*_RAW_COLUMNS)
+        else:
+            rows = GpuRollup.objects.filter(gpu_id__in=gpus, bucket=kind, at__gte=a, at__lt=b)
+            rows = rows.order_by("at").values_list(*_ROLLUP_COLUMNS)
+        for gpu_id, at, util, mem, mem_total, power, temp in rows:
+            series[gpu_id].append(
+                {"t": at.isoformat(), "util": util, "mem": mem, "mem_total": mem_total,
+                 "power": power, "temp": temp}
+            )  # fmt: skip
     return {
         "from": start.isoformat(),
         "to": end.isoformat(),
@@ -49,3 +74,162 @@ def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
             for g in sorted(gpus, key=lambda g: gpus[g].index)
         ],
     }
+
+
+@dataclass
+class Totals:
+    """What GPUs did over a time range. `samples` count readings; times are in seconds."""
+
+    samples: int = 0
+    util_sum: float = 0.0  # utilisation × samples, for the average
+    util_samples: int = 0
+    util_max: float | None = None
+    memory_max_mib: float | None = None
+    energy_j: float | None = None
+    covered_s: float = 0.0
+    busy_s: float = 0.0
+
+    def add(self, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy):
+        energy, covered, busy = (None if v is None else float(v) for v in (energy, covered, busy))
+        self.samples += samples or 0
+        self.util_sum += util_sum or 0
+        self.util_samples += util_samples or 0
+        self.util_max = _max(self.util_max, util_max)
+        self.memory_max_mib = _max(self.memory_max_mib, mem_max)
+        if energy is not None:
+            self.energy_j = (self.energy_j or 0.0) + energy
+        self.covered_s += covered or 0
+        self.busy_s += busy or 0
+
+    @property
+    def util_avg(self) -> float | None:
+        return self.util_sum / self.util_samples if self.util_samples else None
+
+
+def _max(a, b):
+    return b if a is None else a if b is None else max(a, b)
+
+
+_ROLLED = """
+SELECT gpu_id, sum(samples), sum(utilization_avg * samples),
+       sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), max(utilization_max),
+       max(memory_used_max_mib), sum(energy_j), sum(covered_s), sum(busy_s)
+FROM telemetry_gpurollup
+WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s {gpus}
+GROUP BY gpu_id
+"""
+
+_RAW = f"""
+WITH s AS (
+    SELECT gpu_id, at, utilization, memory_used_mib, energy_j,
+           lag(energy_j) OVER w AS energy_before, extract(epoch FROM at - lag(at) OVER w)::float8 AS gap
+    FROM telemetry_gpusample
+    WHERE at >= %(start)s::timestamptz - interval '{LOOKBACK}' AND at < %(end)s {{gpus}}
+    WINDOW w AS (PARTITION BY gpu_id ORDER BY at)
+), d AS (
+    SELECT *, CASE WHEN energy_j >= energy_before THEN energy_j - energy_before
+                   WHEN energy_j < energy_before THEN energy_j END AS rise,
+              CASE WHEN gap <= {MAX_GAP_SECONDS} THEN gap END AS covered
+    FROM s WHERE at >= %(start)s
+)
+SELECT gpu_id, count(*), sum(utilization), count(utilization), max(utilization),
+       max(memory_used_mib), sum(rise), sum(covered),
+       sum(covered) FILTER (WHERE utilization > %(threshold)s)
+FROM d GROUP BY gpu_id
+"""
+
+
+def _floor(at: datetime, unit: timedelta) -> datetime:
+    return at - (at - EPOCH) % unit
+
+
+def _ceil(at: datetime, unit: timedelta) -> datetime:
+    floor = _floor(at, unit)
+    return floor if floor == at else floor + unit
+
+
+def rolled_until(bucket: str, unit: timedelta) -> datetime | None:
+    """The end of the newest `bucket` rollup: what comes after is only in raw samples."""
+    last = (
+        GpuRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
+    )
+    return last + unit if last else None
+
+
+def gpu_totals_by_gpu(
+    *, start: datetime, end: datetime, gpu_ids: list[int] | None = None
+) -> dict[int, Totals]:
+    """Per GPU, what it did in [start, end), from the coarsest data that covers each part
+    exactly: whole hours from hourly rollups, whole minutes from minute rollups, and the
+    rest (the edges, and the live part not rolled up yet) from raw samples. So a 30-day
+    rental's figures cover all 30 days after raw samples are pruned, and the newest minute
+    counts too."""
+    totals: dict[int, Totals] = {}
+    if end <= start:
+        return totals
+    minute, hour = timedelta(minutes=1), timedelta(hours=1)
+    m0 = min(_ceil(start, minute), end)
+    h0, h1 = _ceil(start, hour), min(_floor(end, hour), rolled_until("hour", hour) or start)
+    parts: list[tuple[str, datetime, datetime]] = [("raw", start, m0)]
+    minutes_from = m0
+    if h1 > h0:
+        parts += [("minute", m0, h0), ("hour", h0, h1)]
+        minutes_from = h1
+    minutes_until = min(_floor(end, minute), rolled_until("minute", minute) or minutes_from)
+    parts += [
+        ("minute", minutes_from, minutes_until),
+        ("raw", max(minutes_from, minutes_until), end),
+    ]
+    gpus = "AND gpu_id = ANY(%(gpu_ids)s)" if gpu_ids is not None else ""
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    with connection.cursor() as cursor:
+        for kind, a, b in parts:
+            if b <= a:
+                continue
+            params = {"start": a, "end": b, "gpu_ids": gpu_ids, "bucket": kind}
+            if kind == "raw":
+                cursor.execute(_RAW.format(gpus=gpus), {**params, "threshold": threshold})
+            else:
+                cursor.execute(_ROLLED.format(gpus=gpus), params)
+            for gpu_id, *row in cursor.fetchall():
+                totals.setdefault(gpu_id, Totals()).add(*row)
+    return totals
+
+
+def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
+    """`gpu_totals_by_gpu` summed over the GPUs."""
+    total = Totals()
+    for one in gpu_totals_by_gpu(start=start, end=end, gpu_ids=gpu_ids).values():
+        total.add(
+            one.samples, one.util_sum, one.util_samples, one.util_max, one.memory_max_mib,
+            one.energy_j, one.covered_s, one.busy_s,
+        )  # fmt: skip
+    return total
+
+
+def fleet_sizes(*, start: datetime, end: datetime, step: timedelta) -> dict[datetime, int]:
+    """The fleet's size per step from what the polling rounds recorded (the largest in each
+    step). A step with no record is missing, not guessed from today's fleet."""
+    sizes: dict[datetime, int] = {}
+    for at, gpus in FleetSize.objects.filter(at__gte=start, at__lte=end).values_list("at", "gpus"):
+        key = _floor(at, step)
+        sizes[key] = max(sizes.get(key, 0), gpus)
+    return sizes
+
+
+def flag_list(*, state: str = "open", kind=None, severity=None, node=None):
+    """Flags newest first: open ones (what to look at), closed ones (the history) or all."""
+    flags = Flag.objects.select_related("node", "gpu", "acknowledged_by").order_by(
+        "-opened_at", "-id"
+    )
+    if state == "open":
+        flags = flags.filter(closed_at__isnull=True)
+    elif state == "closed":
+        flags = flags.filter(closed_at__isnull=False)
+    if kind:
+        flags = flags.filter(kind=kind)
+    if severity:
+        flags = flags.filter(severity=severity)
+    if node:
+        flags = flags.filter(node__hostname=node)
+    return flags

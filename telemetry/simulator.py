@@ -3,7 +3,12 @@
 It serves every node at /nodes/<hostname>/metrics on one loopback port, following the
 allocations (running → load that varies, stopped or free → near idle), and injects faults
 on request: POST /faults/<hostname>?mode=timeout|500|empty|garbage|html|truncated|reset|
-gpu-gone|no-serials|gzip-bomb|trickle|ok.
+gpu-gone|no-serials|gzip-bomb|trickle|counter-reset|ok.
+
+Energy counters rise with the power drawn, as the drivers' do (an `EnergyMeter` per
+simulator), and `counter-reset` restarts a node's counters from zero, as a reboot does.
+With `story=True` (the demo) things happen now and then, as on a real fleet: a GPU logs an
+XID, one runs hot and throttles for ten minutes, a node flaps. Tests leave it off.
 """
 
 import asyncio
@@ -27,8 +32,66 @@ GpuStates = Callable[[datetime], dict[int, str]]
 
 FAULT_MODES = {
     "ok", "timeout", "500", "empty", "garbage", "html", "truncated", "gpu-gone", "reset",
-    "no-serials", "gzip-bomb", "trickle",
+    "no-serials", "gzip-bomb", "trickle", "counter-reset",
 }  # fmt: skip
+XID_CODES = {13: "Graphics Engine Exception", 31: "GPU memory page fault",
+             43: "GPU stopped processing", 48: "Double Bit ECC Error",
+             79: "GPU has fallen off the bus", 94: "Contained ECC error"}  # fmt: skip
+
+
+class EnergyMeter:
+    """Per-GPU energy counters in mJ since "boot", rising with the power drawn between two
+    reads. `used_j` keeps the true joules drawn (across resets), for tests to compare."""
+
+    def __init__(self):
+        self._at: dict[str, float] = {}
+        self._mj: dict[str, float] = {}
+        self.used_j: dict[str, float] = {}
+
+    def read_mj(self, uuid: str, t: float, power_w: float) -> float:
+        last = self._at.get(uuid)
+        if last is None:  # days since boot already: a real-sized counter
+            self._mj[uuid] = 3.6e10 + (zlib.crc32(uuid.encode()) % 1000) * 1e8
+            self.used_j[uuid] = 0.0
+        elif t > last:
+            self._mj[uuid] += power_w * (t - last) * 1000
+            self.used_j[uuid] += power_w * (t - last)
+        self._at[uuid] = max(t, last or t)
+        return self._mj[uuid]
+
+    def reset(self, uuid: str) -> None:
+        self._mj[uuid] = 0.0
+
+
+def _chance(*key, one_in: int) -> bool:
+    """A deterministic coin: the same key always lands the same way."""
+    return zlib.crc32(repr(key).encode()) % one_in == 0
+
+
+class Story:
+    """Events on a simulated fleet, decided by time windows so every poll agrees: an XID
+    now and then (the exporter's last-XID value is sticky, as dcgm-exporter's is), a GPU
+    running hot for ten minutes, a node unreachable for a minute."""
+
+    def __init__(self):
+        self.xids: dict[str, int] = {}
+
+    def xid(self, uuid: str, t: float) -> int:
+        hour = int(t // 3600)
+        if _chance("xid", uuid, hour, one_in=400):
+            codes = sorted(XID_CODES)
+            self.xids[uuid] = codes[zlib.crc32(f"{uuid}{hour}".encode()) % len(codes)]
+        return self.xids.get(uuid, 0)
+
+    @staticmethod
+    def hot(uuid: str, t: float) -> bool:
+        return _chance("hot", uuid, int(t // 600), one_in=150)
+
+    @staticmethod
+    def flapping(hostname: str, t: float) -> bool:
+        return t % 900 < 60 and _chance("flap", hostname, int(t // 900), one_in=40)
+
+
 BOMB_BYTES = 64 * 2**20  # what the gzip bomb expands to; it is ~64 kB on the wire
 
 
@@ -49,8 +112,9 @@ class SimNode:
     prefix: str = ""
 
 
-def _load(gpu_state, index, t, uuid, memory_mib):
-    """Deterministic-but-lively load per GPU: a slow wave plus jitter when running."""
+def _load(gpu_state, index, t, uuid, memory_mib, *, hot=False):
+    """Deterministic-but-lively load per GPU: a slow wave plus jitter when running; a hot
+    GPU throttles (lower clocks, less power, high temperature)."""
     phase = (hash(uuid) % 1000) / 1000 * math.tau
     if gpu_state == "running":
         util = 70 + 25 * math.sin(t / 90 + phase) + random.uniform(-5, 5)
@@ -60,17 +124,32 @@ def _load(gpu_state, index, t, uuid, memory_mib):
         temp = 45 + util * 0.3
     else:
         util, mem, power, temp = 0.0, 0.0, 60 + random.uniform(0, 8), 29 + random.uniform(0, 3)
+    if hot:
+        power, temp = power * 0.7, 89 + random.uniform(0, 4)
     return util, mem, power, temp
 
 
-def render_dcgm(node: SimNode, t: float, *, drop: set[int] | None = None) -> str:
+_METER = EnergyMeter()  # for callers that bring none (one process, one fleet)
+
+
+def render_dcgm(
+    node: SimNode,
+    t: float,
+    *,
+    drop: set[int] | None = None,
+    meter: EnergyMeter | None = None,
+    story: Story | None = None,
+) -> str:
     drop = drop or set()
+    meter = meter or _METER
     rows = {k: [] for k in ("GPU_TEMP", "POWER_USAGE", "TOTAL_ENERGY_CONSUMPTION", "GPU_UTIL",
                             "XID_ERRORS", "FB_FREE", "FB_USED", "FB_RESERVED")}  # fmt: skip
     for gpu in node.gpus:
         if gpu.index in drop:
             continue
-        util, mem, power, temp = _load(gpu.state, gpu.index, t, gpu.uuid, node.memory_mib)
+        hot = bool(story and story.hot(gpu.uuid, t))
+        util, mem, power, temp = _load(gpu.state, gpu.index, t, gpu.uuid, node.memory_mib, hot=hot)
+        xid = story.xid(gpu.uuid, t) if story else 0
         labels = (
             f'gpu="{gpu.index}",UUID="{gpu.uuid}",pci_bus_id="00000000:{0x18 + gpu.index * 0x11:02X}:00.0",'
             f'device="nvidia{gpu.index}",modelName="{node.model_name}",Hostname="{node.hostname}",'
@@ -80,9 +159,11 @@ def render_dcgm(node: SimNode, t: float, *, drop: set[int] | None = None) -> str
         used = int(mem)
         rows["GPU_TEMP"].append((labels, f"{int(temp)}"))
         rows["POWER_USAGE"].append((labels, f"{power:.6f}"))
-        rows["TOTAL_ENERGY_CONSUMPTION"].append((labels, f"{int(t * 1000 * 250)}"))
+        energy = meter.read_mj(gpu.uuid, t, power)
+        rows["TOTAL_ENERGY_CONSUMPTION"].append((labels, f"{int(energy)}"))
         rows["GPU_UTIL"].append((labels, f"{int(util)}"))
-        rows["XID_ERRORS"].append((labels + ',err_code="0",err_msg="No Error"', "0"))
+        message = XID_CODES.get(xid, "No Error")
+        rows["XID_ERRORS"].append((labels + f',err_code="{xid}",err_msg="{message}"', f"{xid}"))
         rows["FB_FREE"].append((labels, f"{node.memory_mib - used - reserved}"))
         rows["FB_USED"].append((labels, f"{used}"))
         rows["FB_RESERVED"].append((labels, f"{reserved}"))
@@ -108,9 +189,16 @@ def render_dcgm(node: SimNode, t: float, *, drop: set[int] | None = None) -> str
 
 
 def render_amd(
-    node: SimNode, t: float, *, drop: set[int] | None = None, serials: bool = True
+    node: SimNode,
+    t: float,
+    *,
+    drop: set[int] | None = None,
+    serials: bool = True,
+    meter: EnergyMeter | None = None,
+    story: Story | None = None,
 ) -> str:
     drop = drop or set()
+    meter = meter or _METER
     fams = {
         "gpu_gfx_activity": "Graphics engine usage in Percentage (0-100)",
         "gpu_junction_temperature": "Current junction/hotspot temperature in Celsius",
@@ -124,7 +212,8 @@ def render_amd(
     for gpu in node.gpus:
         if gpu.index in drop:
             continue
-        util, mem, power, temp = _load(gpu.state, gpu.index, t, gpu.uuid, node.memory_mib)
+        hot = bool(story and story.hot(gpu.uuid, t))
+        util, mem, power, temp = _load(gpu.state, gpu.index, t, gpu.uuid, node.memory_mib, hot=hot)
         labels = (
             f'card_model="102-G30211-0C",container="",deployment_mode="baremetal",'
             f'gpu_compute_partition_type="spx",gpu_id="{gpu.index}",gpu_memory_partition_type="nps1",'
@@ -136,7 +225,8 @@ def render_amd(
         values["gpu_power_usage"].append((labels, f"{power:g}"))
         values["gpu_total_vram"].append((labels, f"{total_mb:.0f}"))
         values["gpu_used_vram"].append((labels, f"{mem * 2**20 / 1e6:.0f}"))
-        values["gpu_energy_consumed"].append((labels, f"{t * 2.5e8:.10g}"))
+        energy_uj = meter.read_mj(gpu.uuid, t, power) * 1000
+        values["gpu_energy_consumed"].append((labels, f"{energy_uj:.12g}"))
     out = []
     for name, text in fams.items():
         metric = node.prefix + name
@@ -151,8 +241,12 @@ def render_amd(
 class Simulator:
     """An asyncio HTTP server; `nodes` is refreshed by `loader` every `refresh` seconds."""
 
-    def __init__(self, loader, *, host="127.0.0.1", port=0, refresh=5.0, hang_seconds=30.0):
+    def __init__(
+        self, loader, *, host="127.0.0.1", port=0, refresh=5.0, hang_seconds=30.0, story=False
+    ):
         self.loader = loader
+        self.meter = EnergyMeter()
+        self.story = Story() if story else None
         self.host, self.port = host, port
         self.refresh = refresh
         self.hang_seconds = hang_seconds
@@ -170,6 +264,10 @@ class Simulator:
             raise ValueError(f"unknown fault mode {mode!r}")
         if mode == "gpu-gone":
             self.gone.setdefault(hostname, set()).add(int(gpu or 0))
+        elif mode == "counter-reset":
+            node = self.nodes.get(hostname)
+            for sim_gpu in node.gpus if node else []:
+                self.meter.reset(sim_gpu.uuid)
         elif mode == "ok":
             self.faults.pop(hostname, None)
             self.gone.pop(hostname, None)
@@ -223,6 +321,8 @@ class Simulator:
             await self._send(writer, 404, "unknown node\n")
             return
         fault = self.faults.get(hostname)
+        if fault is None and self.story and self.story.flapping(hostname, time.time()):
+            fault = "500"
         if fault == "timeout":
             await asyncio.sleep(self.hang_seconds)
             return
@@ -243,10 +343,13 @@ class Simulator:
             return
         if node.exporter == "amd":
             body = render_amd(
-                node, time.time(), drop=self.gone.get(hostname), serials=fault != "no-serials"
-            )
+                node, time.time(), drop=self.gone.get(hostname), serials=fault != "no-serials",
+                meter=self.meter, story=self.story,
+            )  # fmt: skip
         else:
-            body = render_dcgm(node, time.time(), drop=self.gone.get(hostname))
+            body = render_dcgm(
+                node, time.time(), drop=self.gone.get(hostname), meter=self.meter, story=self.story
+            )
         if fault == "garbage":
             body = "DCGM_FI_DEV_GPU_UTIL{gpu=0} abc\n" + body
         if fault == "truncated":

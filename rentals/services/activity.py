@@ -5,6 +5,7 @@ were rented for, so it judges these two flags from the newest samples."""
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Q
 
 from core.db import db_now
 from rentals.models import AllocationGpu, AllocationState
@@ -17,12 +18,13 @@ def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
     now = now or db_now()
     conf = settings.ANCHORGPU
     since = now - timedelta(seconds=2 * conf["POLL_INTERVAL"])
-    newest = dict(
-        GpuSample.objects.filter(at__gte=since, at__lte=now)
+    newest = {
+        gpu_id: (node_id, utilization)
+        for gpu_id, node_id, utilization in GpuSample.objects.filter(at__gte=since, at__lte=now)
         .order_by("gpu_id", "-at")
         .distinct("gpu_id")
-        .values_list("gpu_id", "utilization")
-    )
+        .values_list("gpu_id", "gpu__node_id", "utilization")
+    }
     if not newest:
         return 0
     held = dict(
@@ -35,13 +37,13 @@ def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
         ).values_list("gpu_id", "allocation__state")
     )
     holding = {}
-    for gpu_id, utilization in newest.items():
+    for gpu_id, (node_id, utilization) in newest.items():
         if utilization is None or utilization <= conf["ACTIVE_UTILISATION_PCT"]:
             continue
         state = held.get(gpu_id)
         if state == AllocationState.STOPPED:
-            holding[(gpu_id, FlagKind.STOPPED_BUT_ACTIVE)] = f"{utilization:.0f} %"
+            holding[(node_id, gpu_id, FlagKind.STOPPED_BUT_ACTIVE)] = f"{utilization:.0f} %"
         elif state is None:
-            holding[(gpu_id, FlagKind.UNALLOCATED_ACTIVE)] = f"{utilization:.0f} %"
-    flags_sync(holding, polled=[], seen=list(newest), now=now, kinds=ACTIVITY_FLAGS)
+            holding[(node_id, gpu_id, FlagKind.UNALLOCATED_ACTIVE)] = f"{utilization:.0f} %"
+    flags_sync(holding, decided=Q(gpu_id__in=list(newest)), now=now, kinds=ACTIVITY_FLAGS)
     return len(holding)

@@ -20,7 +20,7 @@ from accounts.access import acting_for_request
 from core.errors import DomainError
 from rentals import limits, selectors, services, usage
 from rentals.errors import QuoteExpired
-from rentals.forms import AllocationFilterForm, ExtendForm, ExtensionQuoteForm
+from rentals.forms import AllocationFilterForm, ChartRangeForm, ExtendForm, ExtensionQuoteForm
 from rentals.idempotency import idempotent
 from rentals.models import Allocation, AllocationState
 from rentals.services.notices import (
@@ -94,7 +94,10 @@ def paid_timeline(*, allocation: Allocation, now: datetime) -> dict:
 
 def _detail_context(request, allocation, **extra):
     now = timezone.now()
+    chart_range = ChartRangeForm(request.GET or None)
     return {
+        "chart_range": chart_range,
+        "chart_query": request.GET.urlencode() if chart_range.is_valid() else "",
         "allocation": allocation,
         "now": now,
         "timeline": paid_timeline(allocation=allocation, now=now),
@@ -122,7 +125,11 @@ def allocation_live_part(request, pk):
 @login_required
 def allocation_telemetry_json(request, pk):
     allocation = _readable(request, pk)
-    return JsonResponse(usage.allocation_series(allocation=allocation))
+    chart_range = ChartRangeForm(request.GET or None)
+    if request.GET and not chart_range.is_valid():
+        return JsonResponse({"errors": chart_range.errors}, status=400)
+    start, end = chart_range.window(allocation=allocation, now=timezone.now())
+    return JsonResponse(usage.allocation_series(allocation=allocation, start=start, end=end))
 
 
 def _owned(request, pk):

@@ -27,7 +27,11 @@
     const response = await fetch(root.dataset.url, { headers: { Accept: "application/json" } });
     if (!response.ok) return;
     const data = await response.json();
+    const long = Date.parse(data.to) - Date.parse(data.from) > 86400000;
+    const tick = long ? (v) => new Date(v).toISOString().slice(5, 16).replace("T", " ")
+                      : (v) => new Date(v).toISOString().slice(11, 16);
     for (const [id, field] of specs) {
+      charts[id].options.scales.x.ticks.callback = tick;
       const datasets = data.gpus.map((gpu, i) => ({
         label: "GPU " + gpu.index,
         borderColor: palette[i % palette.length],

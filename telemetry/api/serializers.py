@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from catalog.models import Node
+from telemetry.models import Flag, FlagKind, Severity
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -22,3 +23,37 @@ class NodeSerializer(serializers.ModelSerializer):
             "last_good_poll_at",
             "gpu_total",
         ]
+
+
+class FlagSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.hostname")
+    gpu = serializers.SerializerMethodField()
+    acknowledged_by = serializers.SerializerMethodField()
+    open = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Flag
+        fields = [
+            "id", "node", "gpu", "kind", "severity", "detail", "opened_at", "last_seen_at",
+            "closed_at", "open", "acknowledged_at", "acknowledged_by", "note",
+        ]  # fmt: skip
+
+    def get_gpu(self, flag) -> dict | None:
+        return {"index": flag.gpu.index, "uuid": flag.gpu.uuid} if flag.gpu_id else None
+
+    def get_acknowledged_by(self, flag) -> str | None:
+        return flag.acknowledged_by.username if flag.acknowledged_by_id else None
+
+    def get_open(self, flag) -> bool:
+        return flag.closed_at is None
+
+
+class FlagFilterSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["open", "closed", "all"], default="open")
+    kind = serializers.ChoiceField(choices=FlagKind.choices, required=False)
+    severity = serializers.ChoiceField(choices=Severity.choices, required=False)
+    node = serializers.CharField(required=False, max_length=255)
+
+
+class FlagAcknowledgeSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)

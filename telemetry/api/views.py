@@ -1,10 +1,24 @@
-"""Fleet health for staff."""
+"""Fleet health and flags, for staff."""
 
 from django.db.models import Count
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, permissions
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from catalog.models import Node
-from telemetry.api.serializers import NodeSerializer
+from telemetry.api.serializers import (
+    FlagAcknowledgeSerializer,
+    FlagFilterSerializer,
+    FlagSerializer,
+    NodeSerializer,
+)
+from telemetry.models import Flag
+from telemetry.selectors import flag_list
+from telemetry.services import flag_acknowledge
+
+PROBLEM = OpenApiResponse(description="Problem details (RFC 9457)")
 
 
 class NodeListApi(generics.ListAPIView):
@@ -17,3 +31,37 @@ class NodeListApi(generics.ListAPIView):
         .annotate(gpu_total=Count("gpus"))
         .order_by("hostname")
     )
+
+
+class FlagListApi(generics.ListAPIView):
+    """Flags for staff: open ones by default; `state=closed` is the history."""
+
+    permission_classes = [permissions.IsAdminUser]
+    serializer_class = FlagSerializer
+
+    def get_queryset(self):
+        filters = FlagFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return flag_list(**filters.validated_data)
+
+    @extend_schema(parameters=[FlagFilterSerializer])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class FlagAcknowledgeApi(APIView):
+    """Staff have seen a flag: their note is kept. An XID closes; a condition that still
+    holds stays open, marked seen."""
+
+    permission_classes = [permissions.IsAdminUser]
+
+    @extend_schema(
+        request=FlagAcknowledgeSerializer,
+        responses={200: FlagSerializer, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
+    )
+    def post(self, request, pk):
+        body = FlagAcknowledgeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        flag = get_object_or_404(Flag, pk=pk)
+        flag = flag_acknowledge(flag=flag, user=request.user, note=body.validated_data["note"])
+        return Response(FlagSerializer(flag_list(state="all").get(pk=flag.pk)).data)

@@ -131,3 +131,47 @@ def test_amd_without_serials_keys_gpus_by_gpu_id():
     scrape = parse_amd(text)
     assert scrape.readings["gpu_id:0"].utilization == 0
     assert scrape.readings["692400000002"].utilization == 87
+
+
+@pytest.mark.parametrize(
+    ("raw", "joules"),
+    [
+        ("4742776", 4742.776),  # dcgm's fixture: mJ since boot
+        ("3600000000000000", 3.6e12),  # 3.6e15 mJ: years at 700 W, still a counter
+    ],
+)
+def test_dcgm_energy_is_a_counter_of_any_real_size(raw, joules):
+    text = f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0",UUID="GPU-x"}} {raw}\n'
+    scrape = parse_dcgm(text)
+    assert scrape.readings["GPU-x"].energy_j == pytest.approx(joules)
+    assert scrape.problems == []
+
+
+def test_amd_microjoule_counter_after_days_at_full_power_is_kept():
+    # 750 W for 3 days in µJ: 1.9e14, past the FP64 blank that used to swallow it
+    value = 750 * 3 * 86400 * 1e6
+    text = f'gpu_energy_consumed{{gpu_id="0",serial_number="S1"}} {value:.10g}\n'
+    scrape = parse_amd(text)
+    assert scrape.readings["S1"].energy_j == pytest.approx(750 * 3 * 86400)
+    assert scrape.problems == []
+
+
+@pytest.mark.parametrize(
+    ("family", "raw"),
+    [
+        ("DCGM_FI_DEV_GPU_TEMP", "9223372036854775794"),
+        ("DCGM_FI_DEV_GPU_UTIL", "2147483632"),
+        ("DCGM_FI_DEV_POWER_USAGE", "140737488355328"),  # FP64 blank, 2**47
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "9223372036854775792"),
+    ],
+)
+def test_every_dropped_blank_is_a_parse_problem(family, raw):
+    scrape = parse_dcgm(f'{family}{{gpu="0",UUID="GPU-x"}} {raw}\n')
+    reading = scrape.readings["GPU-x"]
+    assert (reading.temperature_c, reading.utilization, reading.power_w, reading.energy_j) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert scrape.problems == [f"{family} for GPU-x is a DCGM blank ({raw}): ignored"]

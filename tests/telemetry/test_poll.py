@@ -138,9 +138,14 @@ def test_rollups_per_minute_and_hour_are_idempotent_and_pruned(catalog):
         (4, 15.0, 30.0, 103.0),
         (4, 15.0, 30.0, 107.0),
     ]
-    assert minutes[0].energy_j == 30.0
+    # Intervals between consecutive samples, each in its later sample's minute: nothing
+    # is lost at the minute's edge, so the buckets add up to the counter's whole rise.
+    assert [(m.energy_j, m.covered_s, m.busy_s) for m in minutes] == [
+        (30.0, 45.0, 45.0),
+        (40.0, 60.0, 45.0),  # the edge interval ends on a 0 % sample: covered, not busy
+    ]
     hour = GpuRollup.objects.get(bucket="hour")
-    assert (hour.samples, hour.utilization_avg, hour.energy_j) == (8, 15.0, 60.0)
+    assert (hour.samples, hour.utilization_avg, hour.energy_j) == (8, 15.0, 1070.0 - 1000.0)
     assert not GpuRollup.objects.filter(bucket="day").exists()  # the day is not over yet
     telemetry_rollup(now=base + timedelta(days=1))
     day = GpuRollup.objects.get(bucket="day")

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from catalog.demo import seed_catalog, seed_users
-from rentals.demo import seed_rentals
+from rentals.demo import seed_history, seed_rentals
 
 
 class Command(BaseCommand):
@@ -20,6 +20,8 @@ class Command(BaseCommand):
         if settings.ANCHORGPU["DEMO"]:
             seed_users(password=os.environ.get("DEMO_PASSWORD") or "anchorgpu-demo")
             seed_rentals()
+            if seed_history():
+                self.stdout.write("30 days of demo history backfilled")
             self.stdout.write("demo catalog, fleet, accounts and rentals ready")
         else:
             self.stdout.write("demo catalog and fleet ready (no accounts: ANCHORGPU_DEMO is off)")

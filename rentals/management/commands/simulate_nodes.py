@@ -1,6 +1,8 @@
+import argparse
 import asyncio
 import contextlib
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from rentals.simulation import simulated_fleet
@@ -19,11 +21,17 @@ class Command(BaseCommand):
             default=[],
             metavar="HOST=MODE",
             help="start with a fault (timeout, 500, empty, garbage, html, truncated, reset, "
-            "gpu-gone[:INDEX])",
+            "gpu-gone[:INDEX], counter-reset)",
+        )
+        parser.add_argument(
+            "--story",
+            action=argparse.BooleanOptionalAction,
+            default=settings.ANCHORGPU["SIMULATOR_STORY"],
+            help="now and then an XID, a hot GPU or a flapping node (SIMULATOR_STORY)",
         )
 
-    def handle(self, *args, host, port, fault, **options):
-        simulator = Simulator(simulated_fleet, host=host, port=port)
+    def handle(self, *args, host, port, fault, story, **options):
+        simulator = Simulator(simulated_fleet, host=host, port=port, story=story)
         for item in fault:
             hostname, _, mode = item.partition("=")
             mode, _, gpu = mode.partition(":")

@@ -1,0 +1,177 @@
+"""/metrics: the console's own figures for Prometheus, read from the database at scrape time
+with prometheus_client's registry (never hand-written text).
+
+Allowed for a staff member's API token, or for `Authorization: Bearer <METRICS_TOKEN>` when
+that secret is configured (a Prometheus server has no user of its own).
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Avg, Count, F, Max, Q, Sum
+from django.http import HttpResponse
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from rest_framework import authentication, exceptions
+
+from accounts.auth import BearerTokenAuthentication
+from catalog.models import Gpu, Node, NodeState
+from rentals.models import Allocation, AllocationGpu, LedgerEntry, LedgerKind
+from telemetry.models import Flag, GpuSample, Poll, PollOutcome
+
+RECENT = timedelta(minutes=5)
+QUEUES = ("celery",)
+
+
+class ConsoleCollector:
+    """Fleet, health, flags, money, polling and the task queue, as of this scrape."""
+
+    def collect(self):
+        now = timezone.now()
+        yield from self._fleet(now)
+        yield from self._health()
+        yield from self._money()
+        yield from self._polls(now)
+        yield from self._queues()
+
+    @staticmethod
+    def _fleet(now):
+        labels = ["model", "region"]
+        total = GaugeMetricFamily("anchorgpu_gpus", "GPUs on active nodes", labels=labels)
+        allocated = GaugeMetricFamily(
+            "anchorgpu_gpus_allocated", "GPUs held by a paid period now", labels=labels
+        )
+        busy = GaugeMetricFamily(
+            "anchorgpu_gpus_busy", "GPUs over the activity threshold lately", labels=labels
+        )
+        keys = ("node__gpu_model__slug", "node__region__slug")
+        for row in (
+            Gpu.objects.filter(node__state=NodeState.ACTIVE).values(*keys).annotate(n=Count("id"))
+        ):
+            total.add_metric([row[k] for k in keys], row["n"])
+        held = (
+            AllocationGpu.objects.filter(released=False, starts_at__lte=now, ends_at__gt=now)
+            .values(*(f"gpu__{k}" for k in keys))
+            .annotate(n=Count("id"))
+        )
+        for row in held:
+            allocated.add_metric([row[f"gpu__{k}"] for k in keys], row["n"])
+        threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+        recent = now - timedelta(seconds=2 * settings.ANCHORGPU["POLL_INTERVAL"])
+        for row in (
+            GpuSample.objects.filter(at__gte=recent, utilization__gt=threshold)
+            .values(*(f"gpu__{k}" for k in keys))
+            .annotate(n=Count("gpu_id", distinct=True))
+        ):
+            busy.add_metric([row[f"gpu__{k}"] for k in keys], row["n"])
+        yield from (total, allocated, busy)
+
+    @staticmethod
+    def _health():
+        nodes = GaugeMetricFamily("anchorgpu_nodes", "Nodes by health", labels=["health"])
+        for health, n in (
+            Node.objects.exclude(state=NodeState.RETIRED)
+            .values_list("health")
+            .annotate(n=Count("id"))
+            .values_list("health", "n")
+        ):
+            nodes.add_metric([health], n)
+        flags = GaugeMetricFamily("anchorgpu_flags_open", "Open flags", labels=["kind", "severity"])
+        for kind, severity, n in (
+            Flag.objects.filter(closed_at__isnull=True)
+            .values_list("kind", "severity")
+            .annotate(n=Count("id"))
+            .values_list("kind", "severity", "n")
+        ):
+            flags.add_metric([kind, severity], n)
+        yield from (nodes, flags)
+
+    @staticmethod
+    def _money():
+        bookings = CounterMetricFamily("anchorgpu_bookings", "Allocations booked")
+        bookings.add_metric([], Allocation.objects.count())
+        charged = CounterMetricFamily(
+            "anchorgpu_charged", "Money charged, per currency", labels=["currency"]
+        )
+        refunded = CounterMetricFamily(
+            "anchorgpu_refunded", "Money refunded, per currency", labels=["currency"]
+        )
+        for kind, family in ((LedgerKind.CHARGE, charged), (LedgerKind.REFUND, refunded)):
+            for currency, amount in (
+                LedgerEntry.objects.filter(kind=kind)
+                .values_list("currency")
+                .annotate(s=Sum("amount"))
+                .values_list("currency", "s")
+            ):
+                family.add_metric([currency], float(amount))
+        yield from (bookings, charged, refunded)
+
+    @staticmethod
+    def _polls(now):
+        outcomes = GaugeMetricFamily(
+            "anchorgpu_polls_recent", "Node polls in the last 5 minutes", labels=["outcome"]
+        )
+        duration = GaugeMetricFamily(
+            "anchorgpu_poll_duration_seconds_recent",
+            "Node poll durations in the last 5 minutes",
+            labels=["stat"],
+        )
+        recent = Poll.objects.filter(at__gte=now - RECENT)
+        for outcome, n in (
+            recent.values_list("outcome").annotate(n=Count("id")).values_list("outcome", "n")
+        ):
+            outcomes.add_metric([outcome], n)
+        stats = recent.aggregate(avg=Avg(F("duration_ms")), max=Max("duration_ms"))
+        for stat in ("avg", "max"):
+            duration.add_metric([stat], (stats[stat] or 0) / 1000)
+        failures = GaugeMetricFamily(
+            "anchorgpu_poll_failures_recent", "Failed node polls in the last 5 minutes"
+        )
+        failures.add_metric(
+            [], recent.filter(~Q(outcome__in=[PollOutcome.OK, PollOutcome.DEGRADED])).count()
+        )
+        yield from (outcomes, duration, failures)
+
+    @staticmethod
+    def _queues():
+        depth = GaugeMetricFamily(
+            "anchorgpu_celery_queue_depth", "Tasks waiting in each queue", labels=["queue"]
+        )
+        try:
+            client = cache._cache.get_client(write=False)
+            for queue in QUEUES:
+                depth.add_metric([queue], client.llen(queue))
+        except Exception:  # Redis down: the family is empty, the scrape still answers
+            pass
+        yield depth
+
+
+def _allowed(request) -> bool:
+    secret = settings.ANCHORGPU["METRICS_TOKEN"]
+    header = authentication.get_authorization_header(request).split()
+    bearer = len(header) == 2 and header[0].lower() == b"bearer"
+    if secret and bearer and constant_time_compare(header[1], secret.encode()):
+        return True
+    try:
+        found = BearerTokenAuthentication().authenticate(request)
+    except exceptions.AuthenticationFailed:
+        return False
+    user = found[0] if found else request.user
+    return bool(user and user.is_authenticated and user.is_staff)
+
+
+@require_GET
+@never_cache
+def metrics(request):
+    if not _allowed(request):
+        response = HttpResponse("staff token or the metrics token required\n", status=401)
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ConsoleCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

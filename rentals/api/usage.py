@@ -1,0 +1,263 @@
+"""Every figure the usage pages show, for scripts: an allocation's whole-rental summary for
+its team, and the staff dashboard's parts (fleet over time, models, regions, revenue,
+booked ahead, idle allocations)."""
+
+from datetime import timedelta
+
+from django.http import Http404
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import permissions, serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.access import acting_for_request
+from core.fields import BoundedDateTimeField
+from rentals import dashboard, selectors, usage
+
+PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
+RANGE_MAX = timedelta(days=400)
+HOURLY_MAX = timedelta(days=31)
+
+
+class RangeSerializer(serializers.Serializer):
+    """`from` and `to` (default: the last 7 days), and the step of a series."""
+
+    start = BoundedDateTimeField(required=False, help_text="default: 7 days before `to`")
+    end = BoundedDateTimeField(required=False, help_text="default: now")
+    step = serializers.ChoiceField(
+        choices=["hour", "day"], required=False, help_text="default: hour up to 7 days"
+    )
+
+    def validate(self, data):
+        end = data.get("end") or timezone.now()
+        start = data.get("start") or end - timedelta(days=7)
+        if start >= end:
+            raise serializers.ValidationError({"from": _("`from` must be before `to`.")})
+        if end - start > RANGE_MAX:
+            raise serializers.ValidationError({"from": _("A range is at most 400 days.")})
+        step = data.get("step") or ("hour" if end - start <= timedelta(days=7) else "day")
+        if step == "hour" and end - start > HOURLY_MAX:
+            raise serializers.ValidationError({"step": _("Hourly steps cover at most 31 days.")})
+        return {"start": start, "end": end, "step": step}
+
+
+def _range(request) -> dict:
+    params = {k: request.query_params.get(q) for k, q in (("start", "from"), ("end", "to"))}
+    params["step"] = request.query_params.get("step")
+    data = RangeSerializer(data={k: v for k, v in params.items() if v})
+    data.is_valid(raise_exception=True)
+    return data.validated_data
+
+
+RANGE_PARAMETERS = [
+    OpenApiParameter("from", str, description="ISO 8601; default: 7 days before `to`"),
+    OpenApiParameter("to", str, description="ISO 8601; default: now"),
+]
+
+
+class AllocationUsageSerializer(serializers.Serializer):
+    start = serializers.DateTimeField(source="from")
+    end = serializers.DateTimeField(source="to")
+    paid_hours = serializers.FloatField()
+    hours_left = serializers.FloatField()
+    running_hours = serializers.FloatField()
+    stopped_hours = serializers.FloatField()
+    gpu_hours = serializers.FloatField()
+    covered_gpu_hours = serializers.FloatField(help_text="GPU-hours telemetry saw")
+    partial = serializers.BooleanField(help_text="telemetry saw under 95 % of the window")
+    busy_hours = serializers.FloatField(help_text="busy GPU-hours")
+    util_avg = serializers.FloatField(allow_null=True)
+    util_max = serializers.FloatField(allow_null=True)
+    mem_max_mib = serializers.FloatField(allow_null=True)
+    energy_kwh = serializers.FloatField(allow_null=True)
+    idle_hours = serializers.FloatField(allow_null=True)
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["from"], data["to"] = data.pop("start"), data.pop("end")
+        return data
+
+
+class AllocationUsageApi(APIView):
+    """The whole paid window so far: rollups where raw samples are gone, raw samples for
+    the newest part."""
+
+    @extend_schema(responses={200: AllocationUsageSerializer, 401: PROBLEM, 404: PROBLEM})
+    def get(self, request, pk):
+        allocation = selectors.allocation_get(acting=acting_for_request(request), pk=pk)
+        if allocation is None:
+            raise Http404
+        summary = usage.allocation_usage(allocation=allocation, now=timezone.now())
+        return Response(AllocationUsageSerializer(summary).data)
+
+
+class FleetPointSerializer(serializers.Serializer):
+    t = serializers.DateTimeField()
+    total = serializers.IntegerField(allow_null=True, help_text="null: no record then")
+    allocated = serializers.IntegerField()
+    busy = serializers.IntegerField()
+
+
+class StaffApi(APIView):
+    permission_classes = [permissions.IsAdminUser]
+
+
+class FleetUsageApi(StaffApi):
+    """GPUs in the fleet (as recorded then), allocated and busy, per step; the newest step
+    is live."""
+
+    @extend_schema(
+        parameters=[*RANGE_PARAMETERS, OpenApiParameter("step", str, enum=["hour", "day"])],
+        responses={200: FleetPointSerializer(many=True), 400: PROBLEM, 403: PROBLEM},
+    )
+    def get(self, request):
+        r = _range(request)
+        step = timedelta(hours=1) if r["step"] == "hour" else timedelta(days=1)
+        points = dashboard.fleet_over_time(start=r["start"], end=r["end"], step=step)
+        return Response(FleetPointSerializer(points, many=True).data)
+
+
+USE_ROW = inline_serializer(
+    "UseRow",
+    {
+        "name": serializers.CharField(),
+        "util": serializers.FloatField(allow_null=True),
+        "hours": serializers.FloatField(),
+    },
+    many=True,
+)
+
+
+class _UseApi(StaffApi):
+    index = 0  # models, regions
+
+    @extend_schema(parameters=RANGE_PARAMETERS, responses={200: USE_ROW, 400: PROBLEM})
+    def get(self, request):
+        r = _range(request)
+        rows = dashboard.use_by_model_and_region(start=r["start"], end=r["end"])[self.index]
+        return Response(
+            [{"name": row["name"], "util": row["util"], "hours": row["hours"]} for row in rows]
+        )
+
+
+class ModelUsageApi(_UseApi):
+    """Average utilisation and GPU-hours seen, per GPU model."""
+
+    index = 0
+
+
+class RegionUsageApi(_UseApi):
+    """Average utilisation and GPU-hours seen, per region."""
+
+    index = 1
+
+
+class RevenueApi(StaffApi):
+    """Charges per currency and rental period, refunds per currency (never added across
+    currencies)."""
+
+    @extend_schema(
+        parameters=RANGE_PARAMETERS,
+        responses={
+            200: inline_serializer(
+                "Revenue",
+                {
+                    "charges": inline_serializer(
+                        "RevenueRow",
+                        {
+                            "currency": serializers.CharField(),
+                            "period": serializers.CharField(),
+                            "amount": serializers.CharField(),
+                            "charges": serializers.IntegerField(),
+                        },
+                        many=True,
+                    ),
+                    "refunds": inline_serializer(
+                        "RefundRow",
+                        {"currency": serializers.CharField(), "amount": serializers.CharField()},
+                        many=True,
+                    ),
+                },
+            ),
+            400: PROBLEM,
+        },
+    )
+    def get(self, request):
+        r = _range(request)
+        charges, refunds = dashboard.revenue(start=r["start"], end=r["end"])
+        return Response(
+            {
+                "charges": [
+                    {"currency": c["currency"], "period": c["period_name"],
+                     "amount": str(c["amount"]), "charges": c["bookings"]}
+                    for c in charges
+                ],
+                "refunds": [{"currency": c, "amount": str(a)} for c, a in sorted(refunds.items())],
+            }
+        )  # fmt: skip
+
+
+class BookedAheadApi(StaffApi):
+    """GPU-days booked per model for each of the next 30 days, against capacity."""
+
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "BookedAhead",
+                {
+                    "model": serializers.CharField(),
+                    "capacity": serializers.IntegerField(),
+                    "days": inline_serializer(
+                        "BookedDay",
+                        {"day": serializers.DateField(), "gpu_days": serializers.FloatField()},
+                        many=True,
+                    ),
+                },
+                many=True,
+            )
+        }
+    )
+    def get(self, request):
+        rows = dashboard.booked_ahead(now=timezone.now())
+        return Response(
+            [
+                {"model": row["model"].slug, "capacity": row["capacity"],
+                 "days": [{"day": d["day"], "gpu_days": d["gpu_days"]} for d in row["days"]]}
+                for row in rows
+            ]
+        )  # fmt: skip
+
+
+class IdleApi(StaffApi):
+    """Running allocations whose GPUs have not been busy for two hours."""
+
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "IdleAllocation",
+                {
+                    "allocation": serializers.UUIDField(),
+                    "owner": serializers.CharField(),
+                    "gpu_model": serializers.CharField(),
+                    "node": serializers.CharField(),
+                    "paid_until": serializers.DateTimeField(),
+                },
+                many=True,
+            )
+        }
+    )
+    def get(self, request):
+        return Response(
+            [
+                {"allocation": a.pk, "owner": a.user.username, "gpu_model": a.gpu_model.slug,
+                 "node": a.node.hostname, "paid_until": a.paid_until}
+                for a in dashboard.idle_allocations(now=timezone.now())
+            ]
+        )  # fmt: skip

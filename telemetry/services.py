@@ -1,0 +1,42 @@
+"""Writes staff make to telemetry: acknowledging flags."""
+
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from core.db import db_now
+from core.errors import Conflict
+from telemetry.models import Flag, FlagKind
+
+NOTE_MAX = 500
+
+
+class AlreadyAcknowledged(Conflict):
+    code = "flag_already_acknowledged"
+    title = gettext_lazy("The flag was already acknowledged")
+
+
+@transaction.atomic
+def flag_acknowledge(*, flag: Flag, user, note: str = "", now: datetime | None = None) -> Flag:
+    """Staff have seen the flag: who, when and their note are kept with it. An XID is an
+    event, so acknowledging closes it; a condition that still holds (a hot GPU, a node
+    that cannot be polled) stays open, marked seen, and closes when it clears."""
+    if not isinstance(note, str) or len(note) > NOTE_MAX:
+        raise ValidationError(
+            {"note": _("A note is text of at most %(n)s characters.") % {"n": NOTE_MAX}}
+        )
+    flag = Flag.objects.select_for_update().get(pk=flag.pk)
+    if flag.acknowledged_at is not None:
+        raise AlreadyAcknowledged(
+            _("%(user)s acknowledged this flag already.")
+            % {"user": flag.acknowledged_by.username if flag.acknowledged_by else _("someone")}
+        )
+    now = now or db_now()
+    flag.acknowledged_at, flag.acknowledged_by, flag.note = now, user, note.strip()
+    if flag.kind == FlagKind.XID and flag.closed_at is None:
+        flag.closed_at = now
+    flag.save(update_fields=["acknowledged_at", "acknowledged_by", "note", "closed_at"])
+    return flag

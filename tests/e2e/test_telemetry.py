@@ -1,0 +1,89 @@
+"""Staff open a new demo's dashboard and find it populated, acknowledge a flag; a customer
+reads a whole rental's charts and figures."""
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from catalog.demo import seed_catalog, seed_users
+from catalog.models import Node
+from rentals.demo import seed_history, seed_rentals
+from rentals.models import Allocation, AllocationState
+from telemetry.models import Flag, FlagKind, Severity
+from tests.e2e.conftest import axe_serious, login, screenshot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+PASSWORD = "pw-demo-123456"
+
+
+@pytest.fixture
+def demo(glossary):
+    seed_catalog()
+    seed_users(password=PASSWORD)
+    seed_rentals()
+    seed_history()
+
+
+def test_staff_find_a_new_demo_populated_and_acknowledge_a_flag(demo, page, live_server):
+    node = Node.objects.order_by("hostname").first()
+    now = timezone.now()
+    Flag.objects.create(
+        node=node, gpu=node.gpus.first(), kind=FlagKind.XID, severity=Severity.CRITICAL,
+        detail="XID 79", opened_at=now - timedelta(minutes=5), last_seen_at=now,
+    )  # fmt: skip
+    login(page, live_server, "staff", PASSWORD)
+    page.goto(f"{live_server.url}/usage/?days=30")
+    points = json.loads(page.locator("#fleet-data").text_content())
+    assert len(points) == 31 and sum(1 for p in points if p["busy"]) >= 25
+    assert all(p["total"] == 96 for p in points[:-1])  # recorded history, not today's count
+    assert page.get_by_role("cell", name="NVIDIA H200 SXM").first.is_visible()
+    assert not page.get_by_text("No data in this range.").first.is_visible()
+    screenshot(page, "dashboard-demo")
+    assert page.errors == []
+    assert axe_serious(page) == []
+
+    page.get_by_role("link", name="All flags").click()
+    page.wait_for_url(re.compile(r"/flags/$"))
+    page.get_by_label("Note").fill("reseated the card")
+    page.get_by_role("button", name="Acknowledge").click()
+    page.wait_for_url(re.compile(r"/flags/$"))
+    assert page.get_by_text("Acknowledged.").is_visible()
+    history = page.locator("#flag-history").locator("..")
+    assert history.get_by_text("staff: reseated the card").is_visible()
+    screenshot(page, "flags")
+    assert axe_serious(page) == []
+    flag = Flag.objects.get()
+    assert (flag.acknowledged_by.username, flag.closed_at is not None) == ("staff", True)
+
+
+def test_a_customer_reads_a_whole_rental(demo, page, live_server):
+    allocation = (
+        Allocation.objects.filter(user__username="alice", state=AllocationState.EXPIRED)
+        .order_by("paid_from")
+        .first()
+    )
+    login(page, live_server, "alice", PASSWORD)
+    page.goto(f"{live_server.url}/allocations/{allocation.pk}/")
+    page.get_by_label("Range").select_option("rental")
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_url(re.compile(r"range=rental"))
+    deadline = 100
+    while int(page.locator("#charts").get_attribute("data-points") or 0) == 0 and deadline:
+        page.wait_for_timeout(100)
+        deadline -= 1
+    hours = (allocation.paid_until - allocation.paid_from) / timedelta(hours=1)
+    assert int(page.locator("#charts").get_attribute("data-points")) >= hours * allocation.gpu_count
+    assert page.get_by_text("The whole rental so far").is_visible()
+    assert not page.locator("#summary-partial").count()
+    screenshot(page, "allocation-whole-rental")
+    assert page.errors == []
+    assert axe_serious(page) == []
+
+    page.get_by_label("Range").select_option("custom")
+    page.locator("#id_start").fill("2026-01-02T10:00")
+    page.locator("#id_end").fill("2026-01-01T10:00")
+    page.get_by_role("button", name="Show").click()
+    assert page.get_by_text("The start must be before the end.").is_visible()

@@ -1,0 +1,40 @@
+"""A new demo is populated: 30 days of believable history behind the first screen."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from catalog.demo import seed_catalog, seed_users
+from rentals.dashboard import fleet_dashboard
+from rentals.demo import seed_history, seed_rentals
+from rentals.models import Allocation, AllocationState, LedgerEntry
+from rentals.usage import allocation_usage
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_new_demo_has_thirty_days_of_history(settings):
+    seed_catalog()
+    seed_users(password="pw-demo-123456")
+    seed_rentals()
+    now = timezone.now()
+    assert seed_history(now=now) is True
+    assert seed_history(now=now) is False  # once: a second run adds nothing
+
+    assert Allocation.objects.filter(state=AllocationState.EXPIRED).count() >= 10
+    assert Allocation.objects.filter(paid_from__lt=now - timedelta(days=20)).exists()
+    assert LedgerEntry.objects.filter(at__lt=now - timedelta(days=20)).exists()
+
+    dashboard = fleet_dashboard(days=30, now=now)
+    points = dashboard["over_time"]
+    assert len(points) == 31 and all(p["total"] == 96 for p in points[:-1])
+    assert sum(1 for p in points if p["busy"] > 0) >= 25  # busy most days, not two flat lines
+    assert max(p["allocated"] for p in points) >= 16
+    assert {row["name"] for row in dashboard["by_model"]} >= {"NVIDIA H200 SXM", "NVIDIA L4"}
+    assert all(row["hours"] > 0 for row in dashboard["by_model"])
+    assert dashboard["revenue"] and any(r["amount"] > 0 for r in dashboard["revenue"])
+
+    ended = Allocation.objects.filter(state=AllocationState.EXPIRED).order_by("paid_from").first()
+    summary = allocation_usage(allocation=ended, now=now)
+    assert not summary["partial"] and summary["util_avg"] > 50 and summary["energy_kwh"] > 0

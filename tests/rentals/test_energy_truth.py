@@ -1,0 +1,114 @@
+"""Figures you can bill on: energy from the counters' rise (resets included), whole-rental
+summaries from rollups once raw samples are gone, and the dashboard's newest point live."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from rentals.dashboard import fleet_dashboard
+from rentals.models import Allocation
+from rentals.usage import allocation_usage
+from telemetry.models import GpuRollup, GpuSample
+from telemetry.poll import Fetched, store_polls
+from telemetry.rollup import telemetry_prune, telemetry_rollup
+from telemetry.simulator import EnergyMeter, SimGpu, SimNode, render_amd, render_dcgm
+from tests.rentals.helpers import book
+
+pytestmark = pytest.mark.django_db
+
+
+def _raw_rise(gpu_ids):
+    """The counters' rise from the raw samples, counted by hand: a drop is a reset."""
+    rise = 0.0
+    for gpu_id in gpu_ids:
+        values = GpuSample.objects.filter(gpu_id=gpu_id).order_by("at")
+        before = None
+        for energy in values.values_list("energy_j", flat=True):
+            if before is not None:
+                rise += energy - before if energy >= before else energy
+            before = energy
+    return rise
+
+
+@pytest.mark.parametrize(("exporter", "render"), [("dcgm", render_dcgm), ("amd", render_amd)])
+def test_a_simulated_day_with_a_counter_reset_bills_the_energy_drawn(
+    catalog, alice, exporter, render
+):
+    allocation = book(alice, model="l4", count=2, period="day")
+    node = allocation.node
+    node.exporter = exporter
+    node.save(update_fields=["exporter"])
+    gpus = [held.gpu for held in allocation.held.select_related("gpu")]
+    sim = SimNode(
+        node.hostname, exporter, "NVIDIA L4", 23034,
+        [SimGpu(g.index, g.uuid, "running") for g in gpus],
+    )  # fmt: skip
+    meter = EnergyMeter()
+    start, step = allocation.paid_from, 120
+    for t in range(0, 86400, step):
+        if t == 43200:  # midday: the node reboots and its counters start from zero
+            for g in gpus:
+                meter.reset(g.uuid)
+        body = render(sim, start.timestamp() + t, meter=meter)
+        store_polls(
+            {node.pk: node}, {node.pk: gpus}, [Fetched(node.pk, 0.0, 5, body=body)],
+            now=start + timedelta(seconds=t),
+        )  # fmt: skip
+    end = allocation.paid_until
+    telemetry_rollup(now=end + timedelta(hours=1))
+
+    drawn = sum(meter.used_j[g.uuid] for g in gpus)  # the truth: power × time
+    assert drawn > 2 * 400 * 86400 * 0.8  # two busy L4s for a day
+    usage = allocation_usage(allocation=Allocation.objects.get(), now=end)
+    assert usage["energy_kwh"] * 3.6e6 == pytest.approx(drawn, rel=0.005)
+
+    ids = [g.pk for g in gpus]
+    raw = _raw_rise(ids)
+    minutes = GpuRollup.objects.filter(gpu_id__in=ids, bucket="minute")
+    hours = GpuRollup.objects.filter(gpu_id__in=ids, bucket="hour")
+    assert sum(m.energy_j or 0 for m in minutes) == pytest.approx(raw, rel=1e-9)
+    assert sum(h.energy_j or 0 for h in hours) == pytest.approx(raw, rel=1e-9)
+    assert usage["busy_hours"] == pytest.approx(2 * 24, abs=0.1)
+
+
+def test_a_30_day_rental_is_summed_over_all_30_days_after_raw_samples_are_pruned(
+    catalog, alice, settings
+):
+    allocation = book(alice, model="l4", count=1, period="month")
+    gpu = allocation.held.get().gpu
+    start, step = allocation.paid_from, timedelta(minutes=5)
+    count = int(timedelta(days=30) / step)
+    GpuSample.objects.bulk_create(
+        GpuSample(
+            gpu=gpu, at=start + i * step, utilization=90.0 if i % 2 else 50.0,
+            memory_used_mib=1000.0 + (i == 5000) * 20000, energy_j=1e6 + i * 300 * 400.0,
+        )
+        for i in range(count)
+    )  # fmt: skip
+    end = allocation.paid_until
+    telemetry_rollup(now=end)
+    assert telemetry_prune(now=end)["samples"] > count * 0.7  # older than 7 days: gone
+    assert not GpuSample.objects.filter(at__lt=end - timedelta(days=7)).exists()
+
+    usage = allocation_usage(allocation=Allocation.objects.get(), now=end)
+    assert usage["paid_hours"] == 720.0
+    assert usage["covered_gpu_hours"] == pytest.approx(720, abs=0.2)
+    assert not usage["partial"]
+    assert usage["busy_hours"] == pytest.approx(720, abs=0.2)
+    assert usage["util_avg"] == pytest.approx(70.0, abs=0.01)
+    assert usage["mem_max_mib"] == 21000.0  # a peak in the first week, long pruned
+    assert usage["energy_kwh"] == pytest.approx((count - 1) * 300 * 400 / 3.6e6, abs=0.001)
+
+
+def test_the_newest_dashboard_point_is_live(catalog, alice):
+    allocation = book(alice, model="h100", count=2)
+    now = timezone.now()
+    telemetry_rollup(now=now)
+    assert fleet_dashboard(now=now)["over_time"][-1]["busy"] == 0
+    GpuSample.objects.bulk_create(
+        GpuSample(gpu=held.gpu, at=now - timedelta(seconds=5), utilization=95.0)
+        for held in allocation.held.all()
+    )
+    latest = fleet_dashboard(now=now)["over_time"][-1]
+    assert latest["busy"] == 2 and latest["allocated"] == 2
