@@ -156,30 +156,39 @@ def rolled_until(bucket: str, unit: timedelta) -> datetime | None:
     return last + unit if last else None
 
 
+_LEVELS = (
+    ("day", timedelta(days=1)),
+    ("hour", timedelta(hours=1)),
+    ("minute", timedelta(minutes=1)),
+)
+
+
+def _plan(start, end, levels) -> list[tuple[str, datetime, datetime]]:
+    """Split [start, end) into (source, from, to) parts: the whole buckets of the coarsest
+    level that has them rolled up, then the edges on either side by the next level down,
+    and raw samples for what no rollup covers (the edges' seconds, the newest part)."""
+    if end <= start:
+        return []
+    if not levels:
+        return [("raw", start, end)]
+    (bucket, unit, rolled), finer = levels[0], levels[1:]
+    a, b = _ceil(start, unit), min(_floor(end, unit), rolled or start)
+    if b <= a:
+        return _plan(start, end, finer)
+    return [*_plan(start, a, finer), (bucket, a, b), *_plan(b, end, finer)]
+
+
 def gpu_totals_by_gpu(
     *, start: datetime, end: datetime, gpu_ids: list[int] | None = None
 ) -> dict[int, Totals]:
     """Per GPU, what it did in [start, end), from the coarsest data that covers each part
-    exactly: whole hours from hourly rollups, whole minutes from minute rollups, and the
-    rest (the edges, and the live part not rolled up yet) from raw samples. So a 30-day
-    rental's figures cover all 30 days after raw samples are pruned, and the newest minute
-    counts too."""
+    exactly (`_plan`). So a 30-day rental's figures cover all 30 days after raw samples
+    are pruned, a 90-day dashboard reads daily rows, and the newest minute counts too."""
     totals: dict[int, Totals] = {}
     if end <= start:
         return totals
-    minute, hour = timedelta(minutes=1), timedelta(hours=1)
-    m0 = min(_ceil(start, minute), end)
-    h0, h1 = _ceil(start, hour), min(_floor(end, hour), rolled_until("hour", hour) or start)
-    parts: list[tuple[str, datetime, datetime]] = [("raw", start, m0)]
-    minutes_from = m0
-    if h1 > h0:
-        parts += [("minute", m0, h0), ("hour", h0, h1)]
-        minutes_from = h1
-    minutes_until = min(_floor(end, minute), rolled_until("minute", minute) or minutes_from)
-    parts += [
-        ("minute", minutes_from, minutes_until),
-        ("raw", max(minutes_from, minutes_until), end),
-    ]
+    levels = [(bucket, unit, rolled_until(bucket, unit)) for bucket, unit in _LEVELS]
+    parts = _plan(start, end, levels)
     gpus = "AND gpu_id = ANY(%(gpu_ids)s)" if gpu_ids is not None else ""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with connection.cursor() as cursor:
