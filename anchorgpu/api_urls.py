@@ -12,6 +12,7 @@ from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
 from rentals.api import usage
 from rentals.api import views as rentals
+from sizing.api import SizingApi
 from telemetry.api import views as telemetry
 
 urlpatterns = [
@@ -70,4 +71,5 @@ urlpatterns = [
     path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
     path("ledger/csv/", rentals.LedgerCsvApi.as_view(), name="api-ledger-csv"),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),
+    path("sizing/", SizingApi.as_view(), name="api-sizing"),
 ]

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "telemetry",
     "rentals",
     "glossary",
+    "sizing",
 ]
 
 MIDDLEWARE = [
@@ -252,6 +253,7 @@ REST_FRAMEWORK = {
         "auth": _read("AUTH_THROTTLE_RATE", "str", default="10/min"),
         "purchase": _read("PURCHASE_THROTTLE_RATE", "str", default="120/min"),
         "quote": _read("QUOTE_THROTTLE_RATE", "str", default="120/min"),
+        "sizing": _read("SIZING_THROTTLE_RATE", "str", default="60/min"),
     },
 }
 SPECTACULAR_SETTINGS = {

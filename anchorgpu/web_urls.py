@@ -4,6 +4,7 @@ from accounts import team_views as teams
 from accounts import views as accounts
 from glossary import views as glossary
 from rentals.views import allocations, catalog, statement, usage
+from sizing import views as sizing
 from telemetry import views as flags
 
 urlpatterns = [
@@ -38,6 +39,7 @@ urlpatterns = [
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),
     path("usage/", usage.usage_page, name="usage"),
+    path("sizing/", sizing.sizing_page, name="sizing"),
     path("flags/", flags.flags_page, name="flags"),
     path("flags/<int:pk>/acknowledge/", flags.flag_acknowledge_page, name="flag-acknowledge"),
     path("glossary/", glossary.glossary_page, name="glossary"),

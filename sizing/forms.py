@@ -1,0 +1,128 @@
+"""The "Will it fit?" form: the same request as the API, validated by the API's serializer."""
+
+import json
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from sizing.api import SizingInSerializer
+from sizing.estimator import WEIGHT_FORMATS
+from sizing.presets import PRESETS
+
+FORMAT_NAMES = {
+    "fp32": "FP32", "bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "int8": "INT8",
+    "int4_gptq": "INT4 GPTQ (g128)", "int4_awq": "INT4 AWQ (g128)", "nf4": "NF4 (QLoRA)",
+}  # fmt: skip
+
+
+class SizingForm(forms.Form):
+    preset = forms.ChoiceField(
+        label=_("Model"),
+        choices=[("", _("— paste a config.json or give a parameter count —"))]
+        + [(slug, p["name"]) for slug, p in PRESETS.items()],
+        required=False,
+        initial="llama-3-8b",
+    )
+    config = forms.CharField(
+        label=_("or a config.json"), required=False, max_length=20000,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+    )  # fmt: skip
+    parameters = forms.IntegerField(label=_("or a parameter count"), required=False, min_value=1)
+    workload = forms.ChoiceField(
+        label=_("Workload"),
+        choices=[("inference", _("Inference")), ("training", _("Training"))],
+        initial="inference",
+        widget=forms.RadioSelect,
+    )
+    weights_dtype = forms.ChoiceField(
+        label=_("Weight format"), choices=[(f, FORMAT_NAMES[f]) for f in WEIGHT_FORMATS],
+        initial="bf16",
+    )  # fmt: skip
+    context_tokens = forms.IntegerField(label=_("Context (tokens)"), initial=8192, min_value=1)
+    concurrent_sequences = forms.IntegerField(
+        label=_("Concurrent sequences"), initial=1, min_value=1
+    )
+    kv_cache_dtype = forms.ChoiceField(
+        label=_("KV cache precision"),
+        choices=[("auto", _("as the model")), ("bf16", "BF16"), ("fp16", "FP16"), ("fp8", "FP8")],
+        initial="auto",
+    )
+    memory_utilization = forms.FloatField(
+        label=_("Engine memory utilisation"), initial=0.90, min_value=0.1, max_value=1.0
+    )
+    method = forms.ChoiceField(
+        label=_("Method"),
+        choices=[("full", _("Full fine-tuning")), ("lora", "LoRA"), ("qlora", "QLoRA")],
+        initial="full",
+    )
+    optimizer = forms.ChoiceField(
+        label=_("Optimizer"), choices=[("adamw", "AdamW"), ("sgd", "SGD")], initial="adamw"
+    )
+    precision = forms.ChoiceField(
+        label=_("Precision"), choices=[("mixed", _("mixed (BF16/FP16)")), ("fp32", "FP32")],
+        initial="mixed",
+    )  # fmt: skip
+    strategy = forms.ChoiceField(
+        label=_("Strategy"),
+        choices=[("ddp", "DDP"), ("fsdp", "FSDP"), ("zero2", "ZeRO-2"), ("zero3", "ZeRO-3")],
+        initial="ddp",
+    )
+    offload = forms.ChoiceField(
+        label=_("Offload to CPU"),
+        choices=[
+            ("none", _("none")),
+            ("optimizer", _("optimizer state")),
+            ("optimizer_and_params", _("optimizer state and parameters")),
+        ],
+        initial="none",
+    )
+    micro_batch = forms.IntegerField(label=_("Micro-batch"), initial=1, min_value=1)
+    sequence_length = forms.IntegerField(label=_("Sequence length"), initial=2048, min_value=1)
+    activation_checkpointing = forms.ChoiceField(
+        label=_("Activation checkpointing"),
+        choices=[("none", _("none")), ("selective", _("selective")), ("full", _("full"))],
+        initial="none",
+    )
+    lora_rank = forms.IntegerField(label=_("LoRA rank"), initial=16, min_value=1)
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        if data.get("config"):
+            try:
+                model = {"config": json.loads(data["config"])}
+            except ValueError:
+                self.add_error("config", _("This is not valid JSON."))
+                return data
+        elif data.get("parameters"):
+            model = {"parameters": data["parameters"]}
+        elif data.get("preset"):
+            model = {"preset": data["preset"]}
+        else:
+            raise forms.ValidationError(_("Choose a model, paste a config.json or give a count."))
+        request = {
+            "model": model,
+            "workload": data["workload"],
+            "weights_dtype": data["weights_dtype"],
+            "inference": {k: data[k] for k in ("context_tokens", "concurrent_sequences",
+                                               "kv_cache_dtype", "memory_utilization")},
+            "training": {k: data[k] for k in ("method", "optimizer", "precision", "strategy",
+                                              "offload", "micro_batch", "sequence_length",
+                                              "activation_checkpointing", "lora_rank")},
+        }  # fmt: skip
+        checked = SizingInSerializer(data=request)
+        if not checked.is_valid():
+            for field, errors in checked.errors.items():
+                self.add_error(None, f"{field}: {_flatten(errors)}")
+            return data
+        data["request"] = checked.validated_data
+        return data
+
+
+def _flatten(errors) -> str:
+    if isinstance(errors, dict):
+        return "; ".join(f"{k}: {_flatten(v)}" for k, v in errors.items())
+    if isinstance(errors, list):
+        return " ".join(_flatten(e) for e in errors)
+    return str(errors)

@@ -1,0 +1,220 @@
+"""The sizing assistant against our catalog: every GPU model at 1, 2, 4 and 8 GPUs on one
+node, sized against the memory the fleet's devices report, with the caveats that apply."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Max, Q
+from django.utils import timezone
+from django.utils.translation import get_language, gettext_lazy
+from django.utils.translation import gettext as _
+
+from catalog.models import GpuModel, NodeState
+from glossary.content import disclaimer
+from sizing.estimator import (
+    DEFAULT_OVERHEAD,
+    QUANTIZED,
+    Architecture,
+    Estimate,
+    Inference,
+    Overhead,
+    Training,
+    architecture_from_config,
+    estimate_inference,
+    estimate_training,
+    kv_cache_dtype_bytes,
+    weights_bytes,
+)
+from sizing.presets import PRESETS
+from telemetry.models import GpuRollup
+
+MIB = 2**20
+GPU_COUNTS = (1, 2, 4, 8)
+MEASURED_WITHIN = timedelta(days=30)
+
+# code → (words, glossary term)
+CAVEATS = {
+    "ddp_not_pooled": (gettext_lazy("DDP keeps a whole copy of the model on every GPU: memory is not pooled. Only FSDP/ZeRO-3 or tensor parallelism split the weights."), "ddp"),
+    "tp_heads_indivisible": (gettext_lazy("Tensor parallelism needs the attention heads divisible by its degree: this split is not possible."), "tensor-parallelism"),
+    "tp_without_fast_link": (gettext_lazy("This card has no NVLink or Infinity Fabric: tensor parallelism over PCIe is slow (two all-reduces per layer)."), "tensor-parallelism"),
+    "kv_heads_replicated": (gettext_lazy("More GPUs than KV heads: the KV heads are replicated, so the KV cache does not shrink further."), "kv-cache"),
+    "moe_experts_resident": (gettext_lazy("Mixture of experts: every expert stays in memory, although each token uses only a few."), "vram"),
+    "fp8_needs_sm89": (gettext_lazy("FP8 W8A8 needs compute capability 8.9 or newer (or an MI300); here FP8 checkpoints run as weight-only W8A16."), "quantization"),
+    "fp8_fnuz": (gettext_lazy("MI300X FP8 is the FNUZ variant: OCP FP8 checkpoints need converting."), "quantization"),
+    "quantized_kernel": (gettext_lazy("A quantized format fits only if a kernel exists for this GPU and the checkpoint carries its metadata; AWQ, GPTQ and bitsandbytes coverage lags on ROCm."), "quantization"),
+    "rocm_gfx_target": (gettext_lazy("ROCm: your wheels must include this GPU's gfx target."), "rocm"),
+    "parameters_only": (gettext_lazy("Only a parameter count was given: weights and model states are sized, the KV cache and activations are not."), "vram"),
+    "vae_decode_peak": (gettext_lazy("Diffusion pipelines: a VAE decode can peak on its own, above the denoiser's use."), "vae"),
+}  # fmt: skip
+
+
+@dataclass
+class Model:
+    name: str
+    arch: Architecture | None
+    parameters: int
+    active_parameters: int
+    largest_layer: int | None
+
+
+def model_from_request(data: dict) -> Model:
+    """A preset, a pasted config.json, or a bare parameter count (validated upstream)."""
+    if "preset" in data:
+        preset = PRESETS[data["preset"]]
+        arch = architecture_from_config(preset["config"])
+        name = preset["name"]
+    elif "config" in data:
+        arch = architecture_from_config(data["config"])
+        name = data["config"].get("_name_or_path") or data["config"].get("model_type", "")
+    else:
+        count = data["parameters"]
+        return Model(_("%(n)s parameters") % {"n": f"{count:,}"}, None, count, count,
+                     data.get("largest_layer_parameters"))  # fmt: skip
+    return Model(
+        str(name), arch, arch.parameters(), arch.parameters(active=True),
+        arch.largest_layer_parameters(),
+    )  # fmt: skip
+
+
+def device_memory() -> dict[int, tuple[int, bool]]:
+    """Per GPU model: (bytes per device, measured?). Measured is the largest total the
+    fleet's exporters reported in the last 30 days; without it, the catalog's figure of
+    what the driver reports (never the marketing number)."""
+    since = timezone.now() - MEASURED_WITHIN
+    measured = dict(
+        GpuRollup.objects.filter(bucket=GpuRollup.Bucket.HOUR, at__gte=since)
+        .values_list("gpu__node__gpu_model_id")
+        .annotate(mib=Max("memory_total_mib"))
+        .values_list("gpu__node__gpu_model_id", "mib")
+    )
+    memory = {}
+    for model in GpuModel.objects.filter(is_active=True):
+        mib = measured.get(model.pk)
+        memory[model.pk] = (
+            (int(mib * MIB), True) if mib else (model.memory_reported_mib * MIB, False)
+        )
+    return memory
+
+
+def _gpu_caveats(gpu: GpuModel, *, count, model: Model, weights_dtype, workload, training) -> list:
+    codes = []
+    arch = model.arch
+    tp = workload == "inference" and count > 1
+    if tp and arch and arch.heads % count:
+        codes.append("tp_heads_indivisible")
+    if tp and gpu.interconnect.lower().startswith("none"):
+        codes.append("tp_without_fast_link")
+    if tp and arch and count > arch.kv_heads:
+        codes.append("kv_heads_replicated")
+    if workload == "training" and training.strategy == "ddp" and count > 1:
+        codes.append("ddp_not_pooled")
+    if weights_dtype == "fp8" and gpu.vendor == "nvidia" and gpu.compute_target < "8.9":
+        codes.append("fp8_needs_sm89")
+    if weights_dtype == "fp8" and gpu.vendor == "amd":
+        codes.append("fp8_fnuz")
+    if weights_dtype in QUANTIZED and weights_dtype != "fp8" and gpu.vendor == "amd":
+        codes.append("quantized_kernel")
+    if gpu.stack == "rocm":
+        codes.append("rocm_gfx_target")
+    return codes
+
+
+def size(
+    *, model: Model, workload: str, weights_dtype: str, inference: Inference | None = None,
+    training: Training | None = None, gpu_model: str | None = None, gpu_count: int | None = None,
+    overhead: Overhead = DEFAULT_OVERHEAD,
+) -> dict:  # fmt: skip
+    """The answer the page and the API show: the model's sizes, every candidate and the
+    caveats that apply."""
+    inference, training = inference or Inference(), training or Training()
+    gpus = GpuModel.objects.filter(is_active=True).annotate(
+        per_node=Max("nodes__gpus__index", filter=Q(nodes__state=NodeState.ACTIVE))
+    )
+    if gpu_model:
+        gpus = gpus.filter(slug=gpu_model)
+    memory = device_memory()
+    candidates = []
+    seen_codes: list[str] = []
+    for gpu in gpus.order_by("name"):
+        counts = [gpu_count] if gpu_count else [c for c in GPU_COUNTS if c <= _per_node(gpu)]
+        device_bytes, measured = memory.get(gpu.pk, (gpu.memory_reported_mib * MIB, False))
+        for count in counts:
+            estimate = _estimate(
+                model, workload, weights_dtype, inference, training, count, device_bytes, overhead
+            )
+            codes = _gpu_caveats(
+                gpu, count=count, model=model, weights_dtype=weights_dtype, workload=workload,
+                training=training,
+            )  # fmt: skip
+            possible = "tp_heads_indivisible" not in codes
+            candidates.append({
+                "gpu_model": gpu.slug, "gpu_name": gpu.name, "gpu_count": count,
+                "parallelism": estimate.parallelism, "per_gpu": estimate.per_gpu.as_dict(),
+                "device_bytes": device_bytes, "device_measured": measured,
+                "usable_bytes_per_gpu": estimate.usable_bytes,
+                "fits": estimate.fits and possible, "headroom_bytes": estimate.headroom_bytes,
+                "max_concurrent_sequences": estimate.max_concurrent_sequences,
+                "caveats": codes,
+            })  # fmt: skip
+            seen_codes += [c for c in codes if c not in seen_codes]
+    general = []
+    if model.arch is None:
+        general.append("parameters_only")
+    if model.arch and model.arch.experts > 1:
+        general.append("moe_experts_resident")
+    if workload == "training" and training.strategy == "ddp":
+        general.append("ddp_not_pooled")
+    general.append("vae_decode_peak")
+    codes = [*general, *(c for c in seen_codes if c not in general)]
+    kv_per_token = None
+    if model.arch and workload == "inference":
+        kv_bytes = kv_cache_dtype_bytes(inference.kv_cache_dtype, weights_dtype)
+        kv_per_token = model.arch.kv_bytes_per_token(kv_bytes)
+    return {
+        "model_name": model.name,
+        "parameters": model.parameters,
+        "active_parameters": model.active_parameters,
+        "weights_bytes": weights_bytes(model.arch, model.parameters, weights_dtype),
+        "kv_cache_bytes_per_token": kv_per_token,
+        "candidates": candidates,
+        "caveats": [
+            {"code": c, "text": str(CAVEATS[c][0]), "glossary": CAVEATS[c][1]} for c in codes
+        ],
+        "disclaimer": disclaimer(get_language() or "en"),
+    }
+
+
+def _per_node(gpu) -> int:
+    return (gpu.per_node + 1) if gpu.per_node is not None else max(GPU_COUNTS)
+
+
+def _estimate(
+    model, workload, weights_dtype, inference, training, count, device_bytes, overhead
+) -> Estimate:
+    if workload == "inference":
+        return estimate_inference(
+            arch=model.arch, parameters=model.parameters, weights_dtype=weights_dtype,
+            gpus=count, device_bytes=device_bytes, workload=inference, overhead=overhead,
+        )  # fmt: skip
+    return estimate_training(
+        arch=model.arch, parameters=model.parameters, largest_layer=model.largest_layer,
+        weights_dtype=weights_dtype, gpus=count, device_bytes=device_bytes, workload=training,
+        overhead=overhead,
+    )  # fmt: skip
+
+
+def smallest_fits(candidates: list[dict]) -> list[dict]:
+    """Per GPU model, the smallest configuration that fits (or the largest tried, marked
+    as not fitting), in catalog order, with the smaller counts that did not fit."""
+    by_model: dict[str, dict] = {}
+    for c in candidates:
+        best = by_model.get(c["gpu_model"])
+        if best is None or (not best["fits"] and (c["fits"] or c["gpu_count"] > best["gpu_count"])):
+            by_model[c["gpu_model"]] = c
+    return [
+        {**best, "too_small": [
+            c for c in candidates
+            if c["gpu_model"] == slug and c["gpu_count"] < best["gpu_count"] and not c["fits"]
+        ]}
+        for slug, best in by_model.items()
+    ]  # fmt: skip

@@ -1,0 +1,55 @@
+"""The "Will it fit?" page: the form, and for every catalog GPU the smallest fitting
+configuration with its memory drawn against what the device reports."""
+
+from django.shortcuts import render
+
+from sizing.api import sizing_answer
+from sizing.forms import SizingForm
+from sizing.services import smallest_fits
+
+GIB = 2**30
+PARTS = [
+    ("weights_bytes", "weights"),
+    ("kv_cache_bytes", "kv"),
+    ("gradients_bytes", "gradients"),
+    ("optimizer_bytes", "optimizer"),
+    ("activations_bytes", "activations"),
+    ("overhead_bytes", "overhead"),
+]
+
+
+def _bar(candidate: dict) -> list[dict]:
+    """Stacked segments as shares of the usable memory (the bar's full width)."""
+    usable = candidate["usable_bytes_per_gpu"] or 1
+    scale = max(usable, candidate["per_gpu"]["total_bytes"])
+    return [
+        {"part": css, "gib": candidate["per_gpu"][key] / GIB,
+         "pct": candidate["per_gpu"][key] / scale * 100}
+        for key, css in PARTS
+        if candidate["per_gpu"][key]
+    ]  # fmt: skip
+
+
+def sizing_page(request):
+    form = SizingForm(request.GET or None)
+    answer, rows, facts = None, [], {}
+    if form.is_valid():
+        answer = sizing_answer(form.cleaned_data["request"])
+        facts = {
+            "weights_gib": answer["weights_bytes"] / GIB,
+            "kv_kib": (answer["kv_cache_bytes_per_token"] or 0) / 1024,
+        }
+        for candidate in smallest_fits(answer["candidates"]):
+            total = max(candidate["usable_bytes_per_gpu"], candidate["per_gpu"]["total_bytes"])
+            rows.append(
+                {**candidate, "bar": _bar(candidate),
+                 "usable_pct": candidate["usable_bytes_per_gpu"] / total * 100,
+                 "total_gib": candidate["per_gpu"]["total_bytes"] / GIB,
+                 "usable_gib": candidate["usable_bytes_per_gpu"] / GIB,
+                 "headroom_gib": candidate["headroom_bytes"] / GIB}
+            )  # fmt: skip
+    return render(
+        request,
+        "sizing/sizing.html",
+        {"form": form, "answer": answer, "rows": rows, "nav": "sizing", **facts},
+    )
