@@ -2,12 +2,17 @@
 configuration with its memory drawn against what the device reports."""
 
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 
 from sizing.api import sizing_answer
 from sizing.forms import SizingForm
 from sizing.services import smallest_fits
 
 GIB = 2**30
+PARALLELISM = {
+    "single": _("one GPU"), "tp": _("tensor parallel (TP)"), "ddp": "DDP", "fsdp": "FSDP",
+    "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+}  # fmt: skip
 PARTS = [
     ("weights_bytes", "weights"),
     ("kv_cache_bytes", "kv"),
@@ -43,6 +48,7 @@ def sizing_page(request):
             total = max(candidate["usable_bytes_per_gpu"], candidate["per_gpu"]["total_bytes"])
             rows.append(
                 {**candidate, "bar": _bar(candidate),
+                 "parallelism_label": PARALLELISM[candidate["parallelism"]],
                  "usable_pct": candidate["usable_bytes_per_gpu"] / total * 100,
                  "total_gib": candidate["per_gpu"]["total_bytes"] / GIB,
                  "usable_gib": candidate["usable_bytes_per_gpu"] / GIB,

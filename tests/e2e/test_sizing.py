@@ -28,7 +28,7 @@ def test_llama_3_70b_needs_two_h200s_at_bf16_and_one_at_fp8_then_books(
     seed_catalog()
     login(page, live_server, "alice", "pw-alice-123456")
     h200 = _size(page, live_server, "bf16")
-    assert h200.get_by_text("2 × TP").is_visible()
+    assert h200.get_by_text("2 GPUs · tensor parallel (TP)").is_visible()
     assert h200.get_by_text("Not enough on 1").is_visible()
     assert page.get_by_text("70,553,706,496 parameters").is_visible()
     screenshot(page, "sizing-bf16")
@@ -36,7 +36,7 @@ def test_llama_3_70b_needs_two_h200s_at_bf16_and_one_at_fp8_then_books(
     assert axe_serious(page) == []
 
     h200 = _size(page, live_server, "fp8")
-    assert h200.get_by_text("1 × SINGLE").is_visible()
+    assert h200.get_by_text("1 GPU", exact=True).is_visible()
     h200.get_by_role("link", name="Quote this").click()
     page.wait_for_url(re.compile(r"/book/h200/\?gpu_count=1"))
     assert page.get_by_label("GPUs").input_value() == "1"
@@ -48,3 +48,12 @@ def test_llama_3_70b_needs_two_h200s_at_bf16_and_one_at_fp8_then_books(
     page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
     allocation = Allocation.objects.get()
     assert (allocation.gpu_model.slug, allocation.gpu_count) == ("h200", 1)
+
+    page.goto(f"{live_server.url}/")
+    page.get_by_label("Language").select_option("pl")
+    page.wait_for_load_state()
+    page.get_by_role("link", name="Czy się zmieści?").first.click()
+    page.get_by_role("button", name="Policz").click()
+    assert page.get_by_text("Warto wiedzieć").is_visible()
+    screenshot(page, "sizing-pl")
+    assert axe_serious(page) == []
