@@ -12,6 +12,7 @@ from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
 from rentals.api import usage
 from rentals.api import views as rentals
+from rentals.api.availability import AvailabilityApi
 from sizing.api import SizingApi
 from telemetry.api import views as telemetry
 
@@ -42,6 +43,7 @@ urlpatterns = [
         telemetry.FlagAcknowledgeApi.as_view(),
         name="api-flag-acknowledge",
     ),
+    path("availability/", AvailabilityApi.as_view(), name="api-availability"),
     path("quotes/", rentals.QuoteCreateApi.as_view(), name="api-quotes"),
     path("quotes/<uuid:pk>/", rentals.QuoteDetailApi.as_view(), name="api-quote"),
     path("bookings/", rentals.BookingCreateApi.as_view(), name="api-bookings"),

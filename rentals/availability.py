@@ -129,3 +129,117 @@ def earliest_start(
         )
         row = cursor.fetchone()
     return row[0] if row else None
+
+
+_DAYS = """
+WITH days AS (
+    SELECT d FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz, interval '1 day') AS d
+), nodes AS (
+    SELECT n.id, count(g.id) AS gpus
+    FROM catalog_node n JOIN catalog_gpu g ON g.node_id = n.id
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+    GROUP BY n.id
+), held AS (
+    -- GPUs held at some moment of each day (from now on, for today)
+    SELECT days.d, g.node_id, count(DISTINCT ag.gpu_id) AS busy
+    FROM days
+    JOIN rentals_allocationgpu ag
+      ON NOT ag.released AND ag.starts_at < days.d + interval '1 day'
+     AND ag.ends_at > greatest(days.d, %(now)s::timestamptz)
+    JOIN catalog_gpu g ON g.id = ag.gpu_id
+    JOIN nodes ON nodes.id = g.node_id
+    GROUP BY days.d, g.node_id
+)
+SELECT days.d,
+       coalesce(max(nodes.gpus - coalesce(held.busy, 0)), 0),
+       count(nodes.id) FILTER (WHERE coalesce(held.busy, 0) = 0),
+       coalesce(sum(nodes.gpus - coalesce(held.busy, 0)), 0)
+FROM days CROSS JOIN nodes
+LEFT JOIN held ON held.d = days.d AND held.node_id = nodes.id
+GROUP BY days.d ORDER BY days.d
+"""
+
+
+def availability_days(
+    *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None
+) -> list[dict]:
+    """Per day from `start`'s day: the most GPUs free on one node for the whole day, the
+    whole nodes free, and the GPUs free in all (today counts from now). One statement over
+    the same holds the exclusion constraint guards, so a day is never shown freer than a
+    booking for it would find."""
+    first = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    sql = _DAYS.format(region="AND n.region_id = %(region)s" if region_id else "")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "first": first, "last": first + timedelta(days=days - 1), "now": start,
+                "model": gpu_model.pk, "active": NodeState.ACTIVE, "region": region_id,
+            },
+        )  # fmt: skip
+        rows = cursor.fetchall()
+    return [
+        {
+            "date": d.date(),
+            "max_gpus_on_one_node": one,
+            "free_whole_nodes": whole,
+            "free_gpus": total,
+        }
+        for d, one, whole, total in rows
+    ]
+
+
+_WINDOWS = """
+WITH candidate AS (
+    SELECT %(not_before)s::timestamptz AS t
+    UNION
+    (SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
+     JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
+     WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
+     ORDER BY ag.ends_at LIMIT %(limit)s)
+), fitting AS (
+    SELECT c.t, n.id AS node_id, n.hostname, r.slug AS region, count(*) AS free,
+           max(n_all.gpus) AS gpus
+    FROM candidate c
+    JOIN catalog_node n ON n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+    JOIN catalog_region r ON r.id = n.region_id
+    JOIN (SELECT node_id, count(*) AS gpus FROM catalog_gpu GROUP BY node_id) n_all
+      ON n_all.node_id = n.id
+    JOIN catalog_gpu g ON g.node_id = n.id
+    WHERE NOT EXISTS (
+        SELECT 1 FROM rentals_allocationgpu ag
+        WHERE ag.gpu_id = g.id AND NOT ag.released
+          AND ag.starts_at < c.t + %(duration)s AND ag.ends_at > c.t
+    )
+    GROUP BY c.t, n.id, n.hostname, r.slug
+    HAVING count(*) >= %(count)s AND (NOT %(whole)s OR count(*) = max(n_all.gpus))
+)
+SELECT t, region, array_agg(hostname ORDER BY free, hostname)
+FROM fitting
+GROUP BY t, region
+HAVING count(*) >= %(nodes)s
+ORDER BY t, region
+LIMIT %(windows)s
+"""
+
+
+def start_windows(
+    *, gpu_model: GpuModel, duration: timedelta, not_before: datetime, gpu_count: int = 1,
+    node_count: int | None = None, region_id: int | None = None, limit: int = 5,
+) -> list[dict]:  # fmt: skip
+    """The next start times at which the request fits, with where: `gpu_count` GPUs on one
+    node, or `node_count` whole nodes in one region for the same window. Capacity only
+    frees up when a holding ends, so those instants are the only candidates."""
+    sql = _WINDOWS.format(region="AND n.region_id = %(region)s" if region_id else "")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "not_before": not_before, "model": gpu_model.pk, "limit": MAX_START_CANDIDATES,
+                "active": NodeState.ACTIVE, "duration": duration,
+                "count": 1 if node_count else gpu_count, "whole": bool(node_count),
+                "nodes": node_count or 1, "region": region_id, "windows": limit,
+            },
+        )  # fmt: skip
+        rows = cursor.fetchall()
+    return [{"starts_at": t, "region": region, "nodes": list(nodes)} for t, region, nodes in rows]

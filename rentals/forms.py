@@ -1,9 +1,10 @@
 """Page forms of the rentals layer. Bounds come from rentals.limits, as in the API."""
 
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 from django import forms
 from django.core.validators import MaxValueValidator
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from catalog.models import Option, RentalPeriod, SoftwareStack, Vendor
@@ -99,12 +100,12 @@ class QuoteForm(forms.Form):
     period_count = forms.IntegerField(label=_("Number of periods"), min_value=1, initial=1)
     start = forms.ChoiceField(
         label=_("Start"),
-        choices=[("now", _("Now")), ("later", _("At a date and time (UTC)"))],
+        choices=[("now", _("Now")), ("later", _("At a date and time"))],
         initial="now",
         widget=forms.RadioSelect,
     )
     starts_at = forms.DateTimeField(
-        label=_("Start (UTC)"),
+        label=_("Start"),
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
         input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"],
@@ -112,6 +113,10 @@ class QuoteForm(forms.Form):
 
     def __init__(self, *args, gpu_model, **kwargs):
         super().__init__(*args, **kwargs)
+        # Entered and shown in the reader's time zone (UTC unless their account says else).
+        self.fields["starts_at"].label = _("Start (%(zone)s)") % {
+            "zone": timezone.get_current_timezone_name()
+        }
         self.fields["period_count"] = _period_count_field(_("Number of periods"), initial=1)
         self.options = [
             o
@@ -136,8 +141,6 @@ class QuoteForm(forms.Form):
         if data.get("start") == "later":
             if not data.get("starts_at"):
                 self.add_error("starts_at", _("Choose the start date and time."))
-            else:
-                data["starts_at"] = data["starts_at"].replace(tzinfo=UTC)
         else:
             data["starts_at"] = None
         return data

@@ -11,18 +11,25 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
-from catalog.models import GpuModel
+from catalog.models import GpuModel, Region, RentalPeriod
 from catalog.selectors import gpu_price_history
+from core.dates import when_text
 from core.db import db_now
 from core.errors import DomainError
 from rentals import selectors, services
-from rentals.availability import gpu_model_offers
+from rentals.availability import (
+    availability_days,
+    gpu_model_offers,
+    max_gpus_per_node,
+    start_windows,
+)
 from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
 from rentals.forms import GpuModelFilterForm, QuoteForm
 from rentals.idempotency import idempotent
@@ -94,6 +101,7 @@ def book_page(request, slug):
             "gpu_model": gpu_model,
             "form": form,
             "earliest": earliest,
+            **_availability_context(request, gpu_model, form),
             "price_history": gpu_price_history(gpu_model=gpu_model),
             "nav": "catalog",
         },
@@ -130,7 +138,17 @@ def quote_book(request, pk):
         allocation = services.allocation_book(acting=acting_for_request(request), quote=quote)
     except QuoteExpired:
         return _requote(request, quote)
-    except (QuoteUsed, NoCapacity) as exc:
+    except NoCapacity as exc:
+        if exc.earliest_start is None:
+            messages.error(request, exc.detail)
+            return redirect(_requote_url(quote))
+        messages.error(
+            request,
+            _("%(refusal)s Book from %(at)s instead: the same choices are filled in below.")
+            % {"refusal": exc.detail, "at": when_text(exc.earliest_start)},
+        )
+        return redirect(_requote_url(quote, starts_at=exc.earliest_start))
+    except QuoteUsed as exc:
         messages.error(request, exc.detail)
         return redirect(_requote_url(quote))
     except DomainError as exc:
@@ -166,10 +184,70 @@ def _requote(request, quote):
     return requoted(request, expired=quote, fresh=fresh)
 
 
-def _requote_url(quote):
+CALENDAR_DAYS = 91  # 13 weeks
+
+
+def _availability_context(request, gpu_model, form) -> dict:
+    """The calendar and the earliest start for the choices on the form (as entered, or the
+    defaults), before any quote; `region` narrows both."""
+    data = form.data if form.is_bound else request.GET
+    try:
+        gpu_count = max(1, int(data.get("gpu_count") or 1))
+        period_count = max(1, int(data.get("period_count") or 1))
+    except ValueError:
+        gpu_count = period_count = 1
+    period = (
+        RentalPeriod.objects.filter(slug=data.get("period") or "", is_active=True).first()
+        or RentalPeriod.objects.filter(is_active=True).order_by("duration").first()
+    )
+    regions = list(Region.objects.filter(nodes__gpu_model=gpu_model).distinct().order_by("name"))
+    region = next((r for r in regions if r.slug == request.GET.get("region")), None)
+    now = db_now()
+    days = availability_days(
+        gpu_model=gpu_model, start=now, days=CALENDAR_DAYS, region_id=region.pk if region else None
+    )
+    windows = []
+    if period and gpu_count <= max_gpus_per_node(gpu_model=gpu_model):
+        windows = start_windows(
+            gpu_model=gpu_model, duration=period.duration * period_count, not_before=now,
+            gpu_count=gpu_count, region_id=region.pk if region else None, limit=3,
+        )  # fmt: skip
+    per_node = max(max_gpus_per_node(gpu_model=gpu_model), 1)
+    start_then = None
+    if windows and period:
+        at = _ceil_minute(windows[0]["starts_at"])
+        params = {"gpu_count": gpu_count, "period": period.slug, "period_count": period_count}
+        if at > now + timedelta(minutes=1):
+            params |= {
+                "start": "later",
+                "starts_at": timezone.localtime(at).strftime("%Y-%m-%dT%H:%M"),
+            }
+        start_then = f"{reverse('book', args=[gpu_model.slug])}?{urlencode(params)}"
+    return {
+        "calendar_weeks": [days[i : i + 7] for i in range(0, len(days), 7)],
+        "calendar_per_node": per_node,
+        "windows": windows,
+        "start_then": start_then,
+        "availability_for": {
+            "gpu_count": gpu_count,
+            "period": period,
+            "period_count": period_count,
+        },
+        "regions": regions,
+        "region": region,
+    }
+
+
+def _requote_url(quote, *, starts_at=None):
+    """The booking form with the quote's choices (count, period, options) and, when given,
+    the start that fits."""
     params = {
         "gpu_count": quote.gpu_count,
         "period": quote.period.slug,
         "period_count": quote.period_count,
     }
+    params |= {f"option_{o.slug}": q for o, q in selectors.quote_options(quote=quote)}
+    if starts_at is not None:
+        at = timezone.localtime(_ceil_minute(starts_at)).strftime("%Y-%m-%dT%H:%M")
+        params |= {"start": "later", "starts_at": at}
     return f"{reverse('book', args=[quote.gpu_model.slug])}?{urlencode(params)}"

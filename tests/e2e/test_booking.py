@@ -178,3 +178,31 @@ def test_staff_open_the_usage_dashboard(catalog, staff, alice, page, live_server
     assert axe_serious(page) == []
     csv = page.request.get(live_server.url + "/usage/?csv=booked_ahead")
     assert csv.ok and csv.text().startswith("model,day,gpu_days")
+
+
+def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
+    catalog, alice, bob, page, live_server
+):
+    from tests.rentals.helpers import book
+
+    for _ in range(2):
+        book(bob, model="h100", count=8, period="day")  # both 8-GPU nodes are busy today
+    login(page, live_server, "alice", "pw-alice-123456")
+    page.goto(f"{live_server.url}/book/h100/")
+    availability = page.locator("#availability")
+    availability.get_by_label("GPUs").fill("8")
+    availability.get_by_role("button", name="Check").click()
+    page.wait_for_url(re.compile(r"gpu_count=8"))
+    assert page.get_by_text("8 GPUs on one node fit from").is_visible()
+    assert page.locator("table.calendar td").count() >= 90
+    screenshot(page, "availability")
+    assert axe_serious(page) == []
+    page.locator("#start-then").click()
+    page.wait_for_url(re.compile(r"start=later"))
+    page.get_by_role("button", name="Get a quote").click()
+    page.wait_for_url(re.compile(r"/quotes/"))
+    page.get_by_role("button", name="Book").click()
+    page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
+    mine = Allocation.objects.get(user=alice)
+    assert (mine.gpu_count, mine.state) == (8, "scheduled")
+    assert page.errors == []

@@ -1,0 +1,142 @@
+"""GET /api/v1/availability/: what is free, where and when, before any quote."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from catalog.models import GpuModel, Region, RentalPeriod
+from core.fields import BoundedDateTimeField
+from rentals import limits
+from rentals.api.serializers import PeriodCountField
+from rentals.availability import availability_days, max_gpus_per_node, start_windows
+
+DAYS_MAX = 90
+
+
+class AvailabilityQuerySerializer(serializers.Serializer):
+    gpu_model = serializers.SlugField()
+    gpu_count = serializers.IntegerField(
+        min_value=1, max_value=limits.GPU_COUNT_MAX, required=False
+    )
+    node_count = serializers.IntegerField(min_value=1, max_value=64, required=False)
+    period = serializers.SlugField(required=False, default="day")
+    period_count = PeriodCountField(required=False, default=1)
+    region = serializers.SlugField(required=False)
+    start = BoundedDateTimeField(required=False, help_text="default: now")
+    end = BoundedDateTimeField(required=False, help_text="default and at most: 90 days later")
+
+    def validate(self, data):
+        model = GpuModel.objects.filter(slug=data["gpu_model"], is_active=True).first()
+        if model is None:
+            raise serializers.ValidationError({"gpu_model": _("Unknown GPU model.")})
+        period = RentalPeriod.objects.filter(slug=data["period"], is_active=True).first()
+        if period is None:
+            raise serializers.ValidationError({"period": _("Unknown rental period.")})
+        if "gpu_count" in data and "node_count" in data:
+            raise serializers.ValidationError(_("Give `gpu_count` or `node_count`, not both."))
+        region = None
+        if data.get("region"):
+            region = Region.objects.filter(slug=data["region"]).first()
+            if region is None:
+                raise serializers.ValidationError({"region": _("Unknown region.")})
+        now = timezone.now()
+        start = max(data.get("start") or now, now)
+        end = data.get("end") or start + timedelta(days=DAYS_MAX)
+        if end <= start:
+            raise serializers.ValidationError({"to": _("`to` must be after `from`.")})
+        if end - start > timedelta(days=DAYS_MAX):
+            raise serializers.ValidationError({"to": _("A calendar covers at most 90 days.")})
+        per_node = max_gpus_per_node(gpu_model=model)
+        if data.get("gpu_count", 1) > per_node:
+            raise serializers.ValidationError(
+                {
+                    "gpu_count": _("At most %(n)s GPUs of this model fit on one node.")
+                    % {"n": per_node}
+                }
+            )
+        return {**data, "model": model, "period_obj": period, "region_obj": region,
+                "start": start, "end": end}  # fmt: skip
+
+
+DAY = inline_serializer(
+    "AvailabilityDay",
+    {
+        "date": serializers.DateField(),
+        "max_gpus_on_one_node": serializers.IntegerField(),
+        "free_whole_nodes": serializers.IntegerField(),
+        "free_gpus": serializers.IntegerField(),
+    },
+    many=True,
+)
+WINDOW = inline_serializer(
+    "AvailabilityWindow",
+    {
+        "starts_at": serializers.DateTimeField(),
+        "region": serializers.CharField(),
+        "nodes": serializers.ListField(child=serializers.CharField()),
+    },
+    many=True,
+)
+
+
+def availability(data: dict) -> dict:
+    model, region = data["model"], data["region_obj"]
+    duration = data["period_obj"].duration * data["period_count"]
+    windows = start_windows(
+        gpu_model=model, duration=duration, not_before=data["start"],
+        gpu_count=data.get("gpu_count", 1), node_count=data.get("node_count"),
+        region_id=region.pk if region else None,
+    )  # fmt: skip
+    days = (data["end"] - data["start"]).days + 1
+    return {
+        "gpu_model": model.slug,
+        "earliest_start": windows[0]["starts_at"] if windows else None,
+        "windows": windows,
+        "days": availability_days(
+            gpu_model=model,
+            start=data["start"],
+            days=min(days, DAYS_MAX),
+            region_id=region.pk if region else None,
+        ),  # fmt: skip
+    }
+
+
+class AvailabilityApi(APIView):
+    """For the next 90 days, per day: the most GPUs free on one node, whole nodes free and
+    GPUs free in all; and the next start times that fit the request (`gpu_count` GPUs on
+    one node, or `node_count` whole nodes in one region), with where. Read from the same
+    holds that booking checks, so it is never more optimistic than a booking."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "quote"
+
+    @extend_schema(
+        parameters=[AvailabilityQuerySerializer],
+        responses={
+            200: inline_serializer(
+                "Availability",
+                {
+                    "gpu_model": serializers.CharField(),
+                    "earliest_start": serializers.DateTimeField(allow_null=True),
+                    "windows": WINDOW,
+                    "days": DAY,
+                },
+            ),
+            400: OpenApiResponse(description="Problem details with field errors"),
+            401: OpenApiResponse(description="Problem details"),
+        },
+    )
+    def get(self, request):
+        params = request.query_params.dict()
+        for name, field in (("from", "start"), ("to", "end")):
+            if name in params:
+                params[field] = params.pop(name)
+        query = AvailabilityQuerySerializer(data=params)
+        query.is_valid(raise_exception=True)
+        return Response(availability(query.validated_data))

@@ -1,0 +1,113 @@
+"""Availability before asking: the calendar and the start windows agree with what booking
+then allows, and a quote that lost its capacity comes back with the earliest start."""
+
+import contextlib
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accounts.access import acting_as
+from catalog.models import GpuModel
+from core.db import db_now
+from rentals.availability import availability_days, fits, start_windows
+from rentals.errors import NoCapacity
+from rentals.models import Allocation
+from rentals.services import allocation_book, quote_create
+from tests.rentals.helpers import book, key
+
+pytestmark = pytest.mark.django_db
+DAY = timedelta(days=1)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    bookings=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(1, 8), st.sampled_from(["day", "week"])),
+        max_size=6,
+    )
+)
+def test_the_calendar_equals_what_booking_then_allows(catalog, alice, bookings):
+    h100 = GpuModel.objects.get(slug="h100")
+    with transaction.atomic():
+        now = db_now()
+        for starts_in, count, period in bookings:
+            with contextlib.suppress(NoCapacity):  # a full fleet refuses; the calendar agrees
+                book(alice, model="h100", count=count, period=period,
+                     starts_at=now + starts_in * DAY + timedelta(hours=1))  # fmt: skip
+        days = availability_days(gpu_model=h100, start=now, days=10)
+        for day in days[1:]:  # whole future days
+            start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+            start += (day["date"] - start.date()).days * DAY
+            most = day["max_gpus_on_one_node"]
+            if most:
+                assert fits(gpu_model=h100, gpu_count=most, starts_at=start, ends_at=start + DAY)
+            assert not fits(
+                gpu_model=h100, gpu_count=most + 1, starts_at=start, ends_at=start + DAY
+            )
+        transaction.set_rollback(True)
+
+
+def test_the_first_window_is_where_a_booking_then_lands(catalog, alice):
+    h100 = GpuModel.objects.get(slug="h100")
+    for _ in range(2):
+        book(alice, model="h100", count=8, period="day")  # both 8-GPU nodes are taken today
+    now = db_now()
+    (first, *_rest) = start_windows(
+        gpu_model=h100, duration=DAY, not_before=now, gpu_count=8, limit=3
+    )
+    assert first["starts_at"] > now and first["nodes"]
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=8, period="day", period_count=1,
+        starts_at=first["starts_at"],
+    )  # fmt: skip
+    allocation = allocation_book(acting=acting_as(alice), quote=quote)
+    assert allocation.node.hostname in first["nodes"]
+
+
+def test_the_api_answers_before_any_quote(catalog, alice, alice_api):
+    book(alice, model="l4", count=4, period="day")  # the one L4 node, for a day
+    body = alice_api.get(
+        "/api/v1/availability/", {"gpu_model": "l4", "gpu_count": 2, "period": "day"}
+    ).json()
+    assert body["days"][0]["max_gpus_on_one_node"] == 0 and len(body["days"]) == 90
+    assert body["days"][2]["max_gpus_on_one_node"] == 4
+    assert body["earliest_start"] == body["windows"][0]["starts_at"]
+    whole = alice_api.get("/api/v1/availability/", {"gpu_model": "h100", "node_count": 2}).json()
+    assert len(whole["windows"][0]["nodes"]) >= 2
+    for bad in ({"gpu_model": "nope"}, {"gpu_model": "l4", "gpu_count": 99},
+                {"gpu_model": "l4", "gpu_count": 1, "node_count": 1},
+                {"gpu_model": "l4", "from": "2027-01-10T00:00:00Z", "to": "2028-01-10T00:00:00Z"}):  # fmt: skip
+        assert alice_api.get("/api/v1/availability/", bad).status_code == 400
+
+
+def test_the_booking_page_shows_the_calendar_and_the_earliest_start(catalog, alice, client):
+    book(alice, model="l4", count=4, period="day")
+    client.force_login(alice)
+    page = client.get("/book/l4/", {"gpu_count": 2, "period": "day", "period_count": 1})
+    html = page.content.decode()
+    assert 'id="availability"' in html and "2 GPUs on one node fit from" in html
+    start_then = page.context["start_then"]
+    query = parse_qs(urlsplit(start_then).query)
+    assert query["start"] == ["later"] and query["gpu_count"] == ["2"]
+    form = client.get(start_then).context["form"]
+    assert form.initial["start"] == "later"
+
+
+def test_a_quote_that_lost_its_capacity_comes_back_with_the_earliest_start(
+    catalog, alice, bob, client
+):
+    client.force_login(alice)
+    mine = quote_create(
+        acting=acting_as(alice), gpu_model="l4", gpu_count=4, period="day", period_count=1,
+        options=[{"option": "nvme-scratch", "quantity": 2}],
+    )  # fmt: skip
+    book(bob, model="l4", count=4, period="day")  # bob takes the node first
+    response = client.post(f"/quotes/{mine.pk}/book/", {"idempotency_key": key()})
+    query = parse_qs(urlsplit(response["Location"]).query)
+    assert query["start"] == ["later"] and query["option_nvme-scratch"] == ["2"]
+    assert query["gpu_count"] == ["4"] and query["period"] == ["day"]
+    assert Allocation.objects.filter(user=alice).count() == 0
