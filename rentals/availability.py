@@ -189,37 +189,36 @@ def availability_days(
     ]
 
 
-_WINDOWS = """
-WITH candidate AS (
-    SELECT %(not_before)s::timestamptz AS t
-    UNION
-    (SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
-     JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
-     WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
-     ORDER BY ag.ends_at LIMIT %(limit)s)
-), fitting AS (
-    SELECT c.t, n.id AS node_id, n.hostname, r.slug AS region, count(*) AS free,
-           max(n_all.gpus) AS gpus
-    FROM candidate c
-    JOIN catalog_node n ON n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+_CANDIDATES = """
+SELECT %(not_before)s::timestamptz AS t
+UNION
+(SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
+ JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
+ WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
+ ORDER BY ag.ends_at LIMIT %(limit)s)
+ORDER BY t
+"""
+
+_FITTING_AT = """
+WITH free AS (
+    SELECT n.id, n.hostname, r.slug AS region, count(g.id) AS gpus,
+           count(g.id) FILTER (WHERE NOT EXISTS (
+               SELECT 1 FROM rentals_allocationgpu ag
+               WHERE ag.gpu_id = g.id AND NOT ag.released
+                 AND ag.starts_at < %(t)s::timestamptz + %(duration)s AND ag.ends_at > %(t)s
+           )) AS free
+    FROM catalog_node n
     JOIN catalog_region r ON r.id = n.region_id
-    JOIN (SELECT node_id, count(*) AS gpus FROM catalog_gpu GROUP BY node_id) n_all
-      ON n_all.node_id = n.id
     JOIN catalog_gpu g ON g.node_id = n.id
-    WHERE NOT EXISTS (
-        SELECT 1 FROM rentals_allocationgpu ag
-        WHERE ag.gpu_id = g.id AND NOT ag.released
-          AND ag.starts_at < c.t + %(duration)s AND ag.ends_at > c.t
-    )
-    GROUP BY c.t, n.id, n.hostname, r.slug
-    HAVING count(*) >= %(count)s AND (NOT %(whole)s OR count(*) = max(n_all.gpus))
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+    GROUP BY n.id, n.hostname, r.slug
 )
-SELECT t, region, array_agg(hostname ORDER BY free, hostname)
-FROM fitting
-GROUP BY t, region
+SELECT region, array_agg(hostname ORDER BY free, hostname)
+FROM free
+WHERE free >= %(count)s AND (NOT %(whole)s OR free = gpus)
+GROUP BY region
 HAVING count(*) >= %(nodes)s
-ORDER BY t, region
-LIMIT %(windows)s
+ORDER BY region
 """
 
 
@@ -230,16 +229,23 @@ def start_windows(
     """The next start times at which the request fits, with where: `gpu_count` GPUs on one
     node, or `node_count` whole nodes in one region for the same window. Capacity only
     frees up when a holding ends, so those instants are the only candidates."""
-    sql = _WINDOWS.format(region="AND n.region_id = %(region)s" if region_id else "")
+    region = "AND n.region_id = %(region)s" if region_id else ""
+    params = {
+        "not_before": not_before, "model": gpu_model.pk, "limit": MAX_START_CANDIDATES,
+        "active": NodeState.ACTIVE, "duration": duration,
+        "count": 1 if node_count else gpu_count, "whole": bool(node_count),
+        "nodes": node_count or 1, "region": region_id,
+    }  # fmt: skip
+    rows = []
     with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            {
-                "not_before": not_before, "model": gpu_model.pk, "limit": MAX_START_CANDIDATES,
-                "active": NodeState.ACTIVE, "duration": duration,
-                "count": 1 if node_count else gpu_count, "whole": bool(node_count),
-                "nodes": node_count or 1, "region": region_id, "windows": limit,
-            },
-        )  # fmt: skip
-        rows = cursor.fetchall()
-    return [{"starts_at": t, "region": region, "nodes": list(nodes)} for t, region, nodes in rows]
+        cursor.execute(_CANDIDATES, params)
+        # In time order, one statement per candidate, until enough windows: usually the
+        # first candidate (now) or one of the next few fits.
+        for (t,) in cursor.fetchall():
+            cursor.execute(_FITTING_AT.format(region=region), {**params, "t": t})
+            rows += [(t, where, nodes) for where, nodes in cursor.fetchall()]
+            if len(rows) >= limit:
+                break
+    return [
+        {"starts_at": t, "region": where, "nodes": list(nodes)} for t, where, nodes in rows[:limit]
+    ]
