@@ -265,6 +265,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # operationIds and tags without the version: `bookings_create`, `allocations_stop_create`.
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
     "ENUM_NAME_OVERRIDES": {
         "AllocationStateEnum": "rentals.models.AllocationState",
         "NodeStateEnum": "catalog.models.NodeState",
