@@ -190,7 +190,7 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
     login(page, live_server, "alice", "pw-alice-123456")
     page.goto(f"{live_server.url}/book/h100/")
     availability = page.locator("#availability")
-    availability.get_by_label("GPUs").fill("8")
+    availability.get_by_label("Count on one node").fill("8")
     availability.get_by_role("button", name="Check").click()
     page.wait_for_url(re.compile(r"gpu_count=8"))
     assert page.get_by_text("8 GPUs on one node fit from").is_visible()
