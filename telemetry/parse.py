@@ -108,7 +108,80 @@ def _xid(value, problems, key) -> int | None:
     return int(value)
 
 
+class _Strange(Exception):
+    """A line the fast reader does not recognise: prometheus_client's parser decides."""
+
+
+@dataclass(frozen=True)
+class _Sample:
+    name: str
+    labels: dict
+    value: float
+
+
+@dataclass
+class _Family:
+    name: str
+    samples: list
+
+
+_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?[0-9]+)?[ \t]*")
+_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_ESCAPE = re.compile(r"\\.")
+
+
+def _labels(raw: str | None) -> dict:
+    if not raw:
+        return {}
+    labels, position = {}, 0
+    while position < len(raw):
+        match = _LABEL.match(raw, position)
+        if match is None or match.end() == position:
+            raise _Strange
+        name, value = match.group(1), match.group(2)
+        if name in labels:
+            raise _Strange
+        labels[name] = _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(0), m.group(0)), value)
+        position = match.end()
+    return labels
+
+
+def _fast_families(text: str) -> list[_Family]:
+    """The exporters' plain text format, read strictly: one sample per line, families by
+    name (a counter's `_total` sample belongs to its family). Anything unusual raises
+    `_Strange`, and prometheus_client's full parser reads the body instead."""
+    counters, families = set(), {}
+    for line in text.split("\n"):
+        if not line or line.isspace():
+            continue
+        if line[0] == "#":
+            parts = line.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE" and parts[3].strip() == "counter":
+                counters.add(parts[2].removesuffix("_total"))
+            continue
+        match = _LINE.fullmatch(line)
+        if match is None:
+            raise _Strange
+        name, raw_labels, raw_value = match.groups()
+        if name.endswith("_total") and name[:-6] in counters:
+            name = name[:-6]
+        try:  # whole numbers stay exact, as prometheus_client keeps them
+            value = int(raw_value) if raw_value.lstrip("+-").isdigit() else float(raw_value)
+        except ValueError as exc:
+            raise _Strange from exc
+        family = families.get(name)
+        if family is None:
+            family = families[name] = _Family(name, [])
+        family.samples.append(_Sample(name, _labels(raw_labels), value))
+    return list(families.values())
+
+
 def _families(text):
+    try:
+        return _fast_families(text)
+    except _Strange:
+        pass
     try:
         return list(text_string_to_metric_families(text))
     except (ValueError, IndexError, TypeError) as exc:
