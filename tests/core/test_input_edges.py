@@ -112,3 +112,10 @@ def test_readyz_names_what_is_down_but_not_why(client, settings):
     }
     body = client.get("/readyz").content.decode()
     assert "redis" in body and "secret-host" not in body and "Error" not in body
+
+
+@pytest.mark.parametrize("accept", ["", "application/xml", "text/plain;q=1, image/png"])
+def test_an_accept_header_we_cannot_satisfy_gets_json_not_406(catalog, alice_api, accept):
+    response = alice_api.get("/api/v1/gpu-models/", HTTP_ACCEPT=accept)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
