@@ -82,53 +82,16 @@ def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
     )
 
 
-_EARLIEST_START = """
-WITH candidate AS (
-    SELECT %(not_before)s::timestamptz AS t
-    UNION
-    (SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
-     JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
-     WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
-     ORDER BY ag.ends_at LIMIT %(limit)s)
-)
-SELECT c.t
-FROM candidate c
-JOIN catalog_node n ON n.gpu_model_id = %(model)s AND n.state = %(active)s
-JOIN catalog_gpu g ON g.node_id = n.id
-WHERE NOT EXISTS (
-    SELECT 1 FROM rentals_allocationgpu ag
-    WHERE ag.gpu_id = g.id AND NOT ag.released
-      AND ag.starts_at < c.t + %(duration)s AND ag.ends_at > c.t
-)
-GROUP BY c.t, n.id
-HAVING count(*) >= %(count)s
-ORDER BY c.t
-LIMIT 1
-"""
-
-
 def earliest_start(
     *, gpu_model: GpuModel, gpu_count: int, duration: timedelta, not_before: datetime
 ) -> datetime | None:
-    """The first instant ≥ not_before at which the request fits, or None if none is in sight.
-
-    Capacity only frees up when a holding ends, so those instants (the next
-    MAX_START_CANDIDATES of them) are the only candidates; one query tries them all.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _EARLIEST_START,
-            {
-                "not_before": not_before,
-                "model": gpu_model.pk,
-                "limit": MAX_START_CANDIDATES,
-                "active": NodeState.ACTIVE,
-                "duration": duration,
-                "count": gpu_count,
-            },
-        )
-        row = cursor.fetchone()
-    return row[0] if row else None
+    """The first instant ≥ not_before at which the request fits, or None if none is in sight
+    (the first of `start_windows`)."""
+    windows = start_windows(
+        gpu_model=gpu_model, duration=duration, not_before=not_before, gpu_count=gpu_count,
+        limit=1,
+    )  # fmt: skip
+    return windows[0]["starts_at"] if windows else None
 
 
 _DAYS = """

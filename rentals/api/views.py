@@ -6,7 +6,7 @@ Thin: validate, call one service, serialize. Purchases go through rentals.idempo
 from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, permissions, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import JSONRenderer
@@ -78,6 +78,30 @@ class QuoteCreateApi(APIView):
 
     @extend_schema(
         request=QuoteInSerializer,
+        examples=[
+            OpenApiExample(
+                "Two H100s for a week, starting now, with 2 TB of scratch",
+                request_only=True,
+                value={
+                    "gpu_model": "h100-sxm",
+                    "gpu_count": 2,
+                    "period": "week",
+                    "period_count": 1,
+                    "options": [{"option": "nvme-scratch", "quantity": 2}],
+                },
+            ),
+            OpenApiExample(
+                "Eight H200s for 3 days from a chosen start",
+                request_only=True,
+                value={
+                    "gpu_model": "h200",
+                    "gpu_count": 8,
+                    "period": "day",
+                    "period_count": 3,
+                    "starts_at": "2026-12-07T09:00:00Z",
+                },
+            ),
+        ],  # fmt: skip
         responses={201: QuoteSerializer, 400: PROBLEM, 401: PROBLEM, 409: PROBLEM, 429: PROBLEM},
     )
     def post(self, request):
@@ -103,6 +127,13 @@ class BookingCreateApi(APIView):
 
     @extend_schema(
         request=BookingInSerializer,
+        examples=[
+            OpenApiExample(
+                "Book a quote (send an Idempotency-Key header: a UUID, reused on retries)",
+                request_only=True,
+                value={"quote": "3f0c7a52-5b1e-4f0e-9d1a-2b8e6f0c9a11"},
+            )
+        ],
         parameters=[IDEMPOTENCY_HEADER],
         responses={
             201: BookingSerializer,
@@ -214,6 +245,16 @@ class AllocationExtendApi(APIView):
 
     @extend_schema(
         request=ExtendInSerializer,
+        examples=[
+            OpenApiExample(
+                "Charge an extension quote exactly",
+                request_only=True,
+                value={"quote": "9a4d1c3e-7f2b-4c8e-a1d0-5e6f7a8b9c0d"},
+            ),
+            OpenApiExample(
+                "Price and charge one more period now", request_only=True, value={"period_count": 1}
+            ),
+        ],
         parameters=[IDEMPOTENCY_HEADER],
         responses={
             200: AllocationSerializer,
