@@ -206,13 +206,13 @@ def _availability_context(request, gpu_model, form) -> dict:
     days = availability_days(
         gpu_model=gpu_model, start=now, days=CALENDAR_DAYS, region_id=region.pk if region else None
     )
+    per_node = max_gpus_per_node(gpu_model=gpu_model)
     windows = []
-    if period and gpu_count <= max_gpus_per_node(gpu_model=gpu_model):
+    if period and gpu_count <= per_node:
         windows = start_windows(
             gpu_model=gpu_model, duration=period.duration * period_count, not_before=now,
             gpu_count=gpu_count, region_id=region.pk if region else None, limit=3,
         )  # fmt: skip
-    per_node = max(max_gpus_per_node(gpu_model=gpu_model), 1)
     start_then = None
     if windows and period:
         at = _ceil_minute(windows[0]["starts_at"])
@@ -225,7 +225,7 @@ def _availability_context(request, gpu_model, form) -> dict:
         start_then = f"{reverse('book', args=[gpu_model.slug])}?{urlencode(params)}"
     return {
         "calendar_weeks": [days[i : i + 7] for i in range(0, len(days), 7)],
-        "calendar_per_node": per_node,
+        "calendar_per_node": max(per_node, 1),
         "windows": windows,
         "start_then": start_then,
         "availability_for": {
