@@ -29,22 +29,34 @@ _COLUMNS = (
 LOOKBACK = "1 hour"
 MAX_GAP_SECONDS = 300
 
-_MINUTES = f"""
+
+def samples_with_deltas(*, since: str, until: str, where: str = "") -> str:
+    """`WITH … d AS (…)`: the raw samples in [since, until) (SQL expressions), each with its
+    `energy_rise` and `covered` seconds since the sample before it (looked for up to
+    LOOKBACK earlier). The one definition of a counter's rise, for rollups and live reads."""
+    return f"""
 WITH s AS (
     SELECT gpu_id, at, utilization, memory_used_mib, memory_total_mib, power_w, temperature_c,
            energy_j, lag(energy_j) OVER w AS energy_before,
            extract(epoch FROM at - lag(at) OVER w)::float8 AS interval_s
     FROM telemetry_gpusample
-    WHERE at >= %(since)s::timestamptz - interval '{LOOKBACK}'
-      AND at < date_trunc('minute', %(now)s::timestamptz)
+    WHERE at >= {since} - interval '{LOOKBACK}' AND at < {until} {where}
     WINDOW w AS (PARTITION BY gpu_id ORDER BY at)
 ), d AS (
     SELECT *,
            CASE WHEN energy_j >= energy_before THEN energy_j - energy_before
                 WHEN energy_j < energy_before THEN energy_j END AS energy_rise,
            CASE WHEN interval_s <= {MAX_GAP_SECONDS} THEN interval_s END AS covered
-    FROM s WHERE at >= %(since)s
+    FROM s WHERE at >= {since}
 )
+"""
+
+
+_MINUTES = (
+    samples_with_deltas(
+        since="%(since)s::timestamptz", until="date_trunc('minute', %(now)s::timestamptz)"
+    )
+    + f"""
 INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
     memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j, covered_s,
     busy_s)
@@ -56,6 +68,7 @@ FROM d
 GROUP BY gpu_id, date_trunc('minute', at)
 ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
 """
+)
 
 
 def _coarser(target: str, source: str) -> str:

@@ -8,7 +8,7 @@ from django.db import connection
 
 from catalog.models import Gpu
 from telemetry.models import Flag, FleetSize, GpuRollup, GpuSample
-from telemetry.rollup import LOOKBACK, MAX_GAP_SECONDS
+from telemetry.rollup import samples_with_deltas
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -119,21 +119,9 @@ WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s {gpus}
 GROUP BY gpu_id
 """
 
-_RAW = f"""
-WITH s AS (
-    SELECT gpu_id, at, utilization, memory_used_mib, energy_j,
-           lag(energy_j) OVER w AS energy_before, extract(epoch FROM at - lag(at) OVER w)::float8 AS gap
-    FROM telemetry_gpusample
-    WHERE at >= %(start)s::timestamptz - interval '{LOOKBACK}' AND at < %(end)s {{gpus}}
-    WINDOW w AS (PARTITION BY gpu_id ORDER BY at)
-), d AS (
-    SELECT *, CASE WHEN energy_j >= energy_before THEN energy_j - energy_before
-                   WHEN energy_j < energy_before THEN energy_j END AS rise,
-              CASE WHEN gap <= {MAX_GAP_SECONDS} THEN gap END AS covered
-    FROM s WHERE at >= %(start)s
-)
+_RAW = """
 SELECT gpu_id, count(*), sum(utilization), count(utilization), max(utilization),
-       max(memory_used_mib), sum(rise), sum(covered),
+       max(memory_used_mib), sum(energy_rise), sum(covered),
        sum(covered) FILTER (WHERE utilization > %(threshold)s)
 FROM d GROUP BY gpu_id
 """
@@ -197,7 +185,10 @@ def gpu_totals_by_gpu(
                 continue
             params = {"start": a, "end": b, "gpu_ids": gpu_ids, "bucket": kind}
             if kind == "raw":
-                cursor.execute(_RAW.format(gpus=gpus), {**params, "threshold": threshold})
+                deltas = samples_with_deltas(
+                    since="%(start)s::timestamptz", until="%(end)s", where=gpus
+                )
+                cursor.execute(deltas + _RAW, {**params, "threshold": threshold})
             else:
                 cursor.execute(_ROLLED.format(gpus=gpus), params)
             for gpu_id, *row in cursor.fetchall():
