@@ -196,9 +196,10 @@ def _availability_context(request, gpu_model, form) -> dict:
         period_count = max(1, int(data.get("period_count") or 1))
     except ValueError:
         gpu_count = period_count = 1
-    period = (
-        RentalPeriod.objects.filter(slug=data.get("period") or "", is_active=True).first()
-        or RentalPeriod.objects.filter(is_active=True).order_by("duration").first()
+    # Matched in Python: whatever was typed (a NUL byte included) never reaches a query.
+    periods = list(RentalPeriod.objects.filter(is_active=True).order_by("duration"))
+    period = next((p for p in periods if p.slug == data.get("period")), None) or (
+        periods[0] if periods else None
     )
     regions = list(Region.objects.filter(nodes__gpu_model=gpu_model).distinct().order_by("name"))
     region = next((r for r in regions if r.slug == request.GET.get("region")), None)
