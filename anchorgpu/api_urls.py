@@ -10,7 +10,7 @@ from accounts.api.views import (
 )
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
-from rentals.api import usage
+from rentals.api import clusters, usage
 from rentals.api import views as rentals
 from rentals.api.availability import AvailabilityApi
 from sizing.api import SizingApi
@@ -70,6 +70,24 @@ urlpatterns = [
     path("usage/revenue/", usage.RevenueApi.as_view(), name="api-usage-revenue"),
     path("usage/booked-ahead/", usage.BookedAheadApi.as_view(), name="api-usage-booked-ahead"),
     path("usage/idle/", usage.IdleApi.as_view(), name="api-usage-idle"),
+    path("clusters/<uuid:pk>/", clusters.ClusterDetailApi.as_view(), name="api-cluster"),
+    path("clusters/<uuid:pk>/stop/", clusters.ClusterStopApi.as_view(), name="api-cluster-stop"),
+    path("clusters/<uuid:pk>/start/", clusters.ClusterStartApi.as_view(), name="api-cluster-start"),
+    path(
+        "clusters/<uuid:pk>/cancel/",
+        clusters.ClusterCancelApi.as_view(),
+        name="api-cluster-cancel",
+    ),
+    path(
+        "clusters/<uuid:pk>/extend/",
+        clusters.ClusterExtendApi.as_view(),
+        name="api-cluster-extend",
+    ),
+    path(
+        "clusters/<uuid:pk>/extension-quotes/",
+        clusters.ClusterExtensionQuoteApi.as_view(),
+        name="api-cluster-extension-quotes",
+    ),
     path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
     path("ledger/csv/", rentals.LedgerCsvApi.as_view(), name="api-ledger-csv"),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),

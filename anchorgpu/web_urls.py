@@ -35,6 +35,8 @@ urlpatterns = [
         allocations.allocation_action,
         name="allocation-action",
     ),
+    path("clusters/<uuid:pk>/", allocations.cluster_detail_page, name="cluster-detail"),
+    path("clusters/<uuid:pk>/<str:action>/", allocations.cluster_action, name="cluster-action"),
     path("notices/", allocations.notices_page, name="notices"),
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),

@@ -195,12 +195,13 @@ class NodeAdmin(admin.ModelAdmin):
         "hostname",
         "region",
         "gpu_model",
+        "network_group",
         "exporter",
         "state",
         "health",
         "last_good_poll_at",
     ]
-    list_filter = ["state", "health", "region", "gpu_model", "exporter"]
+    list_filter = ["state", "health", "region", "gpu_model", "exporter", "network_group"]
     search_fields = ["hostname", "gpus__uuid"]
     inlines = [GpuInline]
     readonly_fields = ["health", "health_detail", "last_poll_at", "last_good_poll_at"]

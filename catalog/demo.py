@@ -70,11 +70,17 @@ OPTIONS = [
 
 REGIONS = [("pl-waw", "Warsaw"), ("de-fra", "Frankfurt"), ("us-east", "Ashburn")]
 
-# region, model, nodes, GPUs per node
+IB_NDR = "InfiniBand NDR 400 Gb/s × 8"
+ROCE = "RoCE 200 Gb/s"
+
+# region, model, nodes, GPUs per node, node-to-node fabric and network group (whole nodes
+# of one group can be booked together as a cluster)
 FLEET = [
-    ("pl-waw", "h200", 2, 8), ("pl-waw", "h100-sxm", 2, 8), ("pl-waw", "l40s", 1, 4),
-    ("de-fra", "h100-sxm", 1, 8), ("de-fra", "a100-80gb", 2, 8), ("de-fra", "l4", 2, 4),
-    ("us-east", "mi300x", 2, 8), ("us-east", "h200", 1, 8), ("us-east", "l40s", 1, 4),
+    ("pl-waw", "h200", 2, 8, "none", ""), ("pl-waw", "h100-sxm", 4, 8, IB_NDR, "waw-ib-1"),
+    ("pl-waw", "l40s", 1, 4, "none", ""), ("de-fra", "h100-sxm", 1, 8, "none", ""),
+    ("de-fra", "a100-80gb", 2, 8, ROCE, "fra-roce-1"), ("de-fra", "l4", 2, 4, "none", ""),
+    ("us-east", "mi300x", 2, 8, "none", ""), ("us-east", "h200", 1, 8, "none", ""),
+    ("us-east", "l40s", 1, 4, "none", ""),
 ]  # fmt: skip
 
 # username, e-mail, staff, superuser. Staff read dashboards and allocations and change
@@ -144,7 +150,7 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
     regions = {}
     for slug, name in REGIONS:
         regions[slug], _ = Region.objects.get_or_create(slug=slug, defaults={"name": name})
-    for region, model_slug, count, per_node in FLEET:
+    for region, model_slug, count, per_node, fabric, group in FLEET:
         model = models[model_slug]
         for n in range(1, count + 1):
             hostname = f"{model_slug}-{region}-{n:02d}"
@@ -161,6 +167,8 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
                     "gpu_model": model,
                     "exporter": exporter,
                     "telemetry_url": url,
+                    "fabric": fabric,
+                    "network_group": group,
                 },
             )
             for index in range(per_node):

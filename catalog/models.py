@@ -264,6 +264,19 @@ class Node(models.Model):
     )
     state = models.CharField(max_length=12, choices=NodeState.choices, default=NodeState.ACTIVE)
     health = models.CharField(max_length=12, choices=NodeHealth.choices, default=NodeHealth.UNKNOWN)
+    # The network between nodes: a cluster (several whole nodes booked together) only spans
+    # nodes of one network group; a node with no group is never part of a cluster.
+    fabric = models.CharField(
+        _("node-to-node fabric"),
+        max_length=80,
+        default="none",
+        db_default="none",
+        help_text="InfiniBand NDR 400 Gb/s × 8, RoCE 200 Gb/s, none…",
+    )
+    network_group = models.SlugField(
+        _("network group"), max_length=40, blank=True, default="", db_default="",
+        help_text="nodes one cluster may span",
+    )  # fmt: skip
     health_detail = models.TextField(blank=True)
     last_poll_at = models.DateTimeField(null=True, blank=True)
     last_good_poll_at = models.DateTimeField(null=True, blank=True)
@@ -272,6 +285,10 @@ class Node(models.Model):
         ordering = ["hostname"]
         indexes = [models.Index(fields=["state", "gpu_model"])]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(network_group="") | ~Q(fabric="none"),
+                name="catalog_node_grouped_nodes_have_a_fabric",
+            ),
             choices_check("exporter", ExporterKind, name="catalog_node_exporter_valid"),
             choices_check("state", NodeState, name="catalog_node_state_valid"),
             choices_check("health", NodeHealth, name="catalog_node_health_valid"),

@@ -57,6 +57,23 @@ def max_gpus_per_node(*, gpu_model: GpuModel) -> int:
     return max(counts, default=0)
 
 
+def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
+    """(GPUs per node, nodes in the largest network group) of the model's active nodes that
+    can form clusters: a cluster is that many GPUs per node, on at most that many nodes."""
+    sizes = (
+        Gpu.objects.filter(node__gpu_model=gpu_model, node__state=NodeState.ACTIVE)
+        .exclude(node__network_group="")
+        .values("node_id", "node__network_group")
+        .annotate(n=Count("id"))
+    )
+    per_node = max((row["n"] for row in sizes), default=0)
+    groups: dict[str, int] = {}
+    for row in sizes:
+        if row["n"] == per_node:
+            groups[row["node__network_group"]] = groups.get(row["node__network_group"], 0) + 1
+    return per_node, max(groups.values(), default=0)
+
+
 def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) -> list[int]:
     """Nodes with room, fullest first: packing keeps whole nodes free for whole-node bookings.
 
@@ -83,13 +100,15 @@ def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
 
 
 def earliest_start(
-    *, gpu_model: GpuModel, gpu_count: int, duration: timedelta, not_before: datetime
-) -> datetime | None:
-    """The first instant ≥ not_before at which the request fits, or None if none is in sight
-    (the first of `start_windows`)."""
+    *, gpu_model: GpuModel, gpu_count: int = 1, node_count: int | None = None,
+    duration: timedelta, not_before: datetime,
+) -> datetime | None:  # fmt: skip
+    """The first instant ≥ not_before at which the request (GPUs on one node, or whole
+    nodes of one network group) fits, or None if none is in sight (the first of
+    `start_windows`)."""
     windows = start_windows(
         gpu_model=gpu_model, duration=duration, not_before=not_before, gpu_count=gpu_count,
-        limit=1,
+        node_count=node_count, limit=1,
     )  # fmt: skip
     return windows[0]["starts_at"] if windows else None
 
@@ -164,7 +183,8 @@ ORDER BY t
 
 _FITTING_AT = """
 WITH free AS (
-    SELECT n.id, n.hostname, r.slug AS region, count(g.id) AS gpus,
+    SELECT n.id, n.hostname, r.slug AS region,
+           CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp, count(g.id) AS gpus,
            count(g.id) FILTER (WHERE NOT EXISTS (
                SELECT 1 FROM rentals_allocationgpu ag
                WHERE ag.gpu_id = g.id AND NOT ag.released
@@ -174,15 +194,44 @@ WITH free AS (
     JOIN catalog_region r ON r.id = n.region_id
     JOIN catalog_gpu g ON g.node_id = n.id
     WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+      AND (NOT %(whole)s OR n.network_group <> '')
     GROUP BY n.id, n.hostname, r.slug
 )
-SELECT region, array_agg(hostname ORDER BY free, hostname)
+SELECT region, grp, array_agg(hostname ORDER BY free, hostname)
 FROM free
-WHERE free >= %(count)s AND (NOT %(whole)s OR free = gpus)
-GROUP BY region
+WHERE free >= %(count)s AND (NOT %(whole)s OR free = gpus AND gpus = %(per_node)s)
+GROUP BY region, grp
 HAVING count(*) >= %(nodes)s
-ORDER BY region
+ORDER BY count(*), region, grp
 """
+
+
+def _params(*, gpu_model, duration, gpu_count, node_count, region_id):
+    per_node = cluster_shape(gpu_model=gpu_model)[0] if node_count else 0
+    return {
+        "per_node": per_node,
+        "model": gpu_model.pk, "active": NodeState.ACTIVE, "duration": duration,
+        "count": 1 if node_count else gpu_count, "whole": bool(node_count),
+        "nodes": node_count or 1, "region": region_id, "limit": MAX_START_CANDIDATES,
+    }  # fmt: skip
+
+
+def _fitting_at(cursor, t, params) -> list[tuple]:
+    """(region, network group, hostnames) where the request fits from `t`: for whole nodes,
+    the groups with the fewest free whole nodes first (least fragmentation)."""
+    region = "AND n.region_id = %(region)s" if params["region"] else ""
+    cursor.execute(_FITTING_AT.format(region=region), {**params, "t": t})
+    return cursor.fetchall()
+
+
+def cluster_fits(*, gpu_model: GpuModel, node_count: int, starts_at, ends_at) -> bool:
+    """Whether `node_count` whole nodes of one network group are free for the window."""
+    params = _params(
+        gpu_model=gpu_model, duration=ends_at - starts_at, gpu_count=1, node_count=node_count,
+        region_id=None,
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        return bool(_fitting_at(cursor, starts_at, params))
 
 
 def start_windows(
@@ -190,23 +239,19 @@ def start_windows(
     node_count: int | None = None, region_id: int | None = None, limit: int = 5,
 ) -> list[dict]:  # fmt: skip
     """The next start times at which the request fits, with where: `gpu_count` GPUs on one
-    node, or `node_count` whole nodes in one region for the same window. Capacity only
-    frees up when a holding ends, so those instants are the only candidates."""
-    region = "AND n.region_id = %(region)s" if region_id else ""
-    params = {
-        "not_before": not_before, "model": gpu_model.pk, "limit": MAX_START_CANDIDATES,
-        "active": NodeState.ACTIVE, "duration": duration,
-        "count": 1 if node_count else gpu_count, "whole": bool(node_count),
-        "nodes": node_count or 1, "region": region_id,
-    }  # fmt: skip
+    node, or `node_count` whole nodes of one network group for the same window. Capacity
+    only frees up when a holding ends, so those instants are the only candidates."""
+    params = _params(
+        gpu_model=gpu_model, duration=duration, gpu_count=gpu_count, node_count=node_count,
+        region_id=region_id,
+    )  # fmt: skip
     rows = []
     with connection.cursor() as cursor:
-        cursor.execute(_CANDIDATES, params)
+        cursor.execute(_CANDIDATES, {**params, "not_before": not_before})
         # In time order, one statement per candidate, until enough windows: usually the
         # first candidate (now) or one of the next few fits.
         for (t,) in cursor.fetchall():
-            cursor.execute(_FITTING_AT.format(region=region), {**params, "t": t})
-            rows += [(t, where, nodes) for where, nodes in cursor.fetchall()]
+            rows += [(t, where, nodes) for where, _group, nodes in _fitting_at(cursor, t, params)]
             if len(rows) >= limit:
                 break
     return [

@@ -88,9 +88,21 @@ class DashboardForm(forms.Form):
 class QuoteForm(forms.Form):
     """The booking form's input; the quote service does the real validation."""
 
+    SHAPES = [
+        ("gpus", _("On one node")),
+        ("nodes", _("A cluster: whole nodes on one fabric")),
+    ]
+    shape = forms.ChoiceField(
+        label=_("What to rent"), choices=SHAPES, initial="gpus", widget=forms.RadioSelect,
+        required=False,
+    )  # fmt: skip
     gpu_count = forms.IntegerField(
-        label=_("GPUs"), min_value=1, max_value=limits.GPU_COUNT_MAX, initial=1
+        label=_("GPUs"), min_value=1, max_value=limits.GPU_COUNT_MAX, initial=1, required=False
     )
+    node_count = forms.IntegerField(
+        label=_("Node count"), min_value=1, max_value=limits.NODE_COUNT_MAX, initial=2,
+        required=False,
+    )  # fmt: skip
     period = forms.ModelChoiceField(
         label=_("Rental period"),
         queryset=RentalPeriod.objects.filter(is_active=True),
@@ -138,6 +150,10 @@ class QuoteForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        data["shape"] = data.get("shape") or "gpus"
+        count_field = "node_count" if data["shape"] == "nodes" else "gpu_count"
+        if not data.get(count_field) and count_field not in self.errors:
+            self.add_error(count_field, _("Choose how many."))
         if data.get("start") == "later":
             if not data.get("starts_at"):
                 self.add_error("starts_at", _("Choose the start date and time."))
@@ -147,8 +163,12 @@ class QuoteForm(forms.Form):
 
     def quote_input(self):
         data = self.cleaned_data
+        if data["shape"] == "nodes":
+            count = {"node_count": data["node_count"]}
+        else:
+            count = {"gpu_count": data["gpu_count"]}
         return {
-            "gpu_count": data["gpu_count"],
+            **count,
             "period": data["period"].slug,
             "period_count": data["period_count"],
             "starts_at": data["starts_at"],

@@ -10,6 +10,8 @@ from django.conf import settings
 
 # An allocation holds GPUs on one node, so the largest node of the model caps it lower.
 GPU_COUNT_MAX = 64
+# Whole nodes in one cluster; the largest network group of the model caps it lower.
+NODE_COUNT_MAX = 64
 # Each option's own `max_quantity` caps it lower.
 OPTION_QUANTITY_MAX = 10_000
 # Options in one quote (each may be chosen once; the catalog has far fewer).

@@ -2,6 +2,8 @@
 
 from collections import defaultdict
 
+from django.db import connection
+
 from catalog.models import GpuModel, Node, NodeState
 from rentals.availability import candidate_nodes, free_gpus
 
@@ -56,3 +58,60 @@ def _lock_and_take(node_id, gpu_model, gpu_count, starts_at, ends_at, *, skip_lo
         gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at, node_ids=[node_id]
     )[node_id]
     return (node, gpus[:gpu_count]) if len(gpus) >= gpu_count else None
+
+
+_WHOLE_FREE_GROUPS = """
+SELECT n.network_group, array_agg(n.id ORDER BY n.id), array_agg(n.gpus ORDER BY n.id)
+FROM (
+    SELECT n.id, n.network_group, count(g.id) AS gpus
+    FROM catalog_node n JOIN catalog_gpu g ON g.node_id = n.id
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
+      AND NOT EXISTS (
+          SELECT 1 FROM catalog_gpu g2 JOIN rentals_allocationgpu ag ON ag.gpu_id = g2.id
+          WHERE g2.node_id = n.id AND NOT ag.released
+            AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
+    GROUP BY n.id, n.network_group
+    HAVING count(g.id) = %(per_node)s
+) n
+GROUP BY n.network_group
+HAVING count(*) >= %(nodes)s
+ORDER BY count(*), n.network_group
+"""
+
+
+def place_cluster_locked(
+    *, gpu_model: GpuModel, node_count: int, gpus_per_node: int, starts_at, ends_at
+):
+    """(network group, [(node, its GPUs)]) for `node_count` whole nodes of `gpus_per_node`
+    GPUs in one group, every node row locked, or None. Call inside a transaction.
+
+    The group with the fewest free whole nodes that still fit goes first (least
+    fragmentation: big groups stay whole for big clusters). Nodes another booking holds
+    right now are passed over (SKIP LOCKED) so concurrent clusters take disjoint nodes; only
+    when a group cannot be completed otherwise do we wait for them, in id order, and a
+    deadlock between two such waits is retried whole (core.db.retried_transaction).
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _WHOLE_FREE_GROUPS,
+            {"model": gpu_model.pk, "active": NodeState.ACTIVE, "nodes": node_count,
+             "per_node": gpus_per_node, "starts_at": starts_at, "ends_at": ends_at},
+        )  # fmt: skip
+        groups = cursor.fetchall()
+    for group, node_ids, gpus_per_node in groups:
+        taken, busy = [], []
+        for node_id, gpus in zip(node_ids, gpus_per_node, strict=True):
+            placed = _lock_and_take(node_id, gpu_model, gpus, starts_at, ends_at, skip_locked=True)
+            if placed is _LOCKED:
+                busy.append((node_id, gpus))
+            elif placed is not None:
+                taken.append(placed)
+            if len(taken) == node_count:
+                return group, taken
+        for node_id, gpus in busy:
+            placed = _lock_and_take(node_id, gpu_model, gpus, starts_at, ends_at)
+            if placed is not None:
+                taken.append(placed)
+            if len(taken) == node_count:
+                return group, taken
+    return None

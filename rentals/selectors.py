@@ -13,6 +13,7 @@ from rentals.models import (
     AllocationEvent,
     AllocationGpu,
     AllocationState,
+    Cluster,
     LedgerEntry,
     LedgerKind,
     Quote,
@@ -55,6 +56,34 @@ def allocation_list(
 
 def allocation_get(*, acting: Acting, pk) -> Allocation | None:
     return allocation_list(acting=acting).filter(pk=pk).first()
+
+
+def cluster_get(*, acting: Acting, pk) -> tuple[Cluster | None, list[Allocation]]:
+    """(the cluster they may read, its allocations by hostname), or (None, [])."""
+    acting.require(Action.READ)
+    clusters = Cluster.objects.select_related("gpu_model", "quote")
+    if not acting.sees_every_team:
+        clusters = clusters.filter(team=acting.team)
+    cluster = clusters.filter(pk=pk).first()
+    if cluster is None:
+        return None, []
+    members = allocation_list(acting=acting).filter(cluster=cluster).order_by("node__hostname")
+    return cluster, list(members)
+
+
+def cluster_summary(cluster: Cluster, members: list[Allocation]) -> dict:
+    """The cluster as one rental: its nodes' shared facts, and their state when they agree."""
+    states = {m.state for m in members}
+    first = members[0]
+    return {
+        "id": cluster.pk, "team": cluster.team_id, "gpu_model": cluster.gpu_model.slug,
+        "node_count": cluster.node_count, "gpu_count": sum(m.gpu_count for m in members),
+        "network_group": cluster.network_group, "fabric": first.node.fabric,
+        "region": first.node.region.slug,
+        "state": states.pop() if len(states) == 1 else "mixed",
+        "paid_from": first.paid_from, "paid_until": max(m.paid_until for m in members),
+        "quote": cluster.quote_id, "created_at": cluster.created_at, "allocations": members,
+    }  # fmt: skip
 
 
 def allocation_for_action(*, acting: Acting, pk) -> tuple[Allocation | None, bool]:

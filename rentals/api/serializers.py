@@ -116,13 +116,28 @@ class QuoteOptionInSerializer(serializers.Serializer):
 
 class QuoteInSerializer(serializers.Serializer):
     gpu_model = serializers.SlugField()
-    gpu_count = serializers.IntegerField(min_value=1, max_value=limits.GPU_COUNT_MAX)
+    gpu_count = serializers.IntegerField(
+        min_value=1, max_value=limits.GPU_COUNT_MAX, required=False,
+        help_text="GPUs on one node (or `node_count`)",
+    )  # fmt: skip
+    node_count = serializers.IntegerField(
+        min_value=1, max_value=limits.NODE_COUNT_MAX, required=False,
+        help_text="whole nodes of one network group for the same window: a cluster "
+        "(or `gpu_count`); the GPU line is node_count × GPUs per node",
+    )  # fmt: skip
     period = serializers.SlugField()
     period_count = PeriodCountField()
     starts_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
     options = QuoteOptionInSerializer(
         many=True, required=False, default=list, max_length=limits.OPTIONS_MAX
     )
+
+    def validate(self, data):
+        if ("gpu_count" in data) == ("node_count" in data):
+            raise serializers.ValidationError(
+                {"gpu_count": _("Ask for either a GPU count or a node count.")}
+            )
+        return data
 
 
 class QuoteLineSerializer(serializers.ModelSerializer):
@@ -164,6 +179,7 @@ class QuoteSerializer(serializers.ModelSerializer):
             "extends",
             "gpu_model",
             "gpu_count",
+            "node_count",
             "period",
             "period_count",
             "lines",
@@ -223,6 +239,7 @@ class AllocationSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="user.username", read_only=True)
     gpus = GpuRefSerializer(source="held", many=True, read_only=True)
     events = EventSerializer(many=True, read_only=True)
+    cluster = serializers.UUIDField(source="cluster_id", read_only=True, allow_null=True)
 
     class Meta:
         model = Allocation
@@ -240,6 +257,7 @@ class AllocationSerializer(serializers.ModelSerializer):
             "paid_from",
             "paid_until",
             "quote",
+            "cluster",
             "created_at",
             "events",
         ]
@@ -248,9 +266,32 @@ class AllocationSerializer(serializers.ModelSerializer):
 
 class BookingSerializer(serializers.Serializer):
     id = serializers.UUIDField()
-    allocation = AllocationSerializer()
+    allocation = AllocationSerializer(help_text="the allocation (a cluster's first node)")
+    allocations = AllocationSerializer(many=True, help_text="every node's allocation")
+    cluster = serializers.UUIDField(allow_null=True, help_text="set when node_count was asked")
     amount = MoneyAmountField()
     currency = serializers.CharField()
+
+
+class ClusterSerializer(serializers.Serializer):
+    """Whole nodes of one network group booked together: one paid period, one charge."""
+
+    id = serializers.UUIDField()
+    team = serializers.IntegerField()
+    gpu_model = serializers.SlugField()
+    node_count = serializers.IntegerField()
+    gpu_count = serializers.IntegerField()
+    network_group = serializers.SlugField()
+    fabric = serializers.CharField()
+    region = serializers.SlugField()
+    state = serializers.CharField(
+        help_text="the nodes' state when they agree, else `mixed` (a node stopped on its own)"
+    )
+    paid_from = serializers.DateTimeField()
+    paid_until = serializers.DateTimeField()
+    quote = serializers.UUIDField()
+    created_at = serializers.DateTimeField()
+    allocations = AllocationSerializer(many=True)
 
 
 class LedgerEntrySerializer(serializers.ModelSerializer):

@@ -91,6 +91,16 @@ class QuoteCreateApi(APIView):
                 },
             ),
             OpenApiExample(
+                "A cluster: two whole H100 nodes on one InfiniBand fabric for a week",
+                request_only=True,
+                value={
+                    "gpu_model": "h100-sxm",
+                    "node_count": 2,
+                    "period": "week",
+                    "period_count": 1,
+                },
+            ),  # fmt: skip
+            OpenApiExample(
                 "Eight H200s for 3 days from a chosen start",
                 request_only=True,
                 value={
@@ -153,11 +163,18 @@ class BookingCreateApi(APIView):
         )
         if quote is None:
             raise QuoteMissing(_("No such quote."), field="quote")
-        allocation = services.allocation_book(acting=acting_for_request(request), quote=quote)
-        allocation = selectors.allocation_get(acting=acting_for_request(request), pk=allocation.pk)
+        acting = acting_for_request(request)
+        allocation = services.allocation_book(acting=acting, quote=quote)
+        if allocation.cluster_id:
+            members = selectors.cluster_get(acting=acting, pk=allocation.cluster_id)[1]
+            members.sort(key=lambda member: member.pk != allocation.pk)
+        else:
+            members = [selectors.allocation_get(acting=acting, pk=allocation.pk)]
         body = {
             "id": allocation.pk,
-            "allocation": allocation,
+            "allocation": members[0],
+            "allocations": members,
+            "cluster": allocation.cluster_id,
             "amount": quote.total,
             "currency": quote.currency,
         }
@@ -270,21 +287,27 @@ class AllocationExtendApi(APIView):
     @idempotent
     def post(self, request, pk):
         allocation = _own_allocation(request, pk)
-        data = ExtendInSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        acting = acting_for_request(request)
-        quote = None
-        if "quote" in data.validated_data:
-            quote = selectors.quote_get(acting=acting, pk=data.validated_data["quote"])
-            if quote is None:
-                raise QuoteMissing(_("No such quote."), field="quote")
-        services.allocation_extend(
-            acting=acting,
-            allocation=allocation,
-            quote=quote,
-            period_count=data.validated_data.get("period_count"),
-        )
+        extend_from_request(request, allocation)
         return Response(_fresh(request, allocation))
+
+
+def extend_from_request(request, allocation):
+    """Extend by the request's extension quote or period count (a cluster's allocation: the
+    whole cluster)."""
+    data = ExtendInSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    acting = acting_for_request(request)
+    quote = None
+    if "quote" in data.validated_data:
+        quote = selectors.quote_get(acting=acting, pk=data.validated_data["quote"])
+        if quote is None:
+            raise QuoteMissing(_("No such quote."), field="quote")
+    return services.allocation_extend(
+        acting=acting,
+        allocation=allocation,
+        quote=quote,
+        period_count=data.validated_data.get("period_count"),
+    )
 
 
 class AllocationExtensionQuoteApi(APIView):

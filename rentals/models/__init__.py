@@ -4,6 +4,7 @@ from rentals.models.allocations import (
     AllocationEvent,
     AllocationGpu,
     AllocationState,
+    Cluster,
     EventKind,
 )
 from rentals.models.idempotency import IdempotencyKey
@@ -17,6 +18,7 @@ __all__ = [
     "AllocationEvent",
     "AllocationGpu",
     "AllocationState",
+    "Cluster",
     "EventKind",
     "IdempotencyKey",
     "LedgerEntry",

@@ -27,6 +27,32 @@ class AllocationState(models.TextChoices):
 LIVE_STATES = (AllocationState.SCHEDULED, AllocationState.RUNNING, AllocationState.STOPPED)
 
 
+class Cluster(models.Model):
+    """Several whole nodes of one network group booked together by one quote, for one paid
+    period: one allocation per node, charged once (on the first node's allocation) and
+    cancelled or extended only as a whole. Its state and period are its allocations'."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    quote = models.OneToOneField(Quote, on_delete=models.PROTECT, related_name="cluster")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="+")
+    node_count = models.PositiveSmallIntegerField()
+    network_group = models.SlugField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(node_count__gte=1), name="rentals_cluster_node_count_positive"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.node_count} × {self.gpu_model} nodes ({self.network_group})"
+
+
 class Allocation(models.Model):
     """Specific GPUs on one node, held for [paid_from, paid_until).
 
@@ -38,7 +64,11 @@ class Allocation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    quote = models.OneToOneField(Quote, on_delete=models.PROTECT, related_name="allocation")
+    # One allocation per quote, except a cluster's: one per node, all of the same quote.
+    quote = models.ForeignKey(Quote, on_delete=models.PROTECT, related_name="allocations")
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="allocations"
+    )
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="+")
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="allocations")
     gpu_count = models.PositiveSmallIntegerField()
@@ -61,6 +91,14 @@ class Allocation(models.Model):
                 condition=Q(gpu_count__gte=1), name="rentals_allocation_gpu_count_positive"
             ),
             choices_check("state", AllocationState, name="rentals_allocation_state_valid"),
+            models.UniqueConstraint(
+                fields=["quote"],
+                condition=Q(cluster__isnull=True),
+                name="rentals_allocation_one_per_quote",
+            ),
+            models.UniqueConstraint(
+                fields=["quote", "node"], name="rentals_allocation_one_per_quote_node"
+            ),
         ]
         indexes = [
             models.Index(fields=["team", "-paid_from"], name="rentals_allocation_team_from"),

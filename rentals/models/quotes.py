@@ -28,6 +28,8 @@ class Quote(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="+")
     gpu_count = models.PositiveSmallIntegerField()
+    # Whole nodes of one network group for one window (a cluster); empty for GPUs on one node.
+    node_count = models.PositiveSmallIntegerField(null=True, blank=True)
     period = models.ForeignKey(RentalPeriod, on_delete=models.PROTECT, related_name="+")
     period_count = models.PositiveSmallIntegerField()
     paid_from = models.DateTimeField()
@@ -67,6 +69,10 @@ class Quote(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(period_count__gte=1), name="rentals_quote_period_count_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(node_count__isnull=True) | Q(node_count__gte=1),
+                name="rentals_quote_node_count_positive",
             ),
         ]
 

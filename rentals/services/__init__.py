@@ -6,6 +6,8 @@ from rentals.services.allocations import (
     allocation_extend,
     allocation_start,
     allocation_stop,
+    cluster_start,
+    cluster_stop,
     extension_quote_create,
 )
 from rentals.services.bookings import allocation_book
@@ -25,6 +27,8 @@ __all__ = [
     "allocation_start",
     "allocation_stop",
     "allocations_enforce",
+    "cluster_start",
+    "cluster_stop",
     "expiry_notices_record",
     "extension_quote_create",
     "gpu_activity_flags_update",

@@ -2,17 +2,21 @@
 
 The paid period is fixed at booking: stop and start change `state` only, and only an
 extension moves `paid_until` (the database refuses anything else, see migration 0002).
+
+A cluster's nodes were bought together and are sold back together: cancelling or extending
+any of its allocations acts on all of them, in one transaction, or on none. Stop and start
+act on one node (`cluster_stop`/`cluster_start` on every node).
 """
 
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Exists, OuterRef, Sum
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action, NotAllowed
-from catalog.models import OptionBilling
+from catalog.models import Gpu, OptionBilling
 from core.db import db_now, retried_transaction
 from core.errors import Conflict
 from rentals import limits
@@ -22,6 +26,7 @@ from rentals.models import (
     Allocation,
     AllocationGpu,
     AllocationState,
+    Cluster,
     EventKind,
     LedgerEntry,
     LedgerKind,
@@ -96,38 +101,47 @@ def allocation_start(*, acting: Acting, allocation: Allocation, now=None) -> All
 
 @transaction.atomic
 def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
-    """Cancel before the start, refunding every charge in full; after the start only stop."""
+    """Cancel before the start, refunding every charge in full; after the start only stop.
+    A cluster's allocation cancels the whole cluster."""
     now = now or db_now()
-    allocation = _locked(allocation, acting)
-    if allocation.state != AllocationState.SCHEDULED or allocation.paid_from <= now:
+    members = _members_locked(allocation, acting)
+    if any(m.state != AllocationState.SCHEDULED or m.paid_from <= now for m in members):
         raise InvalidTransition(
             _("Only a scheduled allocation can be cancelled before it starts; stop it instead.")
         )
-    allocation.state = AllocationState.CANCELLED
-    allocation.save(update_fields=["state"])
-    AllocationGpu.objects.filter(allocation=allocation).update(released=True)
-    charged = LedgerEntry.objects.filter(allocation=allocation, kind=LedgerKind.CHARGE).aggregate(
-        total=Sum("amount")
-    )["total"]
-    LedgerEntry.objects.create(
-        team=allocation.team,
-        user=acting.user,
-        allocation=allocation,
-        kind=LedgerKind.REFUND,
-        amount=charged,
-        currency=allocation.quote.currency,
-        reason=LedgerReason.CANCELLATION,
-        at=now,
+    Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
+        state=AllocationState.CANCELLED
     )
-    event_record(
-        allocation,
-        kind=EventKind.CANCEL,
-        actor=acting.user,
-        from_state=AllocationState.SCHEDULED,
-        to_state=AllocationState.CANCELLED,
-        at=now,
+    AllocationGpu.objects.filter(allocation__in=members).update(released=True)
+    charged = (
+        LedgerEntry.objects.filter(allocation__in=members, kind=LedgerKind.CHARGE)
+        .values("allocation_id")
+        .annotate(total=Sum("amount"))
     )
-    return allocation
+    LedgerEntry.objects.bulk_create(
+        LedgerEntry(
+            team=members[0].team,
+            user=acting.user,
+            allocation_id=row["allocation_id"],
+            kind=LedgerKind.REFUND,
+            amount=row["total"],
+            currency=members[0].quote.currency,
+            reason=LedgerReason.CANCELLATION,
+            at=now,
+        )
+        for row in charged
+    )
+    for member in members:
+        member.state = AllocationState.CANCELLED
+        event_record(
+            member,
+            kind=EventKind.CANCEL,
+            actor=acting.user,
+            from_state=AllocationState.SCHEDULED,
+            to_state=AllocationState.CANCELLED,
+            at=now,
+        )
+    return next(m for m in members if m.pk == allocation.pk)
 
 
 def _period_count_check(period_count) -> None:
@@ -142,55 +156,100 @@ def _period_count_check(period_count) -> None:
         )
 
 
-def _next_slot_taken(allocation: Allocation, until: datetime) -> list:
-    """The allocation's GPUs that someone else holds between its paid_until and `until`."""
-    held = AllocationGpu.objects.filter(allocation=allocation).select_related("gpu")
-    return [
-        h.gpu
-        for h in held
-        if AllocationGpu.objects.filter(
-            gpu=h.gpu, released=False, starts_at__lt=until, ends_at__gt=allocation.paid_until
+def _next_slot_taken(members: list[Allocation], until: datetime) -> list[Gpu]:
+    """The members' GPUs that someone else holds between their paid_until and `until`."""
+    return list(
+        Gpu.objects.filter(held__allocation__in=members)
+        .filter(
+            Exists(
+                AllocationGpu.objects.filter(
+                    gpu=OuterRef("pk"),
+                    released=False,
+                    starts_at__lt=until,
+                    ends_at__gt=members[0].paid_until,
+                ).exclude(allocation__in=members)
+            )
         )
-        .exclude(allocation=allocation)
-        .exists()
-    ]
+        .select_related("node")
+        .order_by("node__hostname", "index")
+    )
 
 
-def _refuse_if_taken(allocation: Allocation, until: datetime) -> None:
-    if taken := _next_slot_taken(allocation, until):
+def _refuse_if_taken(members: list[Allocation], until: datetime) -> None:
+    if taken := _next_slot_taken(members, until):
+        names = [
+            f"{g.node.hostname}#{g.index}" if len(members) > 1 else f"#{g.index}" for g in taken
+        ]
         raise Conflict(
             _("GPU %(gpus)s is booked by someone else right after your paid period.")
-            % {"gpus": ", ".join(f"#{g.index}" for g in taken)}
+            % {"gpus": ", ".join(names)}
         )
+
+
+def _members_locked(allocation: Allocation, acting: Acting) -> list[Allocation]:
+    """`_members`, row-locked, if the acting team owns them and the role may act. A
+    cluster's rows are locked in id order whichever node was asked, so two actions on one
+    cluster queue instead of deadlocking."""
+    acting.require(Action.ACT)
+    cluster_id = (
+        Allocation.objects.filter(pk=allocation.pk, team=acting.team)
+        .values_list("cluster_id", flat=True)
+        .first()
+    )
+    if cluster_id is None:
+        return [_locked(allocation, acting)]
+    return _members(Allocation(pk=allocation.pk, cluster_id=cluster_id), lock=True)
+
+
+def _members(allocation: Allocation, *, lock=False) -> list[Allocation]:
+    """The allocation, or every allocation of its cluster, the one carrying the booking
+    charge first."""
+    if allocation.cluster_id is None:
+        return [allocation]
+    members = Allocation.objects.filter(cluster_id=allocation.cluster_id).order_by("id")
+    members = list(members.select_for_update() if lock else members)
+    lead_id = (
+        LedgerEntry.objects.filter(allocation__in=members, reason=LedgerReason.BOOKING)
+        .values_list("allocation_id", flat=True)
+        .first()
+    )
+    return sorted(members, key=lambda member: member.pk != lead_id)
+
+
+def _extendable_check(members: list[Allocation], now: datetime) -> None:
+    if any(m.state not in LIVE_STATES or m.paid_until <= now for m in members):
+        raise InvalidTransition(_("Only an allocation that has not ended can be extended."))
 
 
 @transaction.atomic
 def extension_quote_create(
     *, acting: Acting, allocation: Allocation, period_count: int, now: datetime | None = None
 ) -> Quote:
-    """The price of adding `period_count` periods right after paid_until, on the same GPUs:
-    the GPUs and the allocation's per-period options at today's prices. A quote the customer
-    reads before the extension charges exactly its total. An option without a current price
-    is refused, never dropped."""
+    """The price of adding `period_count` periods right after paid_until, on the same GPUs
+    (a cluster's: on every node): the GPUs and the booking's per-period options at today's
+    prices. A quote the customer reads before the extension charges exactly its total. An
+    option without a current price is refused, never dropped."""
     acting.require(Action.BOOK)
     now = now or db_now()
     _period_count_check(period_count)
     if allocation.team_id != acting.team.pk:
         raise NotAllowed(_("Only the team that holds an allocation can change it."))
-    if allocation.state not in LIVE_STATES or allocation.paid_until <= now:
-        raise InvalidTransition(_("Only an allocation that has not ended can be extended."))
-    paid_from = allocation.paid_until
-    paid_until = paid_from + allocation.period.duration * period_count
-    _refuse_if_taken(allocation, paid_until)
+    members = _members(allocation)
+    _extendable_check(members, now)
+    lead = members[0]
+    paid_from = lead.paid_until
+    paid_until = paid_from + lead.period.duration * period_count
+    _refuse_if_taken(members, paid_until)
     per_period = [
         (option, quantity)
-        for option, quantity in quote_options(quote=allocation.quote)
+        for option, quantity in quote_options(quote=lead.quote)
         if option.billing == OptionBilling.PER_PERIOD
     ]
+    gpu_count = sum(m.gpu_count for m in members)
     lines, total = quote_lines(
-        gpu_model=allocation.gpu_model,
-        gpu_count=allocation.gpu_count,
-        period=allocation.period,
+        gpu_model=lead.gpu_model,
+        gpu_count=gpu_count,
+        period=lead.period,
         period_count=period_count,
         options=per_period,
         at=now,
@@ -200,10 +259,11 @@ def extension_quote_create(
             team=acting.team,
             user=acting.user,
             kind=QuoteKind.EXTENSION,
-            extends=allocation,
-            gpu_model=allocation.gpu_model,
-            gpu_count=allocation.gpu_count,
-            period=allocation.period,
+            extends=lead,
+            gpu_model=lead.gpu_model,
+            gpu_count=gpu_count,
+            node_count=len(members) if lead.cluster_id else None,
+            period=lead.period,
             period_count=period_count,
             paid_from=paid_from,
             paid_until=paid_until,
@@ -226,49 +286,51 @@ def allocation_extend(
 ) -> Allocation:
     """Add an extension quote's periods right after paid_until on the same GPUs, if they are
     free, and charge exactly its total. Without a quote, one is made now (what the customer
-    would have read at this moment) and charged."""
+    would have read at this moment) and charged. A cluster's allocation extends every node
+    of the cluster, or none."""
     now = now or db_now()
     if quote is None:
         _period_count_check(period_count)
-    allocation = _locked(allocation, acting)
+    members = _members_locked(allocation, acting)
     acting.require(Action.BOOK)  # an extension is a purchase
-    if allocation.state not in LIVE_STATES or allocation.paid_until <= now:
-        raise InvalidTransition(_("Only an allocation that has not ended can be extended."))
+    _extendable_check(members, now)
+    lead = members[0]
     if quote is None:
         quote = extension_quote_create(
-            acting=acting, allocation=allocation, period_count=period_count, now=now
+            acting=acting, allocation=lead, period_count=period_count, now=now
         )
     quote = (
         Quote.objects.select_for_update()
-        .filter(pk=quote.pk, kind=QuoteKind.EXTENSION, extends=allocation, team=acting.team)
+        .filter(pk=quote.pk, kind=QuoteKind.EXTENSION, extends=lead, team=acting.team)
         .first()
     )
     if quote is None:
         raise QuoteMissing(_("No such extension quote for this allocation."), field="quote")
     if quote.used_at is not None:
         raise QuoteUsed(_("This extension quote was already used; request a new one."))
-    if quote.valid_until <= now or quote.paid_from != allocation.paid_until:
+    if quote.valid_until <= now or any(m.paid_until != quote.paid_from for m in members):
         raise QuoteExpired(
             _("The extension quote expired or the allocation changed; request a new one."),
             field="quote",
         )
-    old_until, new_until = allocation.paid_until, quote.paid_until
-    _refuse_if_taken(allocation, new_until)
+    old_until, new_until = lead.paid_until, quote.paid_until
+    _refuse_if_taken(members, new_until)
     spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     try:
         with transaction.atomic():
-            AllocationGpu.objects.filter(allocation=allocation).update(ends_at=new_until)
+            # One statement for every node: the exclusion constraint takes all or none.
+            AllocationGpu.objects.filter(allocation__in=members).update(ends_at=new_until)
     except IntegrityError as exc:
         raise_if_lost_race(exc)
         raise
-    allocation.paid_until = new_until
-    allocation.warned_24h_at = allocation.warned_1h_at = None
-    allocation.save(update_fields=["paid_until", "warned_24h_at", "warned_1h_at"])
+    Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
+        paid_until=new_until, warned_24h_at=None, warned_1h_at=None
+    )
     Quote.objects.filter(pk=quote.pk).update(used_at=now)
     LedgerEntry.objects.create(
-        team=allocation.team,
+        team=lead.team,
         user=acting.user,
-        allocation=allocation,
+        allocation=lead,
         kind=LedgerKind.CHARGE,
         amount=quote.total,
         currency=quote.currency,
@@ -276,12 +338,57 @@ def allocation_extend(
         period_count=quote.period_count,
         at=now,
     )
-    event_record(
-        allocation,
-        kind=EventKind.EXTEND,
-        actor=acting.user,
-        note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
-        at=now,
+    for member in members:
+        member.paid_until = new_until
+        member.warned_24h_at = member.warned_1h_at = None
+        event_record(
+            member,
+            kind=EventKind.EXTEND,
+            actor=acting.user,
+            note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
+            at=now,
+        )
+    receipt_record(allocation=lead, quote=quote, kind=NoticeKind.EXTENDED, at=now)
+    return next(m for m in members if m.pk == allocation.pk)
+
+
+def _cluster_transition(cluster, *, acting, to_state, allowed, kind, refusal, now=None):
+    now = now or db_now()
+    with transaction.atomic():
+        first = Allocation.objects.filter(cluster=cluster).order_by("id").first()
+        if first is None:
+            raise NotAllowed(_("Only the team that holds an allocation can change it."))
+        members = _members_locked(first, acting)
+        movable = [m for m in members if m.state in allowed and m.paid_until > now]
+        if not movable:
+            raise InvalidTransition(refusal)
+        return [
+            _transition(m, acting=acting, to_state=to_state, allowed=allowed, kind=kind, now=now)
+            for m in movable
+        ]
+
+
+def cluster_stop(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
+    """Stop every running node of the cluster (the paid period runs on)."""
+    return _cluster_transition(
+        cluster,
+        acting=acting,
+        to_state=AllocationState.STOPPED,
+        allowed=[AllocationState.RUNNING],
+        kind=EventKind.STOP,
+        refusal=_("No node of the cluster is running."),
+        now=now,
     )
-    receipt_record(allocation=allocation, quote=quote, kind=NoticeKind.EXTENDED, at=now)
-    return allocation
+
+
+def cluster_start(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
+    """Start every stopped node of the cluster."""
+    return _cluster_transition(
+        cluster,
+        acting=acting,
+        to_state=AllocationState.RUNNING,
+        allowed=[AllocationState.STOPPED],
+        kind=EventKind.START,
+        refusal=_("No node of the cluster is stopped."),
+        now=now,
+    )

@@ -3,6 +3,10 @@
 The path: the page (views/catalog.py) or the API (api/views.py) → `allocation_book` →
 placement (a node row lock, then its free GPUs) → `AllocationGpu` rows, which the exclusion
 constraint `rentals_allocationgpu_no_overlap` guards whatever the code above got wrong.
+
+A cluster quote (`node_count`) takes the same path: placement locks that many whole nodes of
+one network group, and one allocation per node is written in the same transaction, under
+the same constraint, so either every node is held for the paid period or none is.
 """
 
 from datetime import datetime
@@ -19,6 +23,7 @@ from rentals.models import (
     Allocation,
     AllocationGpu,
     AllocationState,
+    Cluster,
     EventKind,
     LedgerEntry,
     LedgerKind,
@@ -27,7 +32,7 @@ from rentals.models import (
     Quote,
     QuoteKind,
 )
-from rentals.placement import place_locked
+from rentals.placement import place_cluster_locked, place_locked
 from rentals.services.events import event_record, raise_if_lost_race
 from rentals.services.notices import receipt_record
 from rentals.services.spend import spend_limit_check
@@ -35,7 +40,9 @@ from rentals.services.spend import spend_limit_check
 
 @retried_transaction
 def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None) -> Allocation:
-    """Turn a valid quote into an allocation of specific GPUs and one charge of its total."""
+    """Turn a valid quote into an allocation of specific GPUs and one charge of its total.
+    For a cluster quote: one allocation per node, sharing a `Cluster`; the first is
+    returned and carries the charge."""
     acting.require(Action.BOOK)
     now = now or db_now()
     require_verified_email(user=acting.user)
@@ -63,52 +70,33 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
             raise QuoteExpired(_("The quote's start has passed; request a new quote."))
 
     spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
-    placed = place_locked(
-        gpu_model=quote.gpu_model,
-        gpu_count=quote.gpu_count,
-        starts_at=paid_from,
-        ends_at=paid_until,
-    )
-    if placed is None:
-        raise NoCapacity(
-            _("Not enough free %(model)s GPUs for that period.") % {"model": quote.gpu_model},
-            earliest_start=earliest_start(
-                gpu_model=quote.gpu_model,
-                gpu_count=quote.gpu_count,
-                duration=paid_until - paid_from,
-                not_before=paid_from,
-            ),
-        )
-    node, gpus = placed
+    cluster, placed = _place(acting, quote, paid_from, paid_until)
     state = AllocationState.RUNNING if paid_from <= now else AllocationState.SCHEDULED
-    allocation = Allocation(
-        team=acting.team,
-        user=acting.user,
-        quote=quote,
-        gpu_model=quote.gpu_model,
-        node=node,
-        gpu_count=quote.gpu_count,
-        period=quote.period,
-        paid_from=paid_from,
-        paid_until=paid_until,
-        state=state,
-    )
-    allocation.save()
+    allocations = Allocation.objects.bulk_create(
+        Allocation(
+            team=acting.team, user=acting.user, quote=quote, gpu_model=quote.gpu_model,
+            node=node, gpu_count=len(gpus), period=quote.period, paid_from=paid_from,
+            paid_until=paid_until, state=state, cluster=cluster,
+        )
+        for node, gpus in placed
+    )  # fmt: skip
     try:
         with transaction.atomic():
             AllocationGpu.objects.bulk_create(
                 AllocationGpu(
                     allocation=allocation, gpu=gpu, starts_at=paid_from, ends_at=paid_until
                 )
+                for allocation, (_node, gpus) in zip(allocations, placed, strict=True)
                 for gpu in gpus
             )
     except IntegrityError as exc:
-        raise_if_lost_race(exc)
+        raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
+    lead = allocations[0]
     LedgerEntry.objects.create(
         team=acting.team,
         user=acting.user,
-        allocation=allocation,
+        allocation=lead,
         kind=LedgerKind.CHARGE,
         amount=quote.total,
         currency=quote.currency,
@@ -116,6 +104,54 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
         period_count=quote.period_count,
         at=now,
     )
-    event_record(allocation, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now)
-    receipt_record(allocation=allocation, quote=quote, kind=NoticeKind.BOOKED, at=now)
-    return allocation
+    for allocation in allocations:
+        event_record(allocation, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now)
+    receipt_record(allocation=lead, quote=quote, kind=NoticeKind.BOOKED, at=now)
+    return lead
+
+
+def _place(acting, quote, paid_from, paid_until):
+    """(the new cluster or None, [(node, GPUs)]) with every node locked, or NoCapacity."""
+    if not quote.node_count:
+        placed = place_locked(
+            gpu_model=quote.gpu_model,
+            gpu_count=quote.gpu_count,
+            starts_at=paid_from,
+            ends_at=paid_until,
+        )
+        if placed is None:
+            raise _no_capacity(quote, paid_from, paid_until)
+        return None, [placed]
+    placed = place_cluster_locked(
+        gpu_model=quote.gpu_model,
+        node_count=quote.node_count,
+        gpus_per_node=quote.gpu_count // quote.node_count,
+        starts_at=paid_from,
+        ends_at=paid_until,
+    )
+    if placed is None:
+        raise _no_capacity(quote, paid_from, paid_until)
+    group, nodes = placed
+    cluster = Cluster.objects.create(
+        team=acting.team, user=acting.user, quote=quote, gpu_model=quote.gpu_model,
+        node_count=quote.node_count, network_group=group,
+    )  # fmt: skip
+    return cluster, nodes
+
+
+def _no_capacity(quote, paid_from, paid_until) -> NoCapacity:
+    detail = (
+        _("Not enough free whole %(model)s nodes in one network group for that period.")
+        if quote.node_count
+        else _("Not enough free %(model)s GPUs for that period.")
+    )
+    return NoCapacity(
+        detail % {"model": quote.gpu_model},
+        earliest_start=earliest_start(
+            gpu_model=quote.gpu_model,
+            gpu_count=quote.gpu_count,
+            node_count=quote.node_count,
+            duration=paid_until - paid_from,
+            not_before=paid_from,
+        ),
+    )

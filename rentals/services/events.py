@@ -22,8 +22,10 @@ def event_record(allocation, *, kind, actor=None, from_state="", to_state="", no
     )
 
 
-def raise_if_lost_race(exc) -> None:
+def raise_if_lost_race(exc, final: NoCapacity | None = None) -> None:
     """Another booking took the GPUs between our read and our insert: run the whole
-    transaction again (core.db.retried_transaction); after the last try, no capacity."""
+    transaction again (core.db.retried_transaction); after the last try, `final` (no
+    capacity, with the earliest start where the caller knows it)."""
     if sqlstate(exc) == EXCLUSION_VIOLATION:
-        raise Retry(NoCapacity(_("The GPUs were just taken by another booking."))) from exc
+        final = final or NoCapacity(_("The GPUs were just taken by another booking."))
+        raise Retry(final) from exc

@@ -137,7 +137,9 @@ def receipt_record(*, allocation: Allocation, quote: Quote, kind: str, at: datet
 
 def notice_subject(notice: Notice) -> str:
     """The notice's headline in the active language, from its facts."""
-    facts = {"count": notice.allocation.gpu_count, "model": notice.allocation.gpu_model.name}
+    # A receipt counts what was charged: a cluster's GPUs on every node.
+    count = notice.quote.gpu_count if notice.quote_id else notice.allocation.gpu_count
+    facts = {"count": count, "model": notice.allocation.gpu_model.name}
     if notice.kind == NoticeKind.BOOKED:
         return _("AnchorGPU booking confirmed: %(count)s × %(model)s") % facts
     if notice.kind == NoticeKind.EXTENDED:
@@ -179,9 +181,10 @@ def _receipt_text(notice: Notice) -> str:
     """What was charged, line by line as the customer's quote showed it, and the total."""
     quote = notice.quote
     if notice.kind == NoticeKind.BOOKED:
+        # The allocation's period: a quote "starting now" started when it was booked.
         head = _("Your booking is confirmed, paid from %(from)s to %(until)s.") % {
-            "from": when_text(quote.paid_from),
-            "until": when_text(quote.paid_until),
+            "from": when_text(notice.allocation.paid_from),
+            "until": when_text(notice.ends_at),
         }
     else:
         head = _("Your extension is confirmed: the allocation is now paid until %(until)s.") % {

@@ -14,7 +14,13 @@ from catalog.selectors import gpu_price_at, option_price_at
 from core.db import db_now
 from core.money import Money
 from rentals import limits
-from rentals.availability import earliest_start, fits, max_gpus_per_node
+from rentals.availability import (
+    cluster_fits,
+    cluster_shape,
+    earliest_start,
+    fits,
+    max_gpus_per_node,
+)
 from rentals.errors import NoCapacity
 from rentals.models import Quote, QuoteLine, QuoteLineKind
 
@@ -101,14 +107,17 @@ def quote_create(
     *,
     acting: Acting,
     gpu_model: str,
-    gpu_count: int,
+    gpu_count: int | None = None,
+    node_count: int | None = None,
     period: str,
     period_count: int,
     starts_at: datetime | None = None,
     options: list[dict] | None = None,
     now: datetime | None = None,
 ) -> Quote:
-    """Price a request and store it as a snapshot valid for a limited time.
+    """Price a request and store it as a snapshot valid for a limited time: `gpu_count`
+    GPUs on one node, or `node_count` whole nodes of one network group (a cluster, whose
+    GPU line is node_count × GPUs per node).
 
     Raises ValidationError with field errors for bad input, NoCapacity (with the
     earliest start that would fit) when no node has enough free GPUs.
@@ -119,7 +128,11 @@ def quote_create(
     model = _get_active(GpuModel, gpu_model, "gpu_model", errors, _("GPU model"))
     rental_period = _get_active(RentalPeriod, period, "period", errors, _("rental period"))
 
-    if (
+    if (gpu_count is None) == (node_count is None):
+        errors["gpu_count"] = _("Ask for either a GPU count or a node count.")
+    elif node_count is not None:
+        gpu_count = _cluster_gpu_count(node_count, model, errors)
+    elif (
         not isinstance(gpu_count, int)
         or isinstance(gpu_count, bool)
         or not 1 <= gpu_count <= limits.GPU_COUNT_MAX
@@ -172,15 +185,26 @@ def quote_create(
         at=now,
     )
 
-    if not fits(gpu_model=model, gpu_count=gpu_count, starts_at=paid_from, ends_at=paid_until):
+    fitting = (
+        cluster_fits(
+            gpu_model=model, node_count=node_count, starts_at=paid_from, ends_at=paid_until
+        )
+        if node_count
+        else fits(gpu_model=model, gpu_count=gpu_count, starts_at=paid_from, ends_at=paid_until)
+    )
+    if not fitting:
         earliest = earliest_start(
             gpu_model=model,
             gpu_count=gpu_count,
+            node_count=node_count,
             duration=paid_until - paid_from,
             not_before=paid_from,
         )
         raise NoCapacity(
-            _("Not enough free %(model)s GPUs for that period.") % {"model": model.name},
+            _("Not enough free %(model)s GPUs for that period.") % {"model": model.name}
+            if node_count is None
+            else _("Not enough free whole %(model)s nodes in one network group for that period.")
+            % {"model": model.name},
             earliest_start=earliest,
             field="starts_at",
         )
@@ -191,6 +215,7 @@ def quote_create(
             user=acting.user,
             gpu_model=model,
             gpu_count=gpu_count,
+            node_count=node_count,
             period=rental_period,
             period_count=period_count,
             paid_from=paid_from,
@@ -202,6 +227,31 @@ def quote_create(
         now=now,
     )
     return quote
+
+
+def _cluster_gpu_count(node_count, model, errors) -> int | None:
+    """node_count × the GPUs of one clusterable node, or None with a field error."""
+    if (
+        not isinstance(node_count, int)
+        or isinstance(node_count, bool)
+        or not 1 <= node_count <= limits.NODE_COUNT_MAX
+    ):
+        errors["node_count"] = _("Node count must be a whole number from 1 to %(max)s.") % {
+            "max": limits.NODE_COUNT_MAX
+        }
+        return None
+    if model is None:
+        return None
+    per_node, largest_group = cluster_shape(gpu_model=model)
+    if node_count > largest_group:
+        errors["node_count"] = (
+            _("At most %(n)s whole nodes of this model share one network group.")
+            % {"n": largest_group}
+            if largest_group
+            else _("No nodes of this model are in a network group; clusters are not offered.")
+        )
+        return None
+    return node_count * per_node
 
 
 def _options(requested, model, period, errors):
@@ -252,6 +302,6 @@ def quotes_expired_purge(*, now: datetime | None = None, kept=timedelta(days=1))
     the allocation's contract)."""
     now = now or db_now()
     deleted, _counts = Quote.objects.filter(
-        valid_until__lt=now - kept, allocation__isnull=True
+        valid_until__lt=now - kept, allocations__isnull=True
     ).delete()
     return deleted

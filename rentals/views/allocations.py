@@ -251,3 +251,71 @@ def notices_page(request):
         notice.subject, notice.text = notice_subject(notice), notice_text(notice)
     notices_mark_read(user=request.user)
     return render(request, "rentals/notices.html", {"notices": notices, "nav": "notices"})
+
+
+def _cluster_readable(request, pk):
+    cluster, members = selectors.cluster_get(acting=acting_for_request(request), pk=pk)
+    if cluster is None:
+        raise Http404
+    return cluster, members
+
+
+@login_required
+def cluster_detail_page(request, pk):
+    """A cluster as one rental: its shared period, fabric and state, and its nodes."""
+    cluster, members = _cluster_readable(request, pk)
+    summary = selectors.cluster_summary(cluster, members)
+    states = {m.state for m in members}
+    return render(
+        request,
+        "rentals/cluster_detail.html",
+        {
+            "cluster": cluster,
+            "members": members,
+            "summary": summary,
+            "is_owner": selectors.may_act_on(
+                acting=acting_for_request(request), allocation=members[0]
+            ),
+            "live": any(m.is_live for m in members) and summary["paid_until"] > timezone.now(),
+            "any_running": AllocationState.RUNNING in states,
+            "any_stopped": AllocationState.STOPPED in states,
+            "extend_range": range(1, limits.period_count_max() + 1),
+            "nav": "allocations",
+        },
+    )
+
+
+CLUSTER_ACTIONS = {
+    "stop": (
+        lambda acting, members: services.cluster_stop(acting=acting, cluster=members[0].cluster),
+        gettext_lazy("Every running node is stopped. The paid period keeps running."),
+    ),
+    "start": (
+        lambda acting, members: services.cluster_start(acting=acting, cluster=members[0].cluster),
+        gettext_lazy("Every stopped node is started."),
+    ),
+    "cancel": (
+        lambda acting, members: services.allocation_cancel(acting=acting, allocation=members[0]),
+        gettext_lazy("The whole cluster is cancelled and refunded in full."),
+    ),
+}
+
+
+@login_required
+@require_POST
+def cluster_action(request, pk, action):
+    if action not in CLUSTER_ACTIONS:
+        raise Http404
+    _cluster, members = _cluster_readable(request, pk)
+    acting = acting_for_request(request)
+    if not selectors.may_act_on(acting=acting, allocation=members[0]):
+        messages.error(request, _("Staff can read every allocation but change none."))
+        return redirect("cluster-detail", pk=pk)
+    service, done = CLUSTER_ACTIONS[action]
+    try:
+        service(acting, members)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, done)
+    return redirect("cluster-detail", pk=pk)

@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
-from catalog.models import GpuModel, Region, RentalPeriod
+from catalog.models import GpuModel, NodeState, Region, RentalPeriod
 from catalog.selectors import gpu_price_history
 from core.dates import when_text
 from core.db import db_now
@@ -26,6 +26,7 @@ from core.errors import DomainError
 from rentals import selectors, services
 from rentals.availability import (
     availability_days,
+    cluster_shape,
     gpu_model_offers,
     max_gpus_per_node,
     start_windows,
@@ -159,6 +160,8 @@ def quote_book(request, pk):
             status=exc.status,
         )
     messages.success(request, _("Booked. Your GPUs are reserved for the paid period."))
+    if allocation.cluster_id:
+        return redirect("cluster-detail", pk=allocation.cluster_id)
     return redirect("allocation-detail", pk=allocation.pk)
 
 
@@ -169,7 +172,11 @@ def _requote(request, quote):
         fresh = services.quote_create(
             acting=acting_for_request(request),
             gpu_model=quote.gpu_model.slug,
-            gpu_count=quote.gpu_count,
+            **(
+                {"node_count": quote.node_count}
+                if quote.node_count
+                else {"gpu_count": quote.gpu_count}
+            ),
             period=quote.period.slug,
             period_count=quote.period_count,
             starts_at=starts_at,
@@ -193,9 +200,13 @@ def _availability_context(request, gpu_model, form) -> dict:
     data = form.data if form.is_bound else request.GET
     try:
         gpu_count = max(1, int(data.get("gpu_count") or 1))
+        node_count = max(1, int(data.get("node_count") or 2))
         period_count = max(1, int(data.get("period_count") or 1))
     except ValueError:
         gpu_count = period_count = 1
+        node_count = 2
+    per_cluster_node, largest_group = cluster_shape(gpu_model=gpu_model)
+    shape = "nodes" if data.get("shape") == "nodes" and largest_group else "gpus"
     # Matched in Python: whatever was typed (a NUL byte included) never reaches a query.
     periods = list(RentalPeriod.objects.filter(is_active=True).order_by("duration"))
     period = next((p for p in periods if p.slug == data.get("period")), None) or (
@@ -209,15 +220,20 @@ def _availability_context(request, gpu_model, form) -> dict:
     )
     per_node = max_gpus_per_node(gpu_model=gpu_model)
     windows = []
-    if period and gpu_count <= per_node:
+    fits_shape = node_count <= largest_group if shape == "nodes" else gpu_count <= per_node
+    if period and fits_shape:
         windows = start_windows(
             gpu_model=gpu_model, duration=period.duration * period_count, not_before=now,
-            gpu_count=gpu_count, region_id=region.pk if region else None, limit=3,
+            gpu_count=gpu_count, node_count=node_count if shape == "nodes" else None,
+            region_id=region.pk if region else None, limit=3,
         )  # fmt: skip
     start_then = None
     if windows and period:
         at = _ceil_minute(windows[0]["starts_at"])
-        params = {"gpu_count": gpu_count, "period": period.slug, "period_count": period_count}
+        params = {
+            "shape": shape, "gpu_count": gpu_count, "node_count": node_count,
+            "period": period.slug, "period_count": period_count,
+        }  # fmt: skip
         if at > now + timedelta(minutes=1):
             params |= {
                 "start": "later",
@@ -227,12 +243,27 @@ def _availability_context(request, gpu_model, form) -> dict:
     return {
         "calendar_weeks": [days[i : i + 7] for i in range(0, len(days), 7)],
         "calendar_per_node": max(per_node, 1),
+        "calendar_nodes": max(
+            gpu_model.nodes.filter(state=NodeState.ACTIVE)
+            .filter(**({"region": region} if region else {}))
+            .count(),
+            1,
+        ),
         "windows": windows,
         "start_then": start_then,
         "availability_for": {
+            "shape": shape,
             "gpu_count": gpu_count,
+            "node_count": node_count,
             "period": period,
             "period_count": period_count,
+        },
+        "cluster": {
+            "gpus_per_node": per_cluster_node,
+            "largest_group": largest_group,
+            "fabrics": sorted(
+                set(gpu_model.nodes.exclude(network_group="").values_list("fabric", flat=True))
+            ),
         },
         "regions": regions,
         "region": region,
@@ -243,9 +274,13 @@ def _requote_url(quote, *, starts_at=None):
     """The booking form with the quote's choices (count, period, options) and, when given,
     the start that fits."""
     params = {
-        "gpu_count": quote.gpu_count,
         "period": quote.period.slug,
         "period_count": quote.period_count,
+        **(
+            {"shape": "nodes", "node_count": quote.node_count}
+            if quote.node_count
+            else {"gpu_count": quote.gpu_count}
+        ),
     }
     params |= {f"option_{o.slug}": q for o, q in selectors.quote_options(quote=quote)}
     if starts_at is not None:

@@ -135,9 +135,15 @@ def catalog_setup(*, h100_nodes=((8, 8), (4,))) -> Catalog:
     )
     region = RegionFactory(slug="pl-waw", name="Warsaw")
     nodes = []
-    for group in h100_nodes:
+    # Each tuple of `h100_nodes` is one network group (clusters span one group only).
+    for number, group in enumerate(h100_nodes, start=1):
         for size in group:
-            nodes.append(NodeFactory(gpu_model=h100, region=region, gpus=size))
+            nodes.append(
+                NodeFactory(
+                    gpu_model=h100, region=region, gpus=size, network_group=f"ib-{number}",
+                    fabric="InfiniBand NDR 400 Gb/s × 8",
+                )
+            )  # fmt: skip
     nodes.append(NodeFactory(gpu_model=l4, region=region, gpus=4))
     nodes.append(NodeFactory(gpu_model=mi300x, region=region, gpus=8, exporter=ExporterKind.AMD))
     return Catalog(day, week, month, h100, l4, mi300x, scratch, setup, ipv4, nodes)

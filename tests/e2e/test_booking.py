@@ -205,4 +205,32 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
     page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
     mine = Allocation.objects.get(user=alice)
     assert (mine.gpu_count, mine.state) == (8, "scheduled")
+
+    # then two whole nodes on one fabric, from the first window where both are free
+    page.goto(f"{live_server.url}/book/h100/")
+    availability = page.locator("#availability")
+    availability.get_by_label("Or a cluster").select_option("nodes")
+    availability.get_by_label("Whole nodes").fill("2")
+    availability.get_by_role("button", name="Check").click()
+    page.wait_for_url(re.compile(r"shape=nodes"))
+    assert page.get_by_text("2 whole nodes on one fabric fit from").is_visible()
+    page.locator("#start-then").click()
+    page.wait_for_url(re.compile(r"node_count=2"))
+    assert page.get_by_label("A cluster: whole nodes on one fabric").is_checked()
+    screenshot(page, "cluster-booking-form")
+    page.get_by_role("button", name="Get a quote").click()
+    page.wait_for_url(re.compile(r"/quotes/"))
+    assert page.get_by_text("A cluster of 2 whole H100 SXM nodes").is_visible()
+    page.get_by_role("button", name="Book").click()
+    page.wait_for_url(re.compile(r"/clusters/[0-9a-f-]+/$"))
+    assert page.get_by_role("heading", name="Cluster of 2 × H100 SXM nodes").is_visible()
+    assert page.locator("#cluster-nodes tbody tr").count() == 2
+    assert page.get_by_text("InfiniBand NDR 400 Gb/s × 8").is_visible()
+    screenshot(page, "cluster")
+    assert axe_serious(page) == []
+    cluster = Allocation.objects.filter(user=alice).exclude(cluster=None)
+    assert cluster.count() == 2 and len({a.node_id for a in cluster}) == 2
+    assert {a.paid_from for a in cluster} == {mine.paid_until}  # the first window both fit
+    page.goto(f"{live_server.url}/allocations/")
+    assert page.get_by_role("link", name="cluster").count() == 2
     assert page.errors == []

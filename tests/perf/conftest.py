@@ -102,10 +102,11 @@ def report(title, rows):
         print(f"   {name}: {text}")
 
 
-def h100_fleet(prefix, count, *, url=None, spread_regions=False):
+def h100_fleet(prefix, count, *, url=None, spread_regions=False, group_size=None):
     """`count` H100 nodes of 8 GPUs on the demo catalog (seed it first); returns the nodes.
 
-    `url(hostname)` gives each node's telemetry URL (default: its own :9400).
+    `url(hostname)` gives each node's telemetry URL (default: its own :9400); with
+    `group_size`, consecutive nodes share an InfiniBand network group of that many.
     """
     from catalog.models import Gpu, GpuModel, Node, Region
 
@@ -119,6 +120,11 @@ def h100_fleet(prefix, count, *, url=None, spread_regions=False):
             gpu_model=model,
             exporter="dcgm",
             telemetry_url=url(hostname),
+            **(
+                {"network_group": f"{prefix}-ib-{i // group_size}", "fabric": "InfiniBand"}
+                if group_size
+                else {}
+            ),
         )
         for i in range(count)
     )

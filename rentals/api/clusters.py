@@ -1,0 +1,110 @@
+"""Clusters in the API: read one as a whole, and act on every node at once. Cancel and
+extend go through any of its allocations' endpoints too (they act on the whole cluster)."""
+
+from django.http import Http404
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from accounts.access import acting_for_request
+from rentals import selectors, services
+from rentals.api.serializers import (
+    ClusterSerializer,
+    ExtendInSerializer,
+    ExtensionQuoteInSerializer,
+    QuoteSerializer,
+)
+from rentals.api.views import IDEMPOTENCY_HEADER, PROBLEM, extend_from_request
+from rentals.idempotency import idempotent
+
+
+def _cluster(request, pk, *, act=False):
+    acting = acting_for_request(request)
+    cluster, members = selectors.cluster_get(acting=acting, pk=pk)
+    if cluster is None:
+        raise Http404
+    if act and not selectors.may_act_on(acting=acting, allocation=members[0]):
+        raise PermissionDenied(_("Staff can read every allocation but change none."))
+    return cluster, members
+
+
+def _fresh(request, pk):
+    return ClusterSerializer(selectors.cluster_summary(*_cluster(request, pk))).data
+
+
+CLUSTER_ACTION = {200: ClusterSerializer, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM}
+
+
+class ClusterDetailApi(APIView):
+    @extend_schema(responses={200: ClusterSerializer, 401: PROBLEM, 404: PROBLEM})
+    def get(self, request, pk):
+        return Response(_fresh(request, pk))
+
+
+class ClusterStopApi(APIView):
+    @extend_schema(request=None, responses=CLUSTER_ACTION)
+    def post(self, request, pk):
+        cluster, _members = _cluster(request, pk, act=True)
+        services.cluster_stop(acting=acting_for_request(request), cluster=cluster)
+        return Response(_fresh(request, pk))
+
+
+class ClusterStartApi(APIView):
+    @extend_schema(request=None, responses=CLUSTER_ACTION)
+    def post(self, request, pk):
+        cluster, _members = _cluster(request, pk, act=True)
+        services.cluster_start(acting=acting_for_request(request), cluster=cluster)
+        return Response(_fresh(request, pk))
+
+
+class ClusterCancelApi(APIView):
+    @extend_schema(request=None, responses=CLUSTER_ACTION)
+    def post(self, request, pk):
+        _cluster_row, members = _cluster(request, pk, act=True)
+        services.allocation_cancel(acting=acting_for_request(request), allocation=members[0])
+        return Response(_fresh(request, pk))
+
+
+class ClusterExtensionQuoteApi(APIView):
+    """The price of extending every node by whole periods, as a quote to read first."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "quote"
+
+    @extend_schema(
+        request=ExtensionQuoteInSerializer,
+        responses={201: QuoteSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM,
+                   409: PROBLEM, 429: PROBLEM},
+    )  # fmt: skip
+    def post(self, request, pk):
+        _cluster_row, members = _cluster(request, pk, act=True)
+        data = ExtensionQuoteInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        acting = acting_for_request(request)
+        quote = services.extension_quote_create(
+            acting=acting, allocation=members[0], period_count=data.validated_data["period_count"]
+        )
+        quote = selectors.quote_get(acting=acting, pk=quote.pk)
+        return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
+
+
+class ClusterExtendApi(APIView):
+    """Extend every node of the cluster by an extension quote's periods, or none."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "purchase"
+
+    @extend_schema(
+        request=ExtendInSerializer,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={**CLUSTER_ACTION, 400: PROBLEM, 422: PROBLEM, 429: PROBLEM},
+    )
+    @idempotent
+    def post(self, request, pk):
+        _cluster_row, members = _cluster(request, pk, act=True)
+        extend_from_request(request, members[0])
+        return Response(_fresh(request, pk))

@@ -1,0 +1,199 @@
+"""Clusters: whole nodes of one network group, booked, extended and cancelled together."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from accounts.access import acting_as
+from catalog.models import Gpu
+from rentals.errors import NoCapacity
+from rentals.models import Allocation, AllocationState, Cluster, LedgerEntry, LedgerKind
+from rentals.services import allocation_book, quote_create
+from tests.catalog.factories import NodeFactory
+from tests.rentals.helpers import book, key
+from tests.rentals.test_allocations import overlapping_pairs
+
+pytestmark = pytest.mark.django_db
+
+
+def cluster_quote(user, *, nodes=2, starts_at=None, period="day", periods=1, options=None):
+    return quote_create(
+        acting=acting_as(user), gpu_model="h100", node_count=nodes, period=period,
+        period_count=periods, starts_at=starts_at, options=options,
+    )  # fmt: skip
+
+
+def test_a_cluster_quote_prices_every_gpu_of_its_whole_nodes(catalog, alice):
+    quote = cluster_quote(alice, nodes=2, options=[{"option": "nvme-scratch", "quantity": 2}])
+    gpu_line = quote.lines.get(kind="gpu")
+    assert (quote.node_count, quote.gpu_count, gpu_line.count) == (2, 16, 16)
+    assert quote.total == gpu_line.amount + quote.lines.get(kind="option").amount
+
+
+def test_booking_a_cluster_holds_whole_nodes_of_one_group_and_charges_once(catalog, alice):
+    quote = cluster_quote(alice, nodes=2)
+    lead = allocation_book(acting=acting_as(alice), quote=quote)
+    cluster = Cluster.objects.get()
+    members = list(Allocation.objects.filter(cluster=cluster))
+    assert lead.cluster_id == cluster.pk and len(members) == 2 == cluster.node_count
+    assert {m.node.network_group for m in members} == {cluster.network_group} == {"ib-1"}
+    for member in members:
+        assert member.gpu_count == 8 == member.held.count() == member.node.gpus.count()
+        assert (member.paid_from, member.paid_until) == (lead.paid_from, lead.paid_until)
+    charges = LedgerEntry.objects.filter(kind=LedgerKind.CHARGE)
+    assert [(c.allocation_id, c.amount) for c in charges] == [(lead.pk, quote.total)]
+
+
+def test_a_cluster_never_spans_two_groups_or_takes_a_part_used_node(catalog, alice, bob):
+    book(bob, count=5, period="day")  # part of a grouped 8-GPU node: it is not whole
+    with pytest.raises(NoCapacity) as refused:
+        cluster_quote(alice, nodes=2)
+    assert refused.value.earliest_start is not None  # after bob's day
+    assert Allocation.objects.count() == 1
+
+
+def test_asking_for_more_nodes_than_a_group_holds_is_a_field_error(catalog, alice):
+    with pytest.raises(ValidationError) as refused:
+        cluster_quote(alice, nodes=3)
+    assert "node_count" in refused.value.message_dict
+    with pytest.raises(ValidationError) as both:
+        quote_create(
+            acting=acting_as(alice), gpu_model="h100", gpu_count=1, node_count=1,
+            period="day", period_count=1,
+        )  # fmt: skip
+    assert "gpu_count" in both.value.message_dict
+
+
+def test_the_least_fragmented_group_is_taken(catalog, alice):
+    big = [
+        NodeFactory(gpu_model=catalog.h100, region=catalog.nodes[0].region, gpus=8,
+                    network_group="ib-big", fabric="InfiniBand NDR 400 Gb/s × 8")
+        for _ in range(4)
+    ]  # fmt: skip
+    allocation_book(acting=acting_as(alice), quote=cluster_quote(alice, nodes=2))
+    assert Cluster.objects.get().network_group == "ib-1"  # 2 free nodes, not the 4 of ib-big
+    assert not Allocation.objects.filter(node__in=big).exists()
+
+
+def test_cluster_extension_is_all_or_nothing(catalog, alice, bob, alice_api):
+    lead = allocation_book(acting=acting_as(alice), quote=cluster_quote(alice, nodes=2))
+    members = list(Allocation.objects.filter(cluster=lead.cluster_id).order_by("id"))
+    # bob takes one GPU of the second node right after the cluster's paid period
+    blocker = book(bob, count=8, period="day", starts_at=lead.paid_until + timedelta(hours=1))
+    assert blocker.node_id in {m.node_id for m in members}
+    response = alice_api.post(
+        f"/api/v1/clusters/{lead.cluster_id}/extend/", {"period_count": 1}, format="json",
+        HTTP_IDEMPOTENCY_KEY=key(),
+    )  # fmt: skip
+    assert response.status_code == 409, response.content
+    assert {m.paid_until for m in Allocation.objects.filter(cluster=lead.cluster_id)} == {
+        lead.paid_until
+    }
+    assert LedgerEntry.objects.filter(reason="extension").count() == 0
+
+    from rentals.services import allocation_cancel
+
+    allocation_cancel(acting=acting_as(bob), allocation=blocker)
+    quote = alice_api.post(
+        f"/api/v1/clusters/{lead.cluster_id}/extension-quotes/", {"period_count": 2},
+        format="json",
+    ).json()  # fmt: skip
+    assert quote["node_count"] == 2 and quote["gpu_count"] == 16
+    # extending through one node's endpoint extends the whole cluster
+    response = alice_api.post(
+        f"/api/v1/allocations/{members[1].pk}/extend/", {"quote": quote["id"]}, format="json",
+        HTTP_IDEMPOTENCY_KEY=key(),
+    )  # fmt: skip
+    assert response.status_code == 200, response.content
+    new_until = lead.paid_until + timedelta(days=2)
+    assert {m.paid_until for m in Allocation.objects.filter(cluster=lead.cluster_id)} == {new_until}
+    extension = LedgerEntry.objects.get(reason="extension")
+    assert extension.allocation_id == lead.pk and extension.amount == Decimal(quote["total"])
+    assert overlapping_pairs() == 0
+
+
+def test_cluster_cancel_is_all_or_nothing(catalog, alice, alice_api):
+    later = cluster_quote(alice, nodes=2, starts_at=None)
+    running = allocation_book(acting=acting_as(alice), quote=later)
+    refused = alice_api.post(f"/api/v1/clusters/{running.cluster_id}/cancel/")
+    assert refused.status_code == 409
+    assert set(Allocation.objects.values_list("state", flat=True)) == {AllocationState.RUNNING}
+
+    from rentals.services import allocation_stop
+
+    allocation_stop(acting=acting_as(alice), allocation=running)  # one node on its own
+    assert alice_api.get(f"/api/v1/clusters/{running.cluster_id}/").json()["state"] == "mixed"
+
+
+def test_a_scheduled_cluster_cancels_whole_and_refunds_its_charge(catalog, alice, alice_api):
+    from django.utils import timezone
+
+    quote = cluster_quote(alice, nodes=2, starts_at=timezone.now() + timedelta(days=2))
+    lead = allocation_book(acting=acting_as(alice), quote=quote)
+    other = Allocation.objects.filter(cluster=lead.cluster_id).exclude(pk=lead.pk).get()
+    response = alice_api.post(f"/api/v1/allocations/{other.pk}/cancel/")
+    assert response.status_code == 200, response.content
+    assert set(Allocation.objects.values_list("state", flat=True)) == {AllocationState.CANCELLED}
+    refund = LedgerEntry.objects.get(kind=LedgerKind.REFUND)
+    assert (refund.allocation_id, refund.amount) == (lead.pk, quote.total)
+    assert not Gpu.objects.filter(held__released=False).exists()
+    # the nodes are free again for the same window
+    assert allocation_book(acting=acting_as(alice), quote=cluster_quote(alice, nodes=2))
+
+
+def test_the_api_books_a_cluster_and_acts_on_it_whole(catalog, alice_api):
+    quote = alice_api.post(
+        "/api/v1/quotes/",
+        {"gpu_model": "h100", "node_count": 2, "period": "day", "period_count": 1},
+        format="json",
+    )  # fmt: skip
+    assert quote.status_code == 201, quote.content
+    assert quote.json()["gpu_count"] == 16 and quote.json()["lines"][0]["count"] == 16
+    booking = alice_api.post(
+        "/api/v1/bookings/", {"quote": quote.json()["id"]}, format="json",
+        HTTP_IDEMPOTENCY_KEY=key(),
+    ).json()  # fmt: skip
+    assert booking["cluster"] and len(booking["allocations"]) == 2
+    assert booking["allocation"]["id"] == booking["allocations"][0]["id"] == booking["id"]
+    assert {a["cluster"] for a in booking["allocations"]} == {booking["cluster"]}
+    assert len({a["node"] for a in booking["allocations"]}) == 2
+    url = f"/api/v1/clusters/{booking['cluster']}/"
+    cluster = alice_api.get(url).json()
+    assert (cluster["node_count"], cluster["gpu_count"], cluster["state"]) == (2, 16, "running")
+    assert cluster["fabric"] == "InfiniBand NDR 400 Gb/s × 8"
+    assert alice_api.post(url + "stop/").json()["state"] == "stopped"
+    assert alice_api.post(url + "stop/").status_code == 409
+    assert alice_api.post(url + "start/").json()["state"] == "running"
+    for a in booking["allocations"]:
+        assert [e["kind"] for e in alice_api.get(f"/api/v1/allocations/{a['id']}/").json()[
+            "events"]] == ["booked", "stop", "start"]  # fmt: skip
+
+
+def test_other_teams_and_staff_cannot_act_on_a_cluster(catalog, alice, bob_api, staff_api):
+    lead = allocation_book(acting=acting_as(alice), quote=cluster_quote(alice, nodes=2))
+    url = f"/api/v1/clusters/{lead.cluster_id}/"
+    assert bob_api.get(url).status_code == 404
+    assert bob_api.post(url + "stop/").status_code == 404
+    assert staff_api.get(url).status_code == 200
+    assert staff_api.post(url + "stop/").status_code == 403
+    assert set(Allocation.objects.values_list("state", flat=True)) == {AllocationState.RUNNING}
+
+
+def test_the_first_whole_node_window_is_where_a_cluster_then_lands(catalog, alice, bob):
+    from rentals.availability import start_windows
+
+    blocker = book(bob, count=8, period="day")  # one of the two grouped 8-GPU nodes, today
+    first = start_windows(
+        gpu_model=catalog.h100, duration=timedelta(days=1), not_before=blocker.paid_from,
+        node_count=2,
+    )[0]  # fmt: skip
+    assert first["starts_at"] == blocker.paid_until and first["region"] == "pl-waw"
+    lead = allocation_book(
+        acting=acting_as(alice), quote=cluster_quote(alice, nodes=2, starts_at=first["starts_at"])
+    )
+    nodes = set(
+        Allocation.objects.filter(cluster=lead.cluster_id).values_list("node__hostname", flat=True)
+    )
+    assert nodes == set(first["nodes"])
