@@ -15,6 +15,7 @@ from rentals.api import views as rentals
 from rentals.api.availability import AvailabilityApi
 from sizing.api import SizingApi
 from telemetry.api import views as telemetry
+from webhooks.api import views as webhooks
 
 urlpatterns = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
@@ -90,6 +91,22 @@ urlpatterns = [
     ),
     path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
     path("ledger/csv/", rentals.LedgerCsvApi.as_view(), name="api-ledger-csv"),
+    path("webhooks/endpoints/", webhooks.EndpointListApi.as_view(), name="api-webhooks"),
+    path(
+        "webhooks/endpoints/<uuid:pk>/",
+        webhooks.EndpointDetailApi.as_view(),
+        name="api-webhook",
+    ),
+    path(
+        "webhooks/endpoints/<uuid:pk>/test/",
+        webhooks.EndpointTestApi.as_view(),
+        name="api-webhook-test",
+    ),
+    path(
+        "webhooks/endpoints/<uuid:pk>/deliveries/",
+        webhooks.DeliveryListApi.as_view(),
+        name="api-webhook-deliveries",
+    ),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),
     path("sizing/", SizingApi.as_view(), name="api-sizing"),
 ]

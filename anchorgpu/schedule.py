@@ -55,6 +55,11 @@ def beat_schedule():
             "schedule": crontab(minute=37),
             "options": {"expires": 3600},
         },
+        "deliver-due-webhooks": {
+            "task": "webhooks.tasks.webhook_deliveries_due_task",
+            "schedule": timedelta(seconds=30),
+            "options": {"expires": 30},
+        },
         "purge-idempotency-keys": {
             "task": "rentals.tasks.idempotency_keys_purge_task",
             "schedule": crontab(minute=7),

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "rentals",
     "glossary",
     "sizing",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -329,6 +330,21 @@ ANCHORGPU = {
     "NOTICE_STOPPED_HOURS": _read("NOTICE_STOPPED_HOURS", "float", default=24.0),
     "NOTICE_RETRY_SECONDS": _read("NOTICE_RETRY_SECONDS", "float", default=30.0),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
+    # Webhooks: http and loopback/private receivers only where an operator allows them.
+    "WEBHOOK_ALLOW_PRIVATE_URLS": _read("WEBHOOK_ALLOW_PRIVATE_URLS", "bool", default=False),
+    "WEBHOOK_TIMEOUT": _read("WEBHOOK_TIMEOUT_SECONDS", "float", default=10.0),
+    # Seconds after each failed attempt (Standard Webhooks' schedule: about 27 h in all).
+    "WEBHOOK_RETRY_DELAYS": [
+        float(s)
+        for s in _read(
+            "WEBHOOK_RETRY_DELAYS",
+            "list",
+            default=["5", "300", "1800", "7200", "18000", "36000", "36000"],
+        )
+    ],  # fmt: skip
+    "WEBHOOK_DISABLE_AFTER": timedelta(
+        hours=_read("WEBHOOK_DISABLE_AFTER_HOURS", "float", default=24.0)
+    ),
 }
 
 LOGGING = {

@@ -6,6 +6,7 @@ from glossary import views as glossary
 from rentals.views import allocations, catalog, statement, usage
 from sizing import views as sizing
 from telemetry import views as flags
+from webhooks import views as webhooks
 
 urlpatterns = [
     path("", catalog.catalog_page, name="home"),
@@ -47,6 +48,7 @@ urlpatterns = [
     path("glossary/", glossary.glossary_page, name="glossary"),
     path("glossary/<slug:slug>/", glossary.term_page, name="glossary-term"),
     path("account/tokens/", accounts.tokens_page, name="tokens"),
+    path("account/webhooks/", webhooks.webhooks_page, name="webhooks"),
     path("account/profile/", accounts.account_page, name="account"),
     path("teams/", teams.team_list_page, name="teams"),
     path("teams/switch/", teams.team_switch, name="team-switch"),

@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -16,6 +17,8 @@ from rest_framework.views import exception_handler
 from core.errors import DomainError
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
+# An error response in the schema (anchorgpu.schema gives it the problem body).
+PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
 TYPE_BASE = "/api/docs/#problem-"
 
 

@@ -16,12 +16,14 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from accounts.access import personal_team
+from accounts.access import acting_as, personal_team
 from accounts.models import ApiToken
 from accounts.services import api_token_create
 from rentals.models import Allocation
+from rentals.services import allocation_book, quote_create
 from tests.catalog.factories import catalog_setup
 from tests.rentals.helpers import book
+from webhooks.models import WebhookEndpoint
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
 
@@ -39,11 +41,28 @@ def keep_test_connection():
 
 @pytest.fixture
 def two_users(db, django_user_model, keep_test_connection):
-    catalog_setup()
+    catalog_setup(h100_nodes=((8, 8), (4,), (8, 8)))  # two 2-node network groups
     alice = django_user_model.objects.create_user("fuzz-alice")
     bob = django_user_model.objects.create_user("fuzz-bob")
     alices = book(alice, model="h100", count=1, period="day", periods=3)
     bobs = book(bob, model="l4", count=1, period="day")
+    clusters = {
+        user.username: allocation_book(
+            acting=acting_as(user),
+            quote=quote_create(
+                acting=acting_as(user), gpu_model="h100", node_count=2, period="day",
+                period_count=3,
+            ),
+        ).cluster_id
+        for user in (alice, bob)
+    }  # fmt: skip
+    hooks = {
+        user.username: WebhookEndpoint.objects.create(
+            team=personal_team(user), created_by=user, url="https://hooks.example.com/in",
+            events=["booking.created"], secret="whsec_" + "A" * 43,
+        ).pk
+        for user in (alice, bob)
+    }  # fmt: skip
     token = api_token_create(user=alice, name="fuzz")
     api_token_create(user=alice, name="spare")  # what DELETE /auth/tokens/{pk} may revoke
     api_token_create(user=bob, name="bobs")
@@ -53,9 +72,13 @@ def two_users(db, django_user_model, keep_test_connection):
         "token": token,
         "bobs": str(bobs.pk),
         "own": {"allocations": str(alices.pk), "quotes": str(alices.quote_id),
-                "auth": tokens["spare"], "teams": teams["fuzz-alice"]},
+                "auth": tokens["spare"], "teams": teams["fuzz-alice"],
+                "clusters": str(clusters["fuzz-alice"]), "webhooks": str(hooks["fuzz-alice"]),
+                "flags": 0},
         "other": {"allocations": str(bobs.pk), "quotes": str(bobs.quote_id),
-                  "auth": tokens["bobs"], "teams": teams["fuzz-bob"]},
+                  "auth": tokens["bobs"], "teams": teams["fuzz-bob"],
+                  "clusters": str(clusters["fuzz-bob"]), "webhooks": str(hooks["fuzz-bob"]),
+                  "flags": 0},
     }  # fmt: skip
 
 
@@ -67,9 +90,9 @@ def two_users(db, django_user_model, keep_test_connection):
     suppress_health_check=list(HealthCheck),
 )
 def test_api_never_errors_and_documents_every_status(case, two_users, owner):
-    if "{pk}" in case.path and case.path_parameters is not None:
+    if "{id}" in case.path and case.path_parameters is not None:
         resource = case.path.split("/")[3]  # /api/v1/<resource>/...
-        case.path_parameters = {**case.path_parameters, "pk": two_users[owner][resource]}
+        case.path_parameters = {**case.path_parameters, "id": two_users[owner][resource]}
     response = case.call(headers={"Authorization": f"Bearer {two_users['token']}"})
     assert response.status_code < 500, (case.method, case.path, response.text[:500])
     # What the API promises: no server error, only documented statuses, content types and

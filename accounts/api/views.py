@@ -15,8 +15,7 @@ from accounts.services import api_token_create, api_token_revoke
 from accounts.signin import sign_in
 from accounts.teams import invitation_create, teams_of
 from core.money import default_currency, quantize
-
-PROBLEM = OpenApiResponse(description="Problem details (RFC 9457)")
+from core.problems import PROBLEM
 
 
 class TokenRequestSerializer(serializers.Serializer):

@@ -141,7 +141,7 @@ class QuoteInSerializer(serializers.Serializer):
 
 
 class QuoteLineSerializer(serializers.ModelSerializer):
-    option = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    option = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     description = serializers.SerializerMethodField(
         help_text="The line in words, in the language asked for (Accept-Language or ?lang=)"
     )

@@ -9,7 +9,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
     OpenApiParameter,
-    OpenApiResponse,
     extend_schema,
     inline_serializer,
 )
@@ -19,9 +18,9 @@ from rest_framework.views import APIView
 
 from accounts.access import acting_for_request
 from core.fields import BoundedDateTimeField
+from core.problems import PROBLEM
 from rentals import dashboard, selectors, usage
 
-PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
 RANGE_MAX = timedelta(days=400)
 HOURLY_MAX = timedelta(days=31)
 
@@ -63,8 +62,8 @@ RANGE_PARAMETERS = [
 
 
 class AllocationUsageSerializer(serializers.Serializer):
-    start = serializers.DateTimeField(source="from")
-    end = serializers.DateTimeField(source="to")
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
     paid_hours = serializers.FloatField()
     hours_left = serializers.FloatField()
     running_hours = serializers.FloatField()
@@ -79,10 +78,12 @@ class AllocationUsageSerializer(serializers.Serializer):
     energy_kwh = serializers.FloatField(allow_null=True)
     idle_hours = serializers.FloatField(allow_null=True)
 
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["from"], data["to"] = data.pop("start"), data.pop("end")
-        return data
+    def get_fields(self):
+        # "from" is a Python keyword: declared as start/end, named from/to in the API and
+        # its schema alike.
+        fields = super().get_fields()
+        renamed = {"start": "from", "end": "to"}
+        return {renamed.get(name, name): field for name, field in fields.items()}
 
 
 class AllocationUsageApi(APIView):

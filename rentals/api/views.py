@@ -15,6 +15,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.access import acting_for_request
+from core.problems import PROBLEM
 from core.renderers import CSVRenderer
 from rentals import selectors, services, usage
 from rentals.api.serializers import (
@@ -37,7 +38,6 @@ from rentals.errors import QuoteMissing
 from rentals.idempotency import idempotent
 from rentals.views.statement import statement_csv_response
 
-PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
     type=str,

@@ -17,6 +17,7 @@ class NoticeKind(models.TextChoices):
     STOPPED_WHILE_PAID = "stopped_paid", _("stopped, still paid")
     BOOKED = "booked", _("booking confirmed")
     EXTENDED = "extended", _("extension confirmed")
+    WEBHOOK_DISABLED = "webhook_off", _("webhook endpoint disabled")
 
 
 RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED)
@@ -27,7 +28,11 @@ class Notice(models.Model):
     keeps two workers from sending the same notice at once."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="notices")
+    # Every notice is about an allocation, except a disabled webhook endpoint's (its URL).
+    allocation = models.ForeignKey(
+        Allocation, null=True, blank=True, on_delete=models.CASCADE, related_name="notices"
+    )
+    endpoint_url = models.CharField(max_length=500, blank=True)
     kind = models.CharField(max_length=20, choices=NoticeKind.choices)
     ends_at = models.DateTimeField(help_text="paid_until when the notice was decided")
     created_at = models.DateTimeField()
@@ -52,6 +57,13 @@ class Notice(models.Model):
                 condition=Q(kind__in=RECEIPTS, quote__isnull=False)
                 | (~Q(kind__in=RECEIPTS) & Q(quote__isnull=True)),
                 name="rentals_notice_receipts_have_a_quote",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    kind=NoticeKind.WEBHOOK_DISABLED, allocation__isnull=True, endpoint_url__gt=""
+                )
+                | (~Q(kind=NoticeKind.WEBHOOK_DISABLED) & Q(allocation__isnull=False)),
+                name="rentals_notice_about_an_allocation_or_an_endpoint",
             ),
         ]
         indexes = [

@@ -17,6 +17,7 @@ from rentals.services.notices import (
     notice_send,
     notices_unsent,
     stopped_notices_record,
+    webhook_disabled_notice_record,
 )
 from rentals.services.quotes import quote_create, quotes_expired_purge
 
@@ -37,4 +38,5 @@ __all__ = [
     "quote_create",
     "quotes_expired_purge",
     "stopped_notices_record",
+    "webhook_disabled_notice_record",
 ]

@@ -36,7 +36,7 @@ from rentals.models import (
     QuoteKind,
 )
 from rentals.selectors import quote_options
-from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.events import event_record, events_record, raise_if_lost_race
 from rentals.services.notices import receipt_record
 from rentals.services.quotes import quote_lines, quote_store
 from rentals.services.spend import spend_limit_check
@@ -133,14 +133,14 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
     )
     for member in members:
         member.state = AllocationState.CANCELLED
-        event_record(
-            member,
-            kind=EventKind.CANCEL,
-            actor=acting.user,
-            from_state=AllocationState.SCHEDULED,
-            to_state=AllocationState.CANCELLED,
-            at=now,
-        )
+    events_record(
+        members,
+        kind=EventKind.CANCEL,
+        actor=acting.user,
+        from_state=AllocationState.SCHEDULED,
+        to_state=AllocationState.CANCELLED,
+        at=now,
+    )
     return next(m for m in members if m.pk == allocation.pk)
 
 
@@ -341,13 +341,13 @@ def allocation_extend(
     for member in members:
         member.paid_until = new_until
         member.warned_24h_at = member.warned_1h_at = None
-        event_record(
-            member,
-            kind=EventKind.EXTEND,
-            actor=acting.user,
-            note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
-            at=now,
-        )
+    events_record(
+        members,
+        kind=EventKind.EXTEND,
+        actor=acting.user,
+        note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
+        at=now,
+    )
     receipt_record(allocation=lead, quote=quote, kind=NoticeKind.EXTENDED, at=now)
     return next(m for m in members if m.pk == allocation.pk)
 

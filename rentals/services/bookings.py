@@ -33,7 +33,7 @@ from rentals.models import (
     QuoteKind,
 )
 from rentals.placement import place_cluster_locked, place_locked
-from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.events import events_record, raise_if_lost_race
 from rentals.services.notices import receipt_record
 from rentals.services.spend import spend_limit_check
 
@@ -104,8 +104,7 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
         period_count=quote.period_count,
         at=now,
     )
-    for allocation in allocations:
-        event_record(allocation, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now)
+    events_record(allocations, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now)
     receipt_record(allocation=lead, quote=quote, kind=NoticeKind.BOOKED, at=now)
     return lead
 

@@ -5,7 +5,8 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from rentals.models import LIVE_STATES, AllocationState, EventKind
+from rentals.models import LIVE_STATES, AllocationEvent, AllocationState, EventKind
+from rentals.signals import allocation_events_recorded
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +24,8 @@ WITH moved AS (
 )
 INSERT INTO rentals_allocationevent (allocation_id, at, kind, from_state, to_state, note)
 SELECT id, %(now)s, %(kind)s, from_state, %(to)s, '' FROM moved
+ORDER BY id
+RETURNING id
 """
 
 
@@ -45,7 +48,7 @@ def allocations_enforce(*, now: datetime | None = None) -> dict:
                 "kind": EventKind.EXPIRE,
             },
         )
-        expired = cursor.rowcount
+        expired_events = [row[0] for row in cursor.fetchall()]
         cursor.execute(
             _ENFORCE_SQL.format(condition="paid_from <= %(now)s AND paid_until > %(now)s"),
             {
@@ -55,7 +58,12 @@ def allocations_enforce(*, now: datetime | None = None) -> dict:
                 "kind": EventKind.START,
             },
         )
-        started = cursor.rowcount
+        started_events = [row[0] for row in cursor.fetchall()]
+        if expired_events or started_events:
+            allocation_events_recorded.send(
+                sender=AllocationEvent, event_ids=expired_events + started_events
+            )
+    started, expired = len(started_events), len(expired_events)
     if started or expired:
         logger.info("enforcement: %s started, %s expired", started, expired)
     return {"started": started, "expired": expired}

@@ -6,20 +6,34 @@ from django.utils.translation import gettext as _
 from core.db import Retry, sqlstate
 from rentals.errors import NoCapacity
 from rentals.models import AllocationEvent
+from rentals.signals import allocation_events_recorded
 
 EXCLUSION_VIOLATION = "23P01"
 
 
 def event_record(allocation, *, kind, actor=None, from_state="", to_state="", note="", at=None):
-    return AllocationEvent.objects.create(
-        allocation=allocation,
-        at=at or timezone.now(),
-        actor=actor,
-        kind=kind,
-        from_state=from_state,
-        to_state=to_state,
-        note=note,
+    return events_record(
+        [allocation], kind=kind, actor=actor, from_state=from_state, to_state=to_state,
+        note=note, at=at,
+    )[0]  # fmt: skip
+
+
+def events_record(
+    allocations, *, kind, actor=None, from_state="", to_state="", note="", at=None
+) -> list[AllocationEvent]:
+    """The same change of several allocations (a cluster's), in one statement, announced
+    once (rentals.signals)."""
+    events = AllocationEvent.objects.bulk_create(
+        AllocationEvent(
+            allocation=allocation, at=at or timezone.now(), actor=actor, kind=kind,
+            from_state=from_state, to_state=to_state, note=note,
+        )
+        for allocation in allocations
+    )  # fmt: skip
+    allocation_events_recorded.send(
+        sender=AllocationEvent, event_ids=[event.pk for event in events]
     )
+    return events
 
 
 def raise_if_lost_race(exc, final: NoCapacity | None = None) -> None:

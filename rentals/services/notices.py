@@ -31,6 +31,7 @@ from rentals.models import (
     NoticeKind,
     Quote,
 )
+from rentals.signals import allocation_notices_recorded
 from rentals.texts import quote_line_text
 
 SEND_TASK = "rentals.tasks.notice_send_task"
@@ -77,6 +78,10 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
                 if kind == NoticeKind.EXPIRY_1H:  # a 24 h warning is pointless after this one
                     updates["warned_24h_at"] = Coalesce(F("warned_24h_at"), now)
                 Allocation.objects.filter(pk__in=[a.pk for a in batch]).update(**updates)
+                if notices:
+                    allocation_notices_recorded.send(
+                        sender=Notice, notice_ids=[n.pk for n in notices]
+                    )
                 mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
                 transaction.on_commit(lambda ids=mailed: _queue(ids))
                 recorded += len(due)
@@ -137,6 +142,8 @@ def receipt_record(*, allocation: Allocation, quote: Quote, kind: str, at: datet
 
 def notice_subject(notice: Notice) -> str:
     """The notice's headline in the active language, from its facts."""
+    if notice.kind == NoticeKind.WEBHOOK_DISABLED:
+        return _("AnchorGPU disabled a webhook endpoint that failed for a day")
     # A receipt counts what was charged: a cluster's GPUs on every node.
     count = notice.quote.gpu_count if notice.quote_id else notice.allocation.gpu_count
     facts = {"count": count, "model": notice.allocation.gpu_model.name}
@@ -153,6 +160,12 @@ def notice_text(notice: Notice) -> str:
     """The notice's text in the active language (pages, e-mails), from its facts."""
     if notice.kind in RECEIPTS:
         return _receipt_text(notice)
+    if notice.kind == NoticeKind.WEBHOOK_DISABLED:
+        return _(
+            "Deliveries to %(url)s failed for a day, so the endpoint was disabled at %(at)s. "
+            "Fix the receiver, then enable the endpoint again on the account page; events "
+            "from the time it was disabled are not sent."
+        ) % {"url": notice.endpoint_url, "at": when_text(notice.created_at)}
     allocation = notice.allocation
     facts = {
         "count": allocation.gpu_count,
@@ -266,3 +279,13 @@ def notices_unsent(*, now: datetime | None = None, older_than=timedelta(minutes=
         .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
         .values_list("pk", flat=True)[:BATCH]
     )
+
+
+def webhook_disabled_notice_record(*, user, url: str, at: datetime) -> Notice:
+    """Tell the endpoint's owner in the console (and by mail) that it was disabled."""
+    notice = Notice.objects.create(
+        user=user, kind=NoticeKind.WEBHOOK_DISABLED, endpoint_url=url, ends_at=at, created_at=at
+    )
+    if user.email:
+        transaction.on_commit(lambda: _queue([notice.pk]))
+    return notice

@@ -2,12 +2,13 @@
 
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.models import Node
+from core.problems import PROBLEM
 from telemetry.api.serializers import (
     FlagAcknowledgeSerializer,
     FlagFilterSerializer,
@@ -17,8 +18,6 @@ from telemetry.api.serializers import (
 from telemetry.models import Flag
 from telemetry.selectors import flag_list
 from telemetry.services import flag_acknowledge
-
-PROBLEM = OpenApiResponse(description="Problem details (RFC 9457)")
 
 
 class NodeListApi(generics.ListAPIView):

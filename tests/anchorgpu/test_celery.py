@@ -54,6 +54,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "prune-telemetry",
         "purge-idempotency-keys",
         "purge-expired-quotes",
+        "deliver-due-webhooks",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)

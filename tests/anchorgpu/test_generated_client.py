@@ -44,7 +44,10 @@ def generated(tmp_path):
             del sys.modules[name]
 
 
-def test_the_generated_client_runs_the_customer_flow(generated, catalog, alice, live_server):
+def test_the_generated_client_runs_the_customer_flow(
+    generated, catalog, alice, live_server, settings
+):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "WEBHOOK_ALLOW_PRIVATE_URLS": True}
     client_module = generated("client")
     models = generated("models")
     api = {name: generated(f"api.{name}") for name in ("auth", "gpu_models", "quotes",
@@ -127,5 +130,31 @@ def test_the_generated_client_runs_the_customer_flow(generated, catalog, alice, 
     )
     assert isinstance(refused, models.Problem)  # the quote was booked already
     assert refused.status == 409 and refused.code == "quote_used"
+    cluster_quote = generated("api.quotes.quotes_create").sync(
+        client=client,
+        body=models.QuoteInRequest(gpu_model="h100", node_count=2, period="day", period_count=1),
+    )
+    cluster_booking = book.sync(
+        client=client, body=models.BookingInRequest(quote=cluster_quote.id),
+        idempotency_key=str(uuid.uuid4()),
+    )  # fmt: skip
+    assert cluster_quote.gpu_count == 16 and len(cluster_booking.allocations) == 2
+    cluster = generated("api.clusters.clusters_stop_create").sync(
+        id=cluster_booking.cluster, client=client
+    )
+    assert isinstance(cluster, models.Cluster) and cluster.state == "stopped"
+
+    hook = generated("api.webhooks.webhooks_endpoints_create").sync(
+        client=client,
+        body=models.EndpointInRequest(
+            url="http://127.0.0.1:9/hooks", events=[models.EventsEnum.BOOKING_CREATED]
+        ),
+    )
+    assert isinstance(hook, models.EndpointCreated) and hook.secret.startswith("whsec_")
+    generated("api.webhooks.webhooks_endpoints_test_create").sync(id=hook.id, client=client)
+    log = generated("api.webhooks.webhooks_endpoints_deliveries_list").sync(
+        id=hook.id, client=client
+    )
+    assert [d.event_type for d in log.results] == ["webhook.test"]
     for used in (client, anonymous):  # keep-alive connections hold the server's DB sessions
         used.get_httpx_client().close()

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = {"anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing"}
+OURS = {
+    "anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing",
+    "webhooks",
+}  # fmt: skip
 # What each package may import of ours (besides itself).
 ALLOWED = {
     "core": set(),
@@ -22,6 +25,7 @@ ALLOWED = {
     "rentals": {"core", "accounts", "catalog", "telemetry"},
     "glossary": {"core"},
     "sizing": {"core", "catalog", "telemetry", "glossary"},
+    "webhooks": {"core", "accounts", "catalog", "rentals"},
     "anchorgpu": OURS,
 }
 

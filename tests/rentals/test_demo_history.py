@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from catalog.demo import seed_catalog, seed_users
+from catalog.models import Gpu
 from rentals.dashboard import fleet_dashboard
 from rentals.demo import seed_history, seed_rentals
 from rentals.models import Allocation, AllocationState, LedgerEntry
@@ -28,7 +29,8 @@ def test_a_new_demo_has_thirty_days_of_history(settings):
 
     dashboard = fleet_dashboard(days=30, now=now)
     points = dashboard["over_time"]
-    assert len(points) == 31 and all(p["total"] == 96 for p in points[:-1])
+    fleet = Gpu.objects.count()  # the demo's 112 GPUs
+    assert len(points) == 31 and all(p["total"] == fleet == 112 for p in points[:-1])
     assert sum(1 for p in points if p["busy"] > 0) >= 25  # busy most days, not two flat lines
     assert max(p["allocated"] for p in points) >= 16
     assert {row["name"] for row in dashboard["by_model"]} >= {"NVIDIA H200 SXM", "NVIDIA L4"}

@@ -1,0 +1,13 @@
+"""What the rentals layer tells the layers above it, without knowing them.
+
+Both are sent inside the transaction that records the rows: a receiver that writes (the
+webhooks' outbox) commits or rolls back with them, so an event is never announced for a
+change that did not happen, nor lost for one that did.
+"""
+
+from django.dispatch import Signal
+
+# event_ids: [AllocationEvent pk] just recorded, in order
+allocation_events_recorded = Signal()
+# notice_ids: [Notice pk] of expiry warnings just recorded
+allocation_notices_recorded = Signal()

@@ -1,0 +1,126 @@
+"""What each rentals change says to a webhook receiver: its Standard Webhooks `type`, a
+stable message id (the `webhook-id`, the same on every retry), and its JSON body."""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+from core.money import quantize
+from rentals.models import Allocation, AllocationEvent, EventKind, Notice, NoticeKind
+from webhooks.models import EventType
+
+
+@dataclass(frozen=True)
+class Message:
+    team_id: int
+    type: str
+    id: str
+    body: str
+
+
+def body_text(event_type: str, at: datetime, data: dict) -> str:
+    """The body, compact and in a fixed key order: the signed bytes."""
+    return json.dumps(
+        {"type": event_type, "timestamp": at, "data": data},
+        cls=DjangoJSONEncoder, separators=(",", ":"),
+    )  # fmt: skip
+
+
+def allocation_data(allocation: Allocation, *, state: str | None = None) -> dict:
+    return {
+        "id": allocation.pk, "state": state or allocation.state,
+        "gpu_model": allocation.gpu_model.slug, "gpu_count": allocation.gpu_count,
+        "node": allocation.node.hostname, "region": allocation.node.region.slug,
+        "paid_from": allocation.paid_from, "paid_until": allocation.paid_until,
+        "quote": allocation.quote_id, "cluster": allocation.cluster_id,
+    }  # fmt: skip
+
+
+_BY_KIND = {
+    EventKind.START: EventType.STARTED,
+    EventKind.STOP: EventType.STOPPED,
+    EventKind.CANCEL: EventType.CANCELLED,
+    EventKind.EXTEND: EventType.EXTENDED,
+    EventKind.EXPIRE: EventType.EXPIRED,
+}
+
+
+def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
+    """The messages of these allocation events, for allocations of `team_ids`, in order.
+    A booking says `booking.created` once (a cluster's, for all its nodes), then each
+    allocation's `allocation.scheduled` or `allocation.started`."""
+    events = (
+        AllocationEvent.objects.filter(pk__in=event_ids, allocation__team_id__in=team_ids)
+        .select_related("allocation__gpu_model", "allocation__node__region", "allocation__quote")
+        .order_by("id")
+    )
+    messages, booked = [], set()
+    for event in events:
+        allocation = event.allocation
+        data = {
+            "allocation": allocation_data(allocation, state=event.to_state or None),
+            "event": {"kind": event.kind, "from_state": event.from_state,
+                      "to_state": event.to_state, "at": event.at},
+        }  # fmt: skip
+        if event.kind == EventKind.BOOKED:
+            if allocation.quote_id not in booked:
+                booked.add(allocation.quote_id)
+                messages.append(_booking_message(allocation, event.at))
+            kind = EventType.SCHEDULED if event.to_state == "scheduled" else EventType.STARTED
+        else:
+            kind = _BY_KIND[event.kind]
+        messages.append(
+            Message(allocation.team_id, kind, f"evt_{event.pk}", body_text(kind, event.at, data))
+        )
+    return messages
+
+
+def _booking_message(allocation: Allocation, at: datetime) -> Message:
+    quote = allocation.quote
+    members = (
+        list(Allocation.objects.filter(cluster_id=allocation.cluster_id).order_by("id"))
+        if allocation.cluster_id
+        else [allocation]
+    )
+    data = {
+        "booking": allocation.pk, "quote": quote.pk, "cluster": allocation.cluster_id,
+        "allocations": [m.pk for m in members], "gpu_model": allocation.gpu_model.slug,
+        "gpu_count": quote.gpu_count, "node_count": quote.node_count,
+        "paid_from": allocation.paid_from, "paid_until": allocation.paid_until,
+        "amount": str(quantize(quote.total, quote.currency)), "currency": quote.currency,
+    }  # fmt: skip
+    kind = EventType.BOOKING_CREATED
+    return Message(allocation.team_id, kind, f"bkg_{quote.pk}", body_text(kind, at, data))
+
+
+def from_notices(notice_ids: list[int], *, team_ids: set[int]) -> list[Message]:
+    """`allocation.expiring` for the 24 h and 1 h warnings (the moments of the notices)."""
+    notices = (
+        Notice.objects.filter(
+            pk__in=notice_ids,
+            kind__in=[NoticeKind.EXPIRY_24H, NoticeKind.EXPIRY_1H],
+            allocation__team_id__in=team_ids,
+        )
+        .select_related("allocation__gpu_model", "allocation__node__region")
+        .order_by("id")
+    )
+    kind = EventType.EXPIRING
+    return [
+        Message(
+            n.allocation.team_id,
+            kind,
+            f"ntc_{n.pk}",
+            body_text(
+                kind,
+                n.created_at,
+                {
+                    "allocation": allocation_data(n.allocation),
+                    "ends_at": n.ends_at,
+                    "within": "24h" if n.kind == NoticeKind.EXPIRY_24H else "1h",
+                },
+            ),
+        )  # fmt: skip
+        for n in notices
+    ]
