@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint fmt venv chromium clean
+.PHONY: run test bench lint fmt venv chromium clean manage
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is needed (python3 --version)"; exit 1; }
@@ -32,6 +32,11 @@ test: venv chromium
 
 bench: venv
 	$(PY) -m anchorgpu.launcher exec -- $(PY) -m pytest -m perf -s tests/perf $(PYTEST_ARGS)
+
+# A management command on the embedded servers (or DATABASE_URL / REDIS_URL when set):
+# make manage ARGS="createsuperuser"
+manage: venv
+	$(PY) manage.py $(ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

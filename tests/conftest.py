@@ -1,8 +1,10 @@
 import pytest
+from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from anchorgpu.celery import app
 from tests.catalog.factories import catalog_setup
 
 
@@ -79,3 +81,12 @@ def staff_api(staff):
     client = APIClient()
     client.force_authenticate(staff)
     return client
+
+
+@pytest.fixture
+def worker():
+    """A real Celery worker (solo pool) on the test broker. Tasks that earlier tests queued
+    with no worker running are dropped first, so this test's tasks are not behind them."""
+    app.control.purge()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as w:
+        yield w

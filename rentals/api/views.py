@@ -34,6 +34,7 @@ from rentals.api.serializers import (
     TelemetryQuerySerializer,
 )
 from rentals.availability import gpu_model_offers
+from rentals.catalog_cache import catalog_answer
 from rentals.errors import QuoteMissing
 from rentals.idempotency import idempotent
 from rentals.views.statement import statement_csv_response
@@ -66,10 +67,23 @@ class GpuModelListApi(generics.ListAPIView):
 
     @extend_schema(
         parameters=[GpuModelFilterSerializer],
-        responses={200: GpuModelSerializer(many=True), 400: PROBLEM},
+        responses={200: GpuModelSerializer(many=True), 304: None, 400: PROBLEM},
     )
     def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+        """Answered from the catalog read model (rentals.catalog_cache); `ETag` on every
+        answer, `304 Not Modified` to a client that sends it back in `If-None-Match`."""
+        data, etag = catalog_answer(
+            request.build_absolute_uri(), lambda: super(GpuModelListApi, self).get(
+                request, *args, **kwargs
+            ).data,
+        )  # fmt: skip
+        if etag in request.headers.get("If-None-Match", ""):
+            response = Response(status=status.HTTP_304_NOT_MODIFIED)
+        else:
+            response = Response(data)
+        response["ETag"] = etag
+        response["Cache-Control"] = "no-cache"  # keep it, but ask again each time
+        return response
 
 
 class QuoteCreateApi(APIView):

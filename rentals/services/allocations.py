@@ -19,6 +19,7 @@ from accounts.access import Acting, Action, NotAllowed
 from catalog.models import Gpu, OptionBilling
 from core.db import db_now, retried_transaction
 from core.errors import Conflict
+from core.versions import CATALOG, bump
 from rentals import limits
 from rentals.errors import InvalidTransition, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
@@ -113,6 +114,7 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
         state=AllocationState.CANCELLED
     )
     AllocationGpu.objects.filter(allocation__in=members).update(released=True)
+    bump(CATALOG)
     charged = (
         LedgerEntry.objects.filter(allocation__in=members, kind=LedgerKind.CHARGE)
         .values("allocation_id")
@@ -323,6 +325,7 @@ def allocation_extend(
     except IntegrityError as exc:
         raise_if_lost_race(exc)
         raise
+    bump(CATALOG)
     Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
         paid_until=new_until, warned_24h_at=None, warned_1h_at=None
     )

@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 from accounts.access import Acting, Action
 from accounts.selectors import require_verified_email
 from core.db import db_now, retried_transaction
+from core.versions import CATALOG, bump
 from rentals.availability import earliest_start
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
@@ -92,6 +93,7 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
     except IntegrityError as exc:
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
+    bump(CATALOG)  # GPUs free now changed for the catalog list
     lead = allocations[0]
     LedgerEntry.objects.create(
         team=acting.team,

@@ -4,14 +4,14 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
 from catalog.selectors import gpu_price_at, option_price_at
-from core.db import db_now
+from core.db import constraint_name, db_now
 from core.money import Money
 from rentals import limits
 from rentals.availability import (
@@ -38,13 +38,29 @@ def _get_active(model, slug, field, errors, label):
     return obj
 
 
+_CONSTRAINT_FIELDS = {
+    "rentals_quote_period_not_empty": "period_count",
+    "rentals_quote_total_not_negative": "options",
+    "rentals_quote_gpu_count_positive": "gpu_count",
+    "rentals_quote_period_count_positive": "period_count",
+    "rentals_quote_node_count_positive": "node_count",
+}
+
+
 def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -> Quote:
     """Save a quote with its lines in order, its total and its validity (booking and
     extension quotes alike)."""
     quote.total, quote.currency = total.amount, total.currency
     quote.valid_until = now + settings.ANCHORGPU["QUOTE_VALIDITY"]
-    quote.full_clean()
-    quote.save()
+    # The service checked every input above; the table's constraints guard what it missed,
+    # named back to the field (no full_clean(): a query per constraint and foreign key).
+    try:  # no savepoint: a refusal here rolls the caller's whole transaction back
+        quote.save(force_insert=True)
+    except IntegrityError as exc:
+        field = _CONSTRAINT_FIELDS.get(constraint_name(exc))
+        if field is None:
+            raise
+        raise ValidationError({field: _("This value is out of range.")}) from exc
     for position, line in enumerate(lines):
         line.quote, line.position = quote, position
     QuoteLine.objects.bulk_create(lines)

@@ -273,15 +273,12 @@ def _availability_context(request, gpu_model, form) -> dict:
 def _requote_url(quote, *, starts_at=None):
     """The booking form with the quote's choices (count, period, options) and, when given,
     the start that fits."""
-    params = {
-        "period": quote.period.slug,
-        "period_count": quote.period_count,
-        **(
-            {"shape": "nodes", "node_count": quote.node_count}
-            if quote.node_count
-            else {"gpu_count": quote.gpu_count}
-        ),
-    }
+    count = (
+        {"shape": "nodes", "node_count": quote.node_count}
+        if quote.node_count
+        else {"gpu_count": quote.gpu_count}
+    )
+    params = {**count, "period": quote.period.slug, "period_count": quote.period_count}
     params |= {f"option_{o.slug}": q for o, q in selectors.quote_options(quote=quote)}
     if starts_at is not None:
         at = timezone.localtime(_ceil_minute(starts_at)).strftime("%Y-%m-%dT%H:%M")

@@ -4,7 +4,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 
 from anchorgpu.celery import app
 from anchorgpu.schedule import beat_schedule
@@ -24,12 +23,6 @@ def wait_for(condition, timeout=30.0):
 
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
-
-
-@pytest.fixture
-def worker():
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as w:
-        yield w
 
 
 def test_enforcement_task_runs_on_a_real_worker(catalog, alice, worker):

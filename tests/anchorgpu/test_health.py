@@ -57,7 +57,17 @@ def test_check_deploy_is_clean_with_production_settings():
 
 
 def test_missing_setting_fails_fast_with_its_name():
-    result = _manage("check", DJANGO_SECRET_KEY="k", DATABASE_URL="")
+    # manage.py itself falls back to the embedded servers; the settings alone refuse.
+    full = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    full |= {
+        "DJANGO_SECRET_KEY": "k",
+        "DATABASE_URL": "",
+        "DJANGO_SETTINGS_MODULE": "anchorgpu.settings",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=full,
+        capture_output=True, text=True,
+    )  # fmt: skip
     assert result.returncode != 0
     assert "DATABASE_URL" in result.stderr
 

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from catalog.demo import seed_catalog, seed_users
-from catalog.models import Node
+from catalog.models import Gpu, Node
 from rentals.demo import seed_history, seed_rentals
 from rentals.models import Allocation, AllocationState
 from telemetry.models import Flag, FlagKind, Severity
@@ -38,7 +38,8 @@ def test_staff_find_a_new_demo_populated_and_acknowledge_a_flag(demo, page, live
     page.goto(f"{live_server.url}/usage/?days=30")
     points = json.loads(page.locator("#fleet-data").text_content())
     assert len(points) == 31 and sum(1 for p in points if p["busy"]) >= 25
-    assert all(p["total"] == 96 for p in points[:-1])  # recorded history, not today's count
+    fleet = Gpu.objects.count()  # the demo fleet: 112 GPUs
+    assert all(p["total"] == fleet == 112 for p in points[:-1])  # recorded history
     assert page.get_by_role("cell", name="NVIDIA H200 SXM").first.is_visible()
     assert not page.get_by_text("No data in this range.").first.is_visible()
     screenshot(page, "dashboard-demo")

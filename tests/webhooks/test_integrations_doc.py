@@ -6,10 +6,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from celery.contrib.testing.worker import start_worker
 
 from accounts.services import api_token_create
-from anchorgpu.celery import app
 from rentals.models import Allocation, LedgerEntry
 from tests.anchorgpu.test_celery import wait_for
 from tests.webhooks.receiver import Receiver
@@ -29,12 +27,12 @@ def example_namespace(monkeypatch, url, token):
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_the_documented_example_books_once_and_verifies_a_webhook(
-    catalog, alice, alice_api, live_server, monkeypatch, settings
+    catalog, alice, alice_api, live_server, monkeypatch, settings, worker
 ):
     settings.ANCHORGPU = {**settings.ANCHORGPU, "WEBHOOK_ALLOW_PRIVATE_URLS": True}
     token = api_token_create(user=alice, name="ci")
     example = example_namespace(monkeypatch, live_server.url, token)
-    with Receiver() as receiver, start_worker(app, pool="solo", perform_ping_check=False):
+    with Receiver() as receiver:
         secret = alice_api.post(
             "/api/v1/webhooks/endpoints/", {"url": receiver.url, "events": ["booking.created"]},
             format="json",

@@ -5,11 +5,9 @@ import json
 from datetime import timedelta
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from standardwebhooks.webhooks import Webhook
 
 from accounts.access import acting_as
-from anchorgpu.celery import app
 from rentals.models import Notice, NoticeKind
 from rentals.services import (
     allocation_extend,
@@ -36,12 +34,6 @@ def loopback(settings):
         "WEBHOOK_RETRY_DELAYS": [0.2, 0.2, 0.2],
         "WEBHOOK_TIMEOUT": 5.0,
     }
-
-
-@pytest.fixture
-def worker():
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as w:
-        yield w
 
 
 def _verified(secret, headers, body):

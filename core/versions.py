@@ -1,0 +1,30 @@
+"""Version counters in the shared cache (Redis) for read models: a cached answer names the
+version it was built at, and every change that could alter it bumps the version after its
+transaction commits, so no server answers from a stale copy once the change is visible."""
+
+from django.core.cache import cache
+from django.db import transaction
+
+CATALOG = "catalog"  # the GPU model list with prices and free GPUs now
+
+
+def _key(name: str) -> str:
+    return f"version:{name}"
+
+
+def version(name: str) -> int:
+    current = cache.get(_key(name))
+    if current is None:
+        cache.add(_key(name), 1, timeout=None)
+        current = cache.get(_key(name), 1)
+    return current
+
+
+def bump(name: str) -> None:
+    """Bump `name` once the current transaction commits (at once outside one)."""
+
+    def _bump():
+        cache.add(_key(name), 1, timeout=None)
+        cache.incr(_key(name))
+
+    transaction.on_commit(_bump)

@@ -1,0 +1,53 @@
+"""The catalog list (models, prices in force, GPUs free now) as a read model: each answer is
+kept in Redis with the catalog version it was built at and the next instant its figures
+change by time alone (a holding starting or ending, a scheduled price taking effect).
+
+A cached answer is served only while both hold, so it is never staler than a fresh one:
+bookings, cancellations and extensions (rentals services) and any catalog row saved or
+deleted (catalog.signals) bump the version when they commit."""
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+
+from django.core.cache import cache
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
+from django.utils import timezone
+
+from core.versions import CATALOG, version
+
+KEEP = timedelta(hours=1)  # the longest a copy is kept even when nothing changes
+
+_NEXT_CHANGE = """
+SELECT least(
+    (SELECT min(starts_at) FROM rentals_allocationgpu WHERE NOT released AND starts_at > %(now)s),
+    (SELECT min(ends_at) FROM rentals_allocationgpu WHERE NOT released AND ends_at > %(now)s),
+    (SELECT min(effective_from) FROM catalog_gpuprice WHERE effective_from > %(now)s)
+)
+"""
+
+
+def _next_change(now: datetime) -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute(_NEXT_CHANGE, {"now": now})
+        upcoming = cursor.fetchone()[0]
+    return min(upcoming or now + KEEP, now + KEEP)
+
+
+def catalog_answer(key: str, build) -> tuple[object, str]:
+    """(data, ETag) for the request `key`: the cached copy while it is current, else
+    `build()`'s answer, kept for the next request."""
+    cache_key = "catalog-list:" + hashlib.sha256(key.encode()).hexdigest()
+    current = version(CATALOG)
+    entry = cache.get(cache_key)
+    now = timezone.now()
+    if entry and entry["version"] == current and now < entry["until"]:
+        return entry["data"], entry["etag"]
+    until = _next_change(now)
+    data = build()
+    body = json.dumps(data, cls=DjangoJSONEncoder, sort_keys=True).encode()
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    timeout = max(int((until - now).total_seconds()) + 1, 1)
+    cache.set(cache_key, {"version": current, "until": until, "data": data, "etag": etag}, timeout)
+    return data, etag

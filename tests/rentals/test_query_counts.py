@@ -1,0 +1,48 @@
+"""Statements per quote, booking and catalog list, pinned: a change that adds one shows
+here (the figures are issue 15's; savepoint commands count too)."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from accounts.access import acting_as
+from rentals.services import allocation_book, quote_create
+from tests.rentals.helpers import key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUOTE = {"gpu_model": "h100", "gpu_count": 1, "period": "day", "period_count": 1}
+
+
+def _count(call):
+    with CaptureQueriesContext(connection) as queries:
+        result = call()
+    return len(queries.captured_queries), result
+
+
+def test_a_quote_and_a_booking_through_the_services(catalog, alice):
+    acting = acting_as(alice)
+    quote_create(acting=acting, **QUOTE)  # warm: the session's first reads
+    statements, quote = _count(lambda: quote_create(acting=acting, **QUOTE))
+    assert statements == 10
+    statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
+    assert statements == 20
+
+
+def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
+    alice_api.post("/api/v1/quotes/", QUOTE, format="json")
+    statements, quote = _count(lambda: alice_api.post("/api/v1/quotes/", QUOTE, format="json"))
+    assert statements == 15
+    statements, _booking = _count(
+        lambda: alice_api.post(
+            "/api/v1/bookings/",
+            {"quote": quote.json()["id"]},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY=key(),
+        )  # fmt: skip
+    )
+    assert statements == 33
+    statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
+    assert statements == 4  # a fresh answer: the next change in time, models, prices, periods
+    statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
+    assert statements == 0  # the read model
