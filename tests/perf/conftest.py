@@ -1,5 +1,6 @@
 """Benchmark helpers: a real gunicorn on the test database, a bounded load generator."""
 
+import json
 import os
 import statistics
 import subprocess
@@ -91,6 +92,32 @@ def load(base_url, make_request, *, clients=8, seconds=5.0, headers=None):
         "p95_ms": latencies[int(len(latencies) * 0.95) - 1] * 1000 if latencies else None,
         "errors": len(errors),
     }
+
+
+# Issue 15's targets; each benchmark records its figure against one with `target(...)`.
+RESULTS: dict[str, dict] = {}
+
+
+def target(name, value, *, baseline=None, at_least=None, at_most=None, unit=""):
+    """Record `value` (a ratio to `baseline` or an absolute figure) against its target;
+    `make bench` writes every record to bench.json and fails when one misses."""
+    ok = (at_least is None or value >= at_least) and (at_most is None or value <= at_most)
+    RESULTS[name] = {
+        "value": value, "unit": unit, "baseline": baseline, "at_least": at_least,
+        "at_most": at_most, "ok": ok,
+    }  # fmt: skip
+    bound = f">= {at_least}" if at_least is not None else f"<= {at_most}"
+    print(f"   target {name}: {value:.3g}{unit} (target {bound}{unit}) {'ok' if ok else 'MISSED'}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not RESULTS:
+        return
+    (ROOT / "bench.json").write_text(json.dumps(RESULTS, indent=2, sort_keys=True) + "\n")
+    missed = sorted(name for name, r in RESULTS.items() if not r["ok"])
+    print(f"\nbench.json: {len(RESULTS)} figures, {len(missed)} below target: {missed}")
+    if missed and session.exitstatus == 0:
+        session.exitstatus = 1
 
 
 def report(title, rows):

@@ -20,7 +20,7 @@ from accounts.services import api_token_create
 from catalog.demo import seed_catalog
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
-from tests.perf.conftest import gunicorn, h100_fleet, report
+from tests.perf.conftest import gunicorn, h100_fleet, report, target
 from tests.rentals.test_allocations import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -129,3 +129,12 @@ def test_bookings_per_second(django_user_model):
             "pgbench TPC-B (scale 4, 8 clients)": {"tps": tps},
         },
     )
+    target(
+        "bookings_service_to_pgbench",
+        service_bps / tps,
+        baseline="pgbench tps",
+        at_least=0.10,
+        unit="×",
+    )
+    target("bookings_http_to_pgbench", http_bps / tps, baseline="pgbench tps",
+           at_least=0.035, unit="×")  # fmt: skip

@@ -4,7 +4,7 @@ import pytest
 
 from accounts.services import api_token_create
 from catalog.demo import seed_catalog
-from tests.perf.conftest import gunicorn, load, report
+from tests.perf.conftest import gunicorn, load, report, target
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,3 +27,12 @@ def test_catalog_and_quotes_over_http(django_user_model):
         {"GET /healthz": health, "GET /api/v1/gpu-models/": models, "POST /api/v1/quotes/": quotes},
     )
     assert health["errors"] == models["errors"] == quotes["errors"] == 0
+    target(
+        "gpu_models_to_healthz",
+        models["ratio_to_healthz"],
+        baseline="healthz rps",
+        at_least=0.5,
+        unit="×",
+    )
+    target("quotes_to_healthz", quotes["ratio_to_healthz"], baseline="healthz rps",
+           at_least=0.12, unit="×")  # fmt: skip

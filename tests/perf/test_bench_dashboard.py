@@ -9,7 +9,7 @@ from django.db import connection
 from catalog.demo import seed_catalog
 from telemetry.models import GpuRollup
 from telemetry.rollup import telemetry_rollup
-from tests.perf.conftest import h100_fleet, report
+from tests.perf.conftest import h100_fleet, report, target
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -60,3 +60,4 @@ def test_dashboard_server_time(client, django_user_model):
         "(100 nodes × 8 GPUs × 90 days), 50 allocations",
         {"/healthz": health, "/usage/?days=7": week, "/usage/?days=90": quarter},
     )
+    target("dashboard_90_days_median_ms", quarter["median_ms"], at_most=40, unit=" ms")

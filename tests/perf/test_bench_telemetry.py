@@ -13,7 +13,7 @@ from anchorgpu.launcher import free_port, wait_for_port
 from catalog.demo import seed_catalog
 from telemetry.models import GpuSample
 from telemetry.poll import fetch_all, poll_nodes, run_async
-from tests.perf.conftest import ROOT, database_url, h100_fleet, report
+from tests.perf.conftest import ROOT, database_url, h100_fleet, report, target
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODES = int(os.environ.get("BENCH_NODES", "2000"))
@@ -66,3 +66,7 @@ def test_poll_two_thousand_nodes():
             "storage": {"bytes_per_stored_sample": table_bytes / samples, "samples": samples},
         },
     )  # fmt: skip
+    # the targets are for 2,000 nodes (BENCH_NODES changes the fleet: scaled to 2,000)
+    target("poll_2000_nodes_seconds", poll_s * 2000 / NODES, at_most=5.0, unit=" s")
+    target("poll_to_fetch_only", poll_s / fetch_s, baseline="fetch-only pass", at_most=1.5,
+           unit="×")  # fmt: skip
