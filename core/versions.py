@@ -8,15 +8,15 @@ from django.db import transaction
 CATALOG = "catalog"  # the GPU model list with prices and free GPUs now
 
 
-def _key(name: str) -> str:
+def version_key(name: str) -> str:
     return f"version:{name}"
 
 
 def version(name: str) -> int:
-    current = cache.get(_key(name))
+    current = cache.get(version_key(name))
     if current is None:
-        cache.add(_key(name), 1, timeout=None)
-        current = cache.get(_key(name), 1)
+        cache.add(version_key(name), 1, timeout=None)
+        current = cache.get(version_key(name), 1)
     return current
 
 
@@ -24,7 +24,7 @@ def bump(name: str) -> None:
     """Bump `name` once the current transaction commits (at once outside one)."""
 
     def _bump():
-        cache.add(_key(name), 1, timeout=None)
-        cache.incr(_key(name))
+        cache.add(version_key(name), 1, timeout=None)
+        cache.incr(version_key(name))
 
     transaction.on_commit(_bump)

@@ -3,7 +3,7 @@
 Thin: validate, call one service, serialize. Purchases go through rentals.idempotency.
 """
 
-from django.http import Http404
+from django.http import Http404, HttpResponse, HttpResponseNotModified
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -72,15 +72,15 @@ class GpuModelListApi(generics.ListAPIView):
     def get(self, request, *args, **kwargs):
         """Answered from the catalog read model (rentals.catalog_cache); `ETag` on every
         answer, `304 Not Modified` to a client that sends it back in `If-None-Match`."""
-        data, etag = catalog_answer(
+        body, etag = catalog_answer(
             request.build_absolute_uri(), lambda: super(GpuModelListApi, self).get(
                 request, *args, **kwargs
             ).data,
         )  # fmt: skip
         if etag in request.headers.get("If-None-Match", ""):
-            response = Response(status=status.HTTP_304_NOT_MODIFIED)
-        else:
-            response = Response(data)
+            response = HttpResponseNotModified()
+        else:  # the stored bytes: JSON is this API's only representation
+            response = HttpResponse(body, content_type="application/json")
         response["ETag"] = etag
         response["Cache-Control"] = "no-cache"  # keep it, but ask again each time
         return response
