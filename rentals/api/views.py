@@ -132,7 +132,7 @@ class QuoteCreateApi(APIView):
         data = QuoteInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         quote = services.quote_create(acting=acting_for_request(request), **data.validated_data)
-        quote = selectors.quote_get(acting=acting_for_request(request), pk=quote.pk)
+        # answered from the objects just stored (their lines included), not read back
         return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
 
 

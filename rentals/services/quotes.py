@@ -64,6 +64,10 @@ def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -
     for position, line in enumerate(lines):
         line.quote, line.position = quote, position
     QuoteLine.objects.bulk_create(lines)
+    # The lines as if prefetched: the caller reads the whole quote without a query.
+    prefetched = quote.lines.all()
+    prefetched._result_cache, prefetched._prefetch_done = lines, True
+    quote._prefetched_objects_cache = {"lines": prefetched}
     return quote
 
 

@@ -32,7 +32,7 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
     alice_api.post("/api/v1/quotes/", QUOTE, format="json")
     statements, quote = _count(lambda: alice_api.post("/api/v1/quotes/", QUOTE, format="json"))
-    assert statements == 15
+    assert statements == 13
     statements, _booking = _count(
         lambda: alice_api.post(
             "/api/v1/bookings/",
