@@ -211,12 +211,14 @@ def run(port):
                  "--workers", "2", "--threads", "4", "--access-logfile", "-"],
                 env,
             )  # fmt: skip
-            children.start(
-                "worker",
-                [py, "-m", "celery", "-A", "anchorgpu", "worker", "--loglevel", "INFO",
-                 "--concurrency", "2", "--without-gossip", "--without-mingle"],
-                env,
-            )  # fmt: skip
+            for queue, concurrency in (("default", "2"), ("poll", "2")):
+                children.start(
+                    f"worker-{queue}",
+                    [py, "-m", "celery", "-A", "anchorgpu", "worker", "--loglevel", "INFO",
+                     "--queues", queue, "--hostname", f"{queue}@%h",
+                     "--concurrency", concurrency, "--without-gossip", "--without-mingle"],
+                    env,
+                )  # fmt: skip
             children.start(
                 "beat",
                 [py, "-m", "celery", "-A", "anchorgpu", "beat", "--loglevel", "INFO",

@@ -291,6 +291,14 @@ CELERY_TASK_TIME_LIMIT = _read("CELERY_TASK_TIME_LIMIT", "int", default=90)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# Two queues: `poll` (telemetry polling; add worker processes as the fleet grows) and
+# `default` (enforcement, notices, rollups, webhooks). `make run` starts a worker for each.
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "telemetry.tasks.nodes_poll_task": {"queue": "poll"},
+    "telemetry.tasks.nodes_poll_shard_task": {"queue": "poll"},
+}
+WORKER_QUEUES = ["default", "poll"]
 CELERY_TASK_ALWAYS_EAGER = False
 
 # --- The product ------------------------------------------------------------------------

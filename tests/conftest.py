@@ -88,5 +88,8 @@ def worker():
     """A real Celery worker (solo pool) on the test broker. Tasks that earlier tests queued
     with no worker running are dropped first, so this test's tasks are not behind them."""
     app.control.purge()
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10) as w:
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
+        queues=settings.WORKER_QUEUES,
+    ) as w:  # fmt: skip
         yield w

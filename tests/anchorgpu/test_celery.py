@@ -52,3 +52,14 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)
     assert app.conf.task_acks_late is True and app.conf.worker_prefetch_multiplier == 1
+
+
+def test_polling_has_its_own_queue_and_everything_else_the_default():
+    def queue(task):
+        return app.amqp.router.route({}, task)["queue"].name
+
+    assert queue("telemetry.tasks.nodes_poll_task") == "poll"
+    assert queue("telemetry.tasks.nodes_poll_shard_task") == "poll"
+    for task in ("rentals.tasks.allocations_enforce_task", "webhooks.tasks.webhook_deliver_task",
+                 "telemetry.tasks.telemetry_rollup_task"):  # fmt: skip
+        assert queue(task) == "default"

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from celery.beat import EmbeddedService
 from celery.contrib.testing.worker import start_worker
+from django.conf import settings
 
 from anchorgpu.celery import app
 from catalog.models import NodeHealth
@@ -38,7 +39,10 @@ def test_beat_and_worker_poll_nodes_and_enforce_paid_periods(catalog, alice, tmp
         app, thread=True, schedule_filename=str(tmp_path / "beat"), max_interval=1
     )
     try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        with start_worker(
+            app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
+            queues=settings.WORKER_QUEUES,
+        ):  # fmt: skip
             beat.start()
             gpus = sum(node.gpus.count() for node in catalog.nodes)
             assert wait_for(lambda: GpuSample.objects.count() >= 2 * gpus, timeout=45)
