@@ -226,10 +226,36 @@ def _malformed(node, item: Fetched, *, now) -> NodePoll:
     return NodePoll(poll, [], {}, (node.pk, NodeHealth.MALFORMED, detail, node.last_good_poll_at))
 
 
+SAMPLE_COLUMNS = (
+    "gpu_id", "at", "utilization", "memory_used_mib", "memory_total_mib", "power_w",
+    "temperature_c", "energy_j", "xid",
+)  # fmt: skip
+SAMPLE_TYPES = ("int8", "timestamptz", *["float8"] * 6, "int4")
+
+
+def samples_copy(samples: list[GpuSample]) -> None:
+    """Write samples with one binary COPY: building INSERTs of tens of thousands of
+    literals cost more than the database's work (about 10× slower here)."""
+    if not samples:
+        return
+    statement = f"COPY telemetry_gpusample ({', '.join(SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+    with (
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(statement) as copy,
+    ):
+        copy.set_types(SAMPLE_TYPES)
+        for s in samples:
+            copy.write_row(
+                (s.gpu_id, s.at, s.utilization, s.memory_used_mib, s.memory_total_mib,
+                 s.power_w, s.temperature_c, s.energy_j, s.xid)
+            )  # fmt: skip
+
+
 def _store(results: list[NodePoll], gpus_by_node, now):
     with transaction.atomic():
         Poll.objects.bulk_create([r.poll for r in results], batch_size=2000)
-        GpuSample.objects.bulk_create([s for r in results for s in r.samples], batch_size=5000)
+        samples_copy([s for r in results for s in r.samples])
         _update_health([r.health for r in results], now)
         readings = {gpu: reading for r in results for gpu, reading in r.readings.items()}
         _update_flags(gpus_by_node, readings, now)
