@@ -126,24 +126,31 @@ class _Family:
 
 
 _LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?[0-9]+)?[ \t]*")
-_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,|$)')
+_NAME, _QUOTED = r"[a-zA-Z_][a-zA-Z0-9_]*", r'"(?:[^"\\]|\\.)*"'
+_LABEL = re.compile(rf'[ \t]*({_NAME})[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*')
+# The whole label list, each label followed by a comma or the end: checked in one pass
+# (in C), then the pairs read in another, instead of a Python loop per label.
+_ONE = rf"[ \t]*{_NAME}[ \t]*=[ \t]*{_QUOTED}[ \t]*"
+_LABEL_LIST = re.compile(rf"(?:{_ONE},)*(?:{_ONE})?")
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESCAPE = re.compile(r"\\.")
+
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(0), m.group(0)), value)
 
 
 def _labels(raw: str | None) -> dict:
     if not raw:
         return {}
-    labels, position = {}, 0
-    while position < len(raw):
-        match = _LABEL.match(raw, position)
-        if match is None or match.end() == position:
-            raise _Strange
-        name, value = match.group(1), match.group(2)
-        if name in labels:
-            raise _Strange
-        labels[name] = _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(0), m.group(0)), value)
-        position = match.end()
+    if _LABEL_LIST.fullmatch(raw) is None:
+        raise _Strange
+    pairs = _LABEL.findall(raw)
+    labels = {name: _unescape(value) for name, value in pairs}
+    if len(labels) != len(pairs):  # a label named twice
+        raise _Strange
     return labels
 
 
@@ -152,6 +159,9 @@ def _fast_families(text: str) -> list[_Family]:
     name (a counter's `_total` sample belongs to its family). Anything unusual raises
     `_Strange`, and prometheus_client's full parser reads the body instead."""
     counters, families = set(), {}
+    # An exporter repeats each GPU's label list on every family: read each list once.
+    # (Samples share the dict; readers only read it.)
+    label_lists: dict[str | None, dict] = {}
     for line in text.split("\n"):
         if not line or line.isspace():
             continue
@@ -173,7 +183,10 @@ def _fast_families(text: str) -> list[_Family]:
         family = families.get(name)
         if family is None:
             family = families[name] = _Family(name, [])
-        family.samples.append(_Sample(name, _labels(raw_labels), value))
+        labels = label_lists.get(raw_labels)
+        if labels is None:
+            labels = label_lists[raw_labels] = _labels(raw_labels)
+        family.samples.append(_Sample(name, labels, value))
     return list(families.values())
 
 

@@ -171,7 +171,7 @@ class NodePoll:
     """What one node's poll stores."""
 
     poll: Poll
-    samples: list[GpuSample]
+    samples: list[tuple]  # rows of SAMPLE_COLUMNS
     readings: dict[int, Reading]
     health: tuple
 
@@ -184,19 +184,11 @@ def _node_poll(node, gpus, item: Fetched, *, now, stale_after) -> NodePoll:
         reading = reading_for(scrape, gpu)
         if reading is not None:
             readings[gpu.pk] = reading
-            samples.append(
-                GpuSample(
-                    gpu_id=gpu.pk,
-                    at=now,
-                    utilization=reading.utilization,
-                    memory_used_mib=reading.memory_used_mib,
-                    memory_total_mib=reading.memory_total_mib,
-                    power_w=reading.power_w,
-                    temperature_c=reading.temperature_c,
-                    energy_j=reading.energy_j,
-                    xid=reading.xid,
-                )
-            )
+            samples.append(  # a row of SAMPLE_COLUMNS, for COPY (no model instances)
+                (gpu.pk, now, reading.utilization, reading.memory_used_mib,
+                 reading.memory_total_mib, reading.power_w, reading.temperature_c,
+                 reading.energy_j, reading.xid)
+            )  # fmt: skip
     good = outcome in (PollOutcome.OK, PollOutcome.DEGRADED) and scrape and scrape.readings
     last_good = now if good else node.last_good_poll_at
     if outcome == PollOutcome.OK:
@@ -233,9 +225,9 @@ SAMPLE_COLUMNS = (
 SAMPLE_TYPES = ("int8", "timestamptz", *["float8"] * 6, "int4")
 
 
-def samples_copy(samples: list[GpuSample]) -> None:
-    """Write samples with one binary COPY: building INSERTs of tens of thousands of
-    literals cost more than the database's work (about 10× slower here)."""
+def samples_copy(samples: list[tuple]) -> None:
+    """Write samples (rows of SAMPLE_COLUMNS) with one binary COPY: building INSERTs of
+    tens of thousands of literals cost more than the database's work."""
     if not samples:
         return
     statement = f"COPY telemetry_gpusample ({', '.join(SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
@@ -245,11 +237,8 @@ def samples_copy(samples: list[GpuSample]) -> None:
         cursor.cursor.copy(statement) as copy,
     ):
         copy.set_types(SAMPLE_TYPES)
-        for s in samples:
-            copy.write_row(
-                (s.gpu_id, s.at, s.utilization, s.memory_used_mib, s.memory_total_mib,
-                 s.power_w, s.temperature_c, s.energy_j, s.xid)
-            )  # fmt: skip
+        for row in samples:
+            copy.write_row(row)
 
 
 def _store(results: list[NodePoll], gpus_by_node, now):

@@ -5,8 +5,6 @@ from datetime import timedelta
 
 import pytest
 from celery.beat import EmbeddedService
-from celery.contrib.testing.worker import start_worker
-from django.conf import settings
 
 from anchorgpu.celery import app
 from catalog.models import NodeHealth
@@ -20,7 +18,7 @@ from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 
-def test_beat_and_worker_poll_nodes_and_enforce_paid_periods(catalog, alice, tmp_path):
+def test_beat_and_worker_poll_nodes_and_enforce_paid_periods(catalog, alice, tmp_path, worker):
     ended = book(alice, model="l4", count=1, period="day")
     end_paid_periods_a_minute_ago()
     simulator = Simulator(simulated_fleet, refresh=0.5).start_in_thread()
@@ -39,14 +37,10 @@ def test_beat_and_worker_poll_nodes_and_enforce_paid_periods(catalog, alice, tmp
         app, thread=True, schedule_filename=str(tmp_path / "beat"), max_interval=1
     )
     try:
-        with start_worker(
-            app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
-            queues=settings.WORKER_QUEUES,
-        ):  # fmt: skip
-            beat.start()
-            gpus = sum(node.gpus.count() for node in catalog.nodes)
-            assert wait_for(lambda: GpuSample.objects.count() >= 2 * gpus, timeout=45)
-            assert wait_for(lambda: Allocation.objects.get(pk=ended.pk).state == "expired")
+        beat.start()
+        gpus = sum(node.gpus.count() for node in catalog.nodes)
+        assert wait_for(lambda: GpuSample.objects.count() >= 2 * gpus, timeout=45)
+        assert wait_for(lambda: Allocation.objects.get(pk=ended.pk).state == "expired")
     finally:
         beat.stop()
         app.conf.beat_schedule = schedule
