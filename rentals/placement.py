@@ -18,14 +18,53 @@ def _free_by_node(*, gpu_model, starts_at, ends_at, node_ids=None):
     return by_node
 
 
+_PLACE = """
+SELECT n.*
+FROM catalog_node n
+JOIN (
+    SELECT g.node_id, count(*) AS free
+    FROM catalog_gpu g JOIN catalog_node m ON m.id = g.node_id
+    WHERE m.gpu_model_id = %(model)s AND m.state = %(active)s
+      AND NOT EXISTS (
+          SELECT 1 FROM rentals_allocationgpu ag
+          WHERE ag.gpu_id = g.id AND NOT ag.released
+            AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
+    GROUP BY g.node_id
+    HAVING count(*) >= %(count)s
+) f ON f.node_id = n.id
+WHERE n.state = %(active)s
+ORDER BY f.free, n.id
+LIMIT 1
+FOR UPDATE OF n SKIP LOCKED
+"""
+
+
 def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
     """(node, gpus) with the node row locked, or None. Call inside a transaction.
 
-    The node lock serialises bookings per node; the exclusion constraint stays the guarantee.
-    A node another booking holds right now is passed over (SKIP LOCKED) for the next one that
-    fits, so concurrent bookings spread instead of queueing on the fullest node; only when
-    every fitting node is busy do we wait for one.
+    One statement finds the fullest node with room that no other booking holds right now
+    and locks it (SKIP LOCKED: concurrent bookings spread instead of queueing on one node);
+    its free GPUs are then read in a snapshot taken after the lock, so a booking that held
+    the node just before is seen (the exclusion constraint stays the guarantee). Only when
+    every node with room is held by another booking do we wait for one.
     """
+    params = {
+        "model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
+        "starts_at": starts_at, "ends_at": ends_at,
+    }  # fmt: skip
+    for node in Node.objects.raw(_PLACE, params):
+        gpus = _free_by_node(
+            gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at, node_ids=[node.pk]
+        )[node.pk]
+        if len(gpus) >= gpu_count:
+            return node, gpus[:gpu_count]
+    return _place_waiting(
+        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at
+    )
+
+
+def _place_waiting(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
+    """Node by node, fullest first, waiting for a node another booking holds."""
     candidates = candidate_nodes(
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at
     )
