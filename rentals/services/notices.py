@@ -67,7 +67,7 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
                 )
                 if not batch:
                     break
-                due = [a for a in batch if a.paid_until - a.created_at > ahead]
+                due = _one_per_cluster([a for a in batch if a.paid_until - a.created_at > ahead])
                 notices = Notice.objects.bulk_create(
                     Notice(
                         user=a.user, allocation=a, kind=kind, ends_at=a.paid_until, created_at=now
@@ -86,6 +86,20 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
                 transaction.on_commit(lambda ids=mailed: _queue(ids))
                 recorded += len(due)
     return recorded
+
+
+def _one_per_cluster(allocations: list[Allocation]) -> list[Allocation]:
+    """A cluster's nodes end together: one warning for the cluster, on its first node (the
+    others are marked warned all the same)."""
+    clusters = {a.cluster_id for a in allocations if a.cluster_id}
+    if not clusters:
+        return allocations
+    first: dict = {}
+    for cluster_id, pk in Allocation.objects.filter(cluster_id__in=clusters).values_list(
+        "cluster_id", "pk"
+    ):
+        first[cluster_id] = min(pk, first.get(cluster_id, pk))
+    return [a for a in allocations if not a.cluster_id or a.pk == first[a.cluster_id]]
 
 
 def _queue(notice_ids):
@@ -172,6 +186,11 @@ def notice_text(notice: Notice) -> str:
         "model": allocation.gpu_model.name,
         "at": when_text(notice.ends_at),
     }
+    if notice.kind != NoticeKind.STOPPED_WHILE_PAID and allocation.cluster_id:
+        return _(
+            "Your cluster of %(nodes)s × %(model)s nodes (%(count)s GPUs) is paid until "
+            "%(at)s. Extend it before then to keep the same nodes."
+        ) % {**facts, "nodes": allocation.quote.node_count, "count": allocation.quote.gpu_count}
     if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
         return (
             _(
@@ -254,7 +273,7 @@ def stopped_notices_record(*, now: datetime | None = None) -> int:
 
 def _with_facts(notices):
     return notices.select_related(
-        "user", "allocation__gpu_model", "quote__gpu_model", "quote__period"
+        "user", "allocation__gpu_model", "allocation__quote", "quote__gpu_model", "quote__period"
     ).prefetch_related("quote__lines__option")
 
 

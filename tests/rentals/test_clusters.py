@@ -197,3 +197,17 @@ def test_the_first_whole_node_window_is_where_a_cluster_then_lands(catalog, alic
         Allocation.objects.filter(cluster=lead.cluster_id).values_list("node__hostname", flat=True)
     )
     assert nodes == set(first["nodes"])
+
+
+def test_a_cluster_gets_one_expiry_warning_in_cluster_words(catalog, alice):
+    from rentals.models import Notice, NoticeKind
+    from rentals.services import expiry_notices_record
+    from rentals.services.notices import notice_text
+
+    lead = allocation_book(acting=acting_as(alice), quote=cluster_quote(alice, nodes=2))
+    assert expiry_notices_record(now=lead.paid_until - timedelta(minutes=30)) == 1
+    notice = Notice.objects.get(kind=NoticeKind.EXPIRY_1H)
+    assert "cluster of 2 × H100 SXM nodes (16 GPUs)" in notice_text(notice)
+    members = Allocation.objects.filter(cluster=lead.cluster_id)
+    assert all(m.warned_1h_at is not None for m in members)  # no second warning later
+    assert expiry_notices_record(now=lead.paid_until - timedelta(minutes=20)) == 0
