@@ -192,56 +192,70 @@ def manage(env, *args):
     subprocess.run([sys.executable, "manage.py", *args], env=env, cwd=BASE_DIR, check=True)
 
 
+def _serve(children, env, port):
+    """Migrate, seed, start every process, and wait until one of them exits."""
+    env["ANCHORGPU_DEMO"] = env.get("ANCHORGPU_DEMO", "true")
+    env.setdefault("DEMO_PASSWORD", DEFAULT_DEMO_PASSWORD)
+    env.setdefault("DJANGO_ALLOW_INSECURE", "true")  # plain HTTP on loopback
+    sim_port = int(env.get("SIMULATOR_PORT") or free_port())
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "collectstatic", "--noinput", "-v", "0")
+    manage(env, "seed_demo", "--simulator", f"http://127.0.0.1:{sim_port}")
+    py = sys.executable
+    children.start(
+        "web",
+        [py, "-m", "gunicorn", "anchorgpu.wsgi", "--bind", f"127.0.0.1:{port}",
+         "--workers", "2", "--threads", "4", "--access-logfile", "-"],
+        env,
+    )  # fmt: skip
+    for queue, concurrency in (("default", "2"), ("poll", "2")):
+        children.start(
+            f"worker-{queue}",
+            [py, "-m", "celery", "-A", "anchorgpu", "worker", "--loglevel", "INFO",
+             "--queues", queue, "--hostname", f"{queue}@%h",
+             "--concurrency", concurrency, "--without-gossip", "--without-mingle"],
+            env,
+        )  # fmt: skip
+    children.start(
+        "beat",
+        [py, "-m", "celery", "-A", "anchorgpu", "beat", "--loglevel", "INFO",
+         "--schedule", str(DATA_DIR / "celerybeat-schedule")],
+        env,
+    )  # fmt: skip
+    children.start(
+        "simulator",
+        [py, "manage.py", "simulate_nodes", "--port", str(sim_port)],
+        env,
+    )
+    wait_for_port(port, timeout=60)
+    log(f"AnchorGPU is up: http://127.0.0.1:{port}/")
+    log(
+        "demo accounts: alice, bob (customers), staff (read-only staff), pricing (staff who "
+        "set prices), admin (superuser); "
+        f"password: {env['DEMO_PASSWORD']}"
+    )
+    log("Ctrl-C stops everything")
+    while (exited := children.first_exit()) is None:
+        time.sleep(0.5)
+    log(f"{exited[0]} exited with status {exited[1]}; stopping the rest")
+    return 1
+
+
 def run(port):
     _install_stop_handlers()
     children = Children()
     try:
         with services(share="announce") as env:
-            env["ANCHORGPU_DEMO"] = env.get("ANCHORGPU_DEMO", "true")
-            env.setdefault("DEMO_PASSWORD", DEFAULT_DEMO_PASSWORD)
-            env.setdefault("DJANGO_ALLOW_INSECURE", "true")  # plain HTTP on loopback
-            sim_port = int(env.get("SIMULATOR_PORT") or free_port())
-            manage(env, "migrate", "--noinput", "-v", "0")
-            manage(env, "collectstatic", "--noinput", "-v", "0")
-            manage(env, "seed_demo", "--simulator", f"http://127.0.0.1:{sim_port}")
-            py = sys.executable
-            children.start(
-                "web",
-                [py, "-m", "gunicorn", "anchorgpu.wsgi", "--bind", f"127.0.0.1:{port}",
-                 "--workers", "2", "--threads", "4", "--access-logfile", "-"],
-                env,
-            )  # fmt: skip
-            for queue, concurrency in (("default", "2"), ("poll", "2")):
-                children.start(
-                    f"worker-{queue}",
-                    [py, "-m", "celery", "-A", "anchorgpu", "worker", "--loglevel", "INFO",
-                     "--queues", queue, "--hostname", f"{queue}@%h",
-                     "--concurrency", concurrency, "--without-gossip", "--without-mingle"],
-                    env,
-                )  # fmt: skip
-            children.start(
-                "beat",
-                [py, "-m", "celery", "-A", "anchorgpu", "beat", "--loglevel", "INFO",
-                 "--schedule", str(DATA_DIR / "celerybeat-schedule")],
-                env,
-            )  # fmt: skip
-            children.start(
-                "simulator",
-                [py, "manage.py", "simulate_nodes", "--port", str(sim_port)],
-                env,
-            )
-            wait_for_port(port, timeout=60)
-            log(f"AnchorGPU is up: http://127.0.0.1:{port}/")
-            log(
-                "demo accounts: alice, bob (customers), staff (read-only staff), pricing (staff who "
-                "set prices), admin (superuser); "
-                f"password: {env['DEMO_PASSWORD']}"
-            )
-            log("Ctrl-C stops everything")
-            while (exited := children.first_exit()) is None:
-                time.sleep(0.5)
-            log(f"{exited[0]} exited with status {exited[1]}; stopping the rest")
-            return 1
+            try:
+                return _serve(children, env, port)
+            except (KeyboardInterrupt, _Stop):
+                log("stopping")
+                return 0
+            finally:
+                # The processes first, while the servers they use still run.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                children.stop()
     except (KeyboardInterrupt, _Stop):
         log("stopping")
         return 0
@@ -251,7 +265,6 @@ def run(port):
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        children.stop()
 
 
 def run_command(argv):
