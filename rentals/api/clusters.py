@@ -4,13 +4,13 @@ extend go through any of its allocations' endpoints too (they act on the whole c
 from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.access import acting_for_request
+from core.problems import PROBLEM
 from rentals import selectors, services
 from rentals.api.serializers import (
     ClusterSerializer,
@@ -18,7 +18,7 @@ from rentals.api.serializers import (
     ExtensionQuoteInSerializer,
     QuoteSerializer,
 )
-from rentals.api.views import IDEMPOTENCY_HEADER, PROBLEM, extend_from_request
+from rentals.api.views import IDEMPOTENCY_HEADER, extend_from_request, extension_quote_response
 from rentals.idempotency import idempotent
 
 
@@ -82,14 +82,7 @@ class ClusterExtensionQuoteApi(APIView):
     )  # fmt: skip
     def post(self, request, pk):
         _cluster_row, members = _cluster(request, pk, act=True)
-        data = ExtensionQuoteInSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        acting = acting_for_request(request)
-        quote = services.extension_quote_create(
-            acting=acting, allocation=members[0], period_count=data.validated_data["period_count"]
-        )
-        quote = selectors.quote_get(acting=acting, pk=quote.pk)
-        return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
+        return extension_quote_response(request, members[0])
 
 
 class ClusterExtendApi(APIView):

@@ -336,15 +336,20 @@ class AllocationExtensionQuoteApi(APIView):
                    409: PROBLEM, 429: PROBLEM},
     )  # fmt: skip
     def post(self, request, pk):
-        allocation = _own_allocation(request, pk)
-        data = ExtensionQuoteInSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        acting = acting_for_request(request)
-        quote = services.extension_quote_create(
-            acting=acting, allocation=allocation, period_count=data.validated_data["period_count"]
-        )
-        quote = selectors.quote_get(acting=acting, pk=quote.pk)
-        return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
+        return extension_quote_response(request, _own_allocation(request, pk))
+
+
+def extension_quote_response(request, allocation):
+    """The extension quote for the request's period count (a cluster's allocation: for the
+    whole cluster), answered as 201."""
+    data = ExtensionQuoteInSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    acting = acting_for_request(request)
+    quote = services.extension_quote_create(
+        acting=acting, allocation=allocation, period_count=data.validated_data["period_count"]
+    )
+    quote = selectors.quote_get(acting=acting, pk=quote.pk)
+    return Response(QuoteSerializer(quote).data, status=status.HTTP_201_CREATED)
 
 
 class AllocationTelemetryApi(APIView):
