@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -16,7 +17,9 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
+from accounts.access import acting_as
 from anchorgpu.launcher import free_port, wait_for_port
+from rentals.services import allocation_book
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,6 +121,25 @@ def pytest_sessionfinish(session, exitstatus):
     print(f"\nbench.json: {len(RESULTS)} figures, {len(missed)} below target: {missed}")
     if missed and session.exitstatus == 0:
         session.exitstatus = 1
+
+
+def book_in_threads(users, quotes) -> float:
+    """Seconds for each user's thread to book its quotes through the service, all threads
+    started together; each thread closes its own database connection."""
+    barrier = threading.Barrier(len(users))
+
+    def book_all(user):
+        try:
+            barrier.wait()
+            for quote in quotes[user.pk]:
+                allocation_book(acting=acting_as(user), quote=quote)
+        finally:
+            connections.close_all()
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(users)) as pool:
+        list(pool.map(book_all, users))
+    return time.perf_counter() - started
 
 
 def report(title, rows):

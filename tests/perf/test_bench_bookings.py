@@ -5,7 +5,6 @@ import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -13,14 +12,14 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 
 from accounts.access import acting_as
 from accounts.services import api_token_create
 from catalog.demo import seed_catalog
 from rentals.models import Allocation
-from rentals.services import allocation_book, quote_create
-from tests.perf.conftest import gunicorn, h100_fleet, report, target
+from rentals.services import quote_create
+from tests.perf.conftest import book_in_threads, gunicorn, h100_fleet, report, target
 from tests.rentals.test_allocations import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,20 +72,7 @@ def test_bookings_per_second(django_user_model):
                for _ in range(per_thread)]
         for u in users
     }  # fmt: skip
-    barrier = threading.Barrier(THREADS)
-
-    def book_all(user):
-        try:
-            barrier.wait()
-            for quote in quotes[user.pk]:
-                allocation_book(acting=acting_as(user), quote=quote)
-        finally:
-            connections.close_all()
-
-    started = time.perf_counter()
-    with ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(book_all, users))
-    service_bps = THREADS * per_thread / (time.perf_counter() - started)
+    service_bps = THREADS * per_thread / book_in_threads(users, quotes)
     assert Allocation.objects.count() == THREADS * per_thread
 
     tokens = [api_token_create(user=u, name="bench") for u in users]

@@ -2,13 +2,10 @@
 4-node clusters through the service, against single-GPU bookings on the same fleet in the
 same run, and the whole-node start windows a cluster quote reads."""
 
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import connections
 
 from accounts.access import acting_as
 from catalog.demo import seed_catalog
@@ -16,29 +13,12 @@ from catalog.models import GpuModel
 from core.db import db_now
 from rentals.availability import start_windows
 from rentals.models import Allocation, Cluster
-from rentals.services import allocation_book, quote_create
-from tests.perf.conftest import h100_fleet, report
+from rentals.services import quote_create
+from tests.perf.conftest import book_in_threads, h100_fleet, report
 from tests.rentals.test_allocations import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODES, GROUP, THREADS, PER_THREAD, CLUSTER = 2000, 32, 8, 10, 4
-
-
-def _book_in_threads(users, quotes):
-    barrier = threading.Barrier(len(users))
-
-    def book_all(user):
-        try:
-            barrier.wait()
-            for quote in quotes[user.pk]:
-                allocation_book(acting=acting_as(user), quote=quote)
-        finally:
-            connections.close_all()
-
-    started = time.perf_counter()
-    with ThreadPoolExecutor(len(users)) as pool:
-        list(pool.map(book_all, users))
-    return time.perf_counter() - started
 
 
 def _quotes(users, **request):
@@ -57,9 +37,9 @@ def test_cluster_bookings_per_second(django_user_model):
     h100_fleet("cl", NODES, group_size=GROUP)
     users = [django_user_model.objects.create_user(f"c{i}") for i in range(THREADS)]
 
-    singles = _book_in_threads(users, _quotes(users, gpu_count=1))
+    singles = book_in_threads(users, _quotes(users, gpu_count=1))
     single_bps = THREADS * PER_THREAD / singles
-    clusters = _book_in_threads(users, _quotes(users, node_count=CLUSTER))
+    clusters = book_in_threads(users, _quotes(users, node_count=CLUSTER))
     cluster_bps = THREADS * PER_THREAD / clusters
 
     assert Cluster.objects.count() == THREADS * PER_THREAD
