@@ -19,9 +19,8 @@ def _free_by_node(*, gpu_model, starts_at, ends_at, node_ids=None):
 
 
 _PLACE = """
-SELECT n.*
-FROM catalog_node n
-JOIN (
+WITH room AS MATERIALIZED (
+    -- once, whatever plan the join below gets
     SELECT g.node_id, count(*) AS free
     FROM catalog_gpu g JOIN catalog_node m ON m.id = g.node_id
     WHERE m.gpu_model_id = %(model)s AND m.state = %(active)s
@@ -31,9 +30,14 @@ JOIN (
             AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
     GROUP BY g.node_id
     HAVING count(*) >= %(count)s
-) f ON f.node_id = n.id
-WHERE n.state = %(active)s
-ORDER BY f.free, n.id
+)
+SELECT n.*
+FROM (SELECT node_id, free FROM room ORDER BY free, node_id) AS fullest_first
+JOIN LATERAL (
+    -- a primary-key lookup per candidate, in order, until one is not held by another booking
+    SELECT * FROM catalog_node WHERE id = fullest_first.node_id AND state = %(active)s
+) n ON true
+ORDER BY fullest_first.free, fullest_first.node_id
 LIMIT 1
 FOR UPDATE OF n SKIP LOCKED
 """
