@@ -2,7 +2,7 @@
 
 from collections import defaultdict
 
-from django.db import connection
+from django.db import connection, transaction
 
 from catalog.models import GpuModel, Node, NodeState
 from rentals.availability import candidate_nodes, free_gpus
@@ -122,6 +122,25 @@ ORDER BY count(*), n.network_group
 """
 
 
+def _take_nodes(nodes, node_count, gpu_model, starts_at, ends_at, skip_locked):
+    """`node_count` of `nodes` locked and free, or [] with none of them held: a savepoint
+    rolled back lets go of the row locks taken since. Waiting (not `skip_locked`) goes in
+    id order holding nothing else of the group, so two waiting bookings cannot deadlock."""
+    savepoint = transaction.savepoint()
+    taken = []
+    for node_id, gpus in nodes:
+        placed = _lock_and_take(
+            node_id, gpu_model, gpus, starts_at, ends_at, skip_locked=skip_locked
+        )
+        if placed is not None and placed is not _LOCKED:
+            taken.append(placed)
+            if len(taken) == node_count:
+                transaction.savepoint_commit(savepoint)
+                return taken
+    transaction.savepoint_rollback(savepoint)
+    return []
+
+
 def place_cluster_locked(
     *, gpu_model: GpuModel, node_count: int, gpus_per_node: int, starts_at, ends_at
 ):
@@ -131,8 +150,8 @@ def place_cluster_locked(
     The group with the fewest free whole nodes that still fit goes first (least
     fragmentation: big groups stay whole for big clusters). Nodes another booking holds
     right now are passed over (SKIP LOCKED) so concurrent clusters take disjoint nodes; only
-    when a group cannot be completed otherwise do we wait for them, in id order, and a
-    deadlock between two such waits is retried whole (core.db.retried_transaction).
+    when a group cannot be completed that way do we let go of what we took and wait for
+    its nodes in id order (`_take_nodes`).
     """
     with connection.cursor() as cursor:
         cursor.execute(
@@ -142,19 +161,9 @@ def place_cluster_locked(
         )  # fmt: skip
         groups = cursor.fetchall()
     for group, node_ids, gpus_per_node in groups:
-        taken, busy = [], []
-        for node_id, gpus in zip(node_ids, gpus_per_node, strict=True):
-            placed = _lock_and_take(node_id, gpu_model, gpus, starts_at, ends_at, skip_locked=True)
-            if placed is _LOCKED:
-                busy.append((node_id, gpus))
-            elif placed is not None:
-                taken.append(placed)
-            if len(taken) == node_count:
-                return group, taken
-        for node_id, gpus in busy:
-            placed = _lock_and_take(node_id, gpu_model, gpus, starts_at, ends_at)
-            if placed is not None:
-                taken.append(placed)
-            if len(taken) == node_count:
+        nodes = list(zip(node_ids, gpus_per_node, strict=True))  # in id order
+        for skip_locked in (True, False):
+            taken = _take_nodes(nodes, node_count, gpu_model, starts_at, ends_at, skip_locked)
+            if taken:
                 return group, taken
     return None
