@@ -4,20 +4,27 @@ It joins allocations and the ledger (rentals) with rollups and flags (telemetry)
 week it reads hourly rollups; longer ranges read daily ones.
 """
 
-from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from catalog.models import Gpu, GpuModel, Node, NodeHealth, NodeState
+from catalog.models import Gpu, GpuModel, Node, NodeHealth, NodeState, Region
 from core.money import quantize
-from rentals.models import Allocation, AllocationGpu, AllocationState, LedgerEntry, LedgerKind
+from rentals.models import Allocation, AllocationState, LedgerEntry, LedgerKind
 from rentals.usage import stopped_spans
-from telemetry.models import GpuRollup, GpuSample
-from telemetry.selectors import flag_list, fleet_sizes, gpu_totals_by_gpu, rolled_until
+from telemetry.models import FleetRollup, GpuRollup, GpuSample
+from telemetry.selectors import (
+    flag_list,
+    fleet_busy_by_bucket,
+    fleet_sizes,
+    fleet_totals_by_group,
+    gpu_totals_by_gpu,
+    rolled_until,
+)
 
 _ALLOCATED_PER_STEP = """
 SELECT h, count(ag.id)
@@ -27,20 +34,29 @@ LEFT JOIN rentals_allocationgpu ag
 GROUP BY h ORDER BY h
 """
 
+# Each holding in the next 30 days spread over the days it touches: reads the holdings,
+# not every model × node × GPU × day.
 _BOOKED_AHEAD = """
-SELECT m.slug, d::date,
-       -- least/greatest skip NULLs, so rows without a holding must be filtered out
-       coalesce(sum(extract(epoch FROM least(ag.ends_at, d + interval '1 day')
-                                    - greatest(ag.starts_at, d))) FILTER (WHERE ag.id IS NOT NULL)
-                / 86400.0, 0)
-FROM generate_series(date_trunc('day', %(now)s::timestamptz), %(now)s + interval '29 days', interval '1 day') AS d
-CROSS JOIN catalog_gpumodel m
-LEFT JOIN catalog_node n ON n.gpu_model_id = m.id
-LEFT JOIN catalog_gpu g ON g.node_id = n.id
-LEFT JOIN rentals_allocationgpu ag ON ag.gpu_id = g.id AND NOT ag.released
-   AND ag.starts_at < d + interval '1 day' AND ag.ends_at > d
-WHERE m.is_active
-GROUP BY m.slug, d ORDER BY m.slug, d
+SELECT a.gpu_model_id, d::date,
+       sum(extract(epoch FROM least(ag.ends_at, d + interval '1 day') - greatest(ag.starts_at, d)))
+       / 86400.0
+FROM rentals_allocationgpu ag
+JOIN rentals_allocation a ON a.id = ag.allocation_id
+CROSS JOIN LATERAL generate_series(
+    greatest(date_trunc('day', ag.starts_at), %(day0)s), least(ag.ends_at, %(day_n)s) - interval '1 microsecond',
+    interval '1 day') AS d
+WHERE NOT ag.released AND ag.starts_at < %(day_n)s AND ag.ends_at > %(day0)s
+GROUP BY a.gpu_model_id, d
+"""
+
+
+_NOW = """
+SELECT (SELECT count(*) FROM catalog_gpu g JOIN catalog_node n ON n.id = g.node_id
+        WHERE n.state = 'active'),
+       (SELECT count(*) FROM rentals_allocationgpu
+        WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s),
+       (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample
+        WHERE at >= %(since)s AND utilization > %(threshold)s)
 """
 
 
@@ -61,16 +77,8 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
             {"unit": bucket, "step": f"1 {bucket}", "start": start, "end": end},
         )
         allocated = {h: n for h, n in cursor.fetchall()}
-    busy = dict(
-        GpuRollup.objects.filter(
-            bucket=bucket, at__gte=min(allocated, default=start), at__lt=end,
-            utilization_avg__gt=threshold,
-        )
-        .values_list("at")
-        .annotate(n=Count("gpu_id"))
-        .values_list("at", "n")
-    )  # fmt: skip
-    rolled = rolled_until(bucket, step) or start
+    busy = fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
+    rolled = rolled_until(bucket, step, FleetRollup) or start
     for h in allocated:
         if h + step > rolled:
             per_gpu = gpu_totals_by_gpu(start=max(h, start), end=min(h + step, end))
@@ -104,32 +112,28 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
 
 def booked_ahead(*, now: datetime) -> list[dict]:
     """GPU-days booked per model for the next 30 days, against each model's capacity."""
+    day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    days = [day0 + timedelta(days=i) for i in range(30)]
     with connection.cursor() as cursor:
-        cursor.execute(_BOOKED_AHEAD, {"now": now})
-        heat = defaultdict(list)
-        for slug, day, gpu_days in cursor.fetchall():
-            heat[slug].append((day, round(float(gpu_days), 1)))
+        cursor.execute(_BOOKED_AHEAD, {"day0": day0, "day_n": days[-1] + timedelta(days=1)})
+        heat = {(model_id, day): float(v) for model_id, day, v in cursor.fetchall()}
     capacity = dict(
         Gpu.objects.filter(node__state=NodeState.ACTIVE)
-        .values_list("node__gpu_model__slug")
+        .values_list("node__gpu_model_id")
         .annotate(n=Count("id"))
-        .values_list("node__gpu_model__slug", "n")
+        .values_list("node__gpu_model_id", "n")
     )
-    return [
-        {
-            "model": m,
-            "capacity": capacity.get(m.slug, 0),
-            "days": [
-                {
-                    "day": d,
-                    "gpu_days": v,
-                    "pct": v / capacity[m.slug] * 100 if capacity.get(m.slug) else 0,
-                }
-                for d, v in heat.get(m.slug, [])
-            ],
-        }
-        for m in GpuModel.objects.filter(is_active=True).order_by("name")
-    ]
+    rows = []
+    for model in GpuModel.objects.filter(is_active=True).order_by("name"):
+        cap = capacity.get(model.pk, 0)
+        cells = []
+        for day in days:
+            value = round(heat.get((model.pk, day.date()), 0.0), 1)
+            cells.append(
+                {"day": day.date(), "gpu_days": value, "pct": value / cap * 100 if cap else 0}
+            )
+        rows.append({"model": model, "capacity": cap, "days": cells})
+    return rows
 
 
 def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50):
@@ -152,16 +156,11 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     now = now or timezone.now()
     start = now - timedelta(days=days)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    total = Gpu.objects.filter(node__state=NodeState.ACTIVE).count()
-    allocated_now = AllocationGpu.objects.filter(
-        released=False, starts_at__lte=now, ends_at__gt=now
-    ).count()
-    busy_now = (
-        GpuSample.objects.filter(at__gte=now - timedelta(minutes=2), utilization__gt=threshold)
-        .values("gpu_id")
-        .distinct()
-        .count()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _NOW, {"now": now, "since": now - timedelta(minutes=2), "threshold": threshold}
+        )
+        total, allocated_now, busy_now = cursor.fetchone()
     by_model, by_region = use_by_model_and_region(start=start, end=now)
     live = Allocation.objects.filter(
         Q(state__in=[AllocationState.RUNNING, AllocationState.STOPPED]) | Q(paid_until__gte=start),
@@ -211,6 +210,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "refunds": refunds,
         "health": health,
         "troubled": troubled,
+        "troubled_count": sum(n for h, n in health.items() if h != NodeHealth.HEALTHY),
         "flags": flags,
         "expiring": expiring,
         "heatmap": heatmap,
@@ -218,19 +218,30 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     }
 
 
+def fleet_dashboard_cached(*, days: int, now: datetime | None = None) -> dict:
+    """`fleet_dashboard`, computed at most once a minute per range and kept in the cache
+    for that minute: the page shows when its figures were computed (`now`)."""
+    now = now or timezone.now()
+    key = f"fleet-dashboard:{days}:{now:%Y%m%d%H%M}"
+    context = cache.get(key)
+    if context is None:
+        context = fleet_dashboard(days=days, now=now)
+        for name in ("idle_allocations", "troubled", "flags", "expiring"):
+            context[name] = list(context[name])
+        cache.set(key, context, timeout=60)
+    return context
+
+
 def use_by_model_and_region(*, start, end):
     """Average utilisation and GPU-hours seen per model and per region, the live part
     included."""
-    per_gpu = gpu_totals_by_gpu(start=start, end=end)
-    names = {
-        pk: (model, region)
-        for pk, model, region in Gpu.objects.filter(pk__in=list(per_gpu)).values_list(
-            "pk", "node__gpu_model__name", "node__region__name"
-        )
-    }
+    per_group = fleet_totals_by_group(start=start, end=end)
+    models = dict(GpuModel.objects.values_list("pk", "name"))
+    regions = dict(Region.objects.values_list("pk", "name"))
     groups = ({}, {})
-    for gpu_id, totals in per_gpu.items():
-        for group, name in zip(groups, names.get(gpu_id, ("?", "?")), strict=True):
+    for (model_id, region_id), totals in per_group.items():
+        names = (models.get(model_id, "?"), regions.get(region_id, "?"))
+        for group, name in zip(groups, names, strict=True):
             row = group.setdefault(name, {"name": name, "u": 0.0, "n": 0, "s": 0.0})
             row["u"] += totals.util_sum
             row["n"] += totals.util_samples

@@ -16,6 +16,7 @@ from core.errors import DomainError
 from rentals.models import Allocation, Notice
 from rentals.services import allocation_book, allocations_enforce, quote_create
 from telemetry.models import FleetSize, GpuRollup
+from telemetry.rollup import fleet_rollups_refresh
 
 
 def seed_rentals() -> None:
@@ -94,6 +95,7 @@ def seed_history(*, days: int = 30, now=None) -> bool:
         read_at=F("created_at"), sent_at=F("created_at")
     )
     _rollups_backfill(start=start, end=this_hour, busy_of=busy_of)
+    fleet_rollups_refresh()
     FleetSize.objects.bulk_create(
         FleetSize(at=start + i * hour, gpus=Gpu.objects.filter(node__state=NodeState.ACTIVE).count(),
                   reporting=0)

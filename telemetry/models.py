@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from catalog.models import Gpu, Node
+from catalog.models import Gpu, GpuModel, Node, Region
 from core.db import choices_check
 
 
@@ -93,6 +93,41 @@ class GpuRollup(models.Model):
 
     def __str__(self):
         return f"{self.gpu_id} {self.bucket} {self.at}"
+
+
+class FleetRollup(models.Model):
+    """The hour and day rollups summed per GPU model and region: a handful of rows per
+    bucket where the GPU rollups have hundreds, so the staff dashboard's long ranges read
+    these. Written with the GPU rollups (`telemetry.rollup.fleet_rollups_refresh`); `busy_gpus`
+    counts GPUs whose average utilisation in the bucket was over the active threshold."""
+
+    bucket = models.CharField(max_length=6, choices=RollupBucket.choices)
+    at = models.DateTimeField()
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.CASCADE, related_name="+")
+    region = models.ForeignKey(Region, on_delete=models.CASCADE, related_name="+")
+    gpus = models.PositiveIntegerField()
+    busy_gpus = models.PositiveIntegerField()
+    samples = models.BigIntegerField()
+    util_sum = models.FloatField()  # utilisation × samples, for the average
+    util_samples = models.BigIntegerField()
+    covered_s = models.FloatField()
+    busy_s = models.FloatField()
+    energy_j = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bucket", "at", "gpu_model", "region"], name="telemetry_fleetrollup_once"
+            ),
+            choices_check("bucket", RollupBucket, name="telemetry_fleetrollup_bucket_valid"),
+            models.CheckConstraint(
+                condition=models.Q(busy_gpus__lte=models.F("gpus")),
+                name="telemetry_fleetrollup_busy_within_gpus",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.gpu_model_id}/{self.region_id} {self.bucket} {self.at}"
 
 
 class FleetSize(models.Model):

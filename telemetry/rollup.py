@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from telemetry.models import GpuRollup, GpuSample, Poll
+from telemetry.models import FleetRollup, GpuRollup, GpuSample, Poll
 
 _COLUMNS = (
     "samples = EXCLUDED.samples, utilization_avg = EXCLUDED.utilization_avg, "
@@ -91,6 +91,23 @@ ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {_COLUMNS}
 _HOURS = _coarser("hour", "minute")
 _DAYS = _coarser("day", "hour")
 
+# Sums of the GPU rollups per model and region; the figures add up exactly as the per-GPU
+# reads add them (`telemetry.selectors.Totals`), so either source gives the same answer.
+_FLEET = """
+INSERT INTO telemetry_fleetrollup (bucket, at, gpu_model_id, region_id, gpus, busy_gpus, samples,
+    util_sum, util_samples, covered_s, busy_s, energy_j)
+SELECT r.bucket, r.at, n.gpu_model_id, n.region_id, count(*),
+    count(*) FILTER (WHERE r.utilization_avg > %(threshold)s), sum(r.samples),
+    coalesce(sum(r.utilization_avg * r.samples), 0),
+    coalesce(sum(r.samples) FILTER (WHERE r.utilization_avg IS NOT NULL), 0),
+    coalesce(sum(r.covered_s), 0), coalesce(sum(r.busy_s), 0), sum(r.energy_j)
+FROM telemetry_gpurollup r
+JOIN catalog_gpu g ON g.id = r.gpu_id
+JOIN catalog_node n ON n.id = g.node_id
+WHERE r.bucket = %(bucket)s AND r.at >= %(since)s
+GROUP BY r.bucket, r.at, n.gpu_model_id, n.region_id
+"""
+
 
 def _since(bucket, source_model, source_filter=None):
     last = (
@@ -133,6 +150,29 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
                 {"since": since.replace(hour=0, minute=0, second=0, microsecond=0), "now": now},
             )
             counts["day"] = cursor.rowcount
+    counts.update(fleet_rollups_refresh())
+    return counts
+
+
+@transaction.atomic
+def fleet_rollups_refresh() -> dict:
+    """Bring the per model and region rollups up to the GPU rollups, from the newest bucket
+    they hold (rewritten: GPU rollups rewrite their newest bucket too) or, on a first run,
+    the oldest GPU rollup. Also called by whatever writes GPU rollups itself (the demo)."""
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    counts = {}
+    with connection.cursor() as cursor:
+        for bucket in (GpuRollup.Bucket.HOUR, GpuRollup.Bucket.DAY):
+            since = (
+                FleetRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
+                or GpuRollup.objects.filter(bucket=bucket).order_by("at").values_list("at", flat=True).first()
+            )  # fmt: skip
+            counts[f"fleet_{bucket}"] = 0
+            if since is None:
+                continue
+            FleetRollup.objects.filter(bucket=bucket, at__gte=since).delete()
+            cursor.execute(_FLEET, {"bucket": bucket, "since": since, "threshold": threshold})
+            counts[f"fleet_{bucket}"] = cursor.rowcount
     return counts
 
 
@@ -143,4 +183,5 @@ def telemetry_prune(*, now: datetime | None = None) -> dict:
     samples, _ = GpuSample.objects.filter(at__lt=raw_cutoff).delete()
     polls, _ = Poll.objects.filter(at__lt=raw_cutoff).delete()
     rollups, _ = GpuRollup.objects.filter(at__lt=now - conf["ROLLUP_RETENTION"]).delete()
+    FleetRollup.objects.filter(at__lt=now - conf["ROLLUP_RETENTION"]).delete()
     return {"samples": samples, "polls": polls, "rollups": rollups}

@@ -5,9 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Sum
 
 from catalog.models import Gpu
-from telemetry.models import Flag, FleetSize, GpuRollup, GpuSample
+from telemetry.models import Flag, FleetRollup, FleetSize, GpuRollup, GpuSample
 from telemetry.rollup import samples_with_deltas
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -136,11 +137,10 @@ def _ceil(at: datetime, unit: timedelta) -> datetime:
     return floor if floor == at else floor + unit
 
 
-def rolled_until(bucket: str, unit: timedelta) -> datetime | None:
-    """The end of the newest `bucket` rollup: what comes after is only in raw samples."""
-    last = (
-        GpuRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
-    )
+def rolled_until(bucket: str, unit: timedelta, model=GpuRollup) -> datetime | None:
+    """The end of the newest `bucket` rollup (of GPUs, or of the fleet): what comes after
+    is only in finer data."""
+    last = model.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
     return last + unit if last else None
 
 
@@ -166,6 +166,23 @@ def _plan(start, end, levels) -> list[tuple[str, datetime, datetime]]:
     return [*_plan(start, a, finer), (bucket, a, b), *_plan(b, end, finer)]
 
 
+def _part_query(kind: str, gpus: str) -> str:
+    """Per GPU, the `Totals.add` columns of one part of a `_plan`."""
+    if kind == "raw":
+        return (
+            samples_with_deltas(since="%(start)s::timestamptz", until="%(end)s", where=gpus) + _RAW
+        )
+    return _ROLLED.format(gpus=gpus)
+
+
+def _levels(model=GpuRollup, buckets=("day", "hour", "minute")) -> list:
+    return [
+        (bucket, unit, rolled_until(bucket, unit, model))
+        for bucket, unit in _LEVELS
+        if bucket in buckets
+    ]
+
+
 def gpu_totals_by_gpu(
     *, start: datetime, end: datetime, gpu_ids: list[int] | None = None
 ) -> dict[int, Totals]:
@@ -175,25 +192,67 @@ def gpu_totals_by_gpu(
     totals: dict[int, Totals] = {}
     if end <= start:
         return totals
-    levels = [(bucket, unit, rolled_until(bucket, unit)) for bucket, unit in _LEVELS]
-    parts = _plan(start, end, levels)
     gpus = "AND gpu_id = ANY(%(gpu_ids)s)" if gpu_ids is not None else ""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with connection.cursor() as cursor:
-        for kind, a, b in parts:
-            if b <= a:
-                continue
+        for kind, a, b in _plan(start, end, _levels()):
             params = {"start": a, "end": b, "gpu_ids": gpu_ids, "bucket": kind}
-            if kind == "raw":
-                deltas = samples_with_deltas(
-                    since="%(start)s::timestamptz", until="%(end)s", where=gpus
-                )
-                cursor.execute(deltas + _RAW, {**params, "threshold": threshold})
-            else:
-                cursor.execute(_ROLLED.format(gpus=gpus), params)
+            cursor.execute(_part_query(kind, gpus), {**params, "threshold": threshold})
             for gpu_id, *row in cursor.fetchall():
                 totals.setdefault(gpu_id, Totals()).add(*row)
     return totals
+
+
+_FLEET_ROLLED = """
+SELECT gpu_model_id, region_id, sum(samples)::bigint, sum(util_sum), sum(util_samples)::bigint,
+       NULL, NULL, sum(energy_j), sum(covered_s), sum(busy_s)
+FROM telemetry_fleetrollup
+WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
+GROUP BY gpu_model_id, region_id
+"""
+
+_BY_GROUP = """
+SELECT n.gpu_model_id, n.region_id, sum(t.samples)::bigint, sum(t.util_sum)::float8,
+       sum(t.util_samples)::bigint,
+       max(t.util_max), max(t.mem_max), sum(t.energy), sum(t.covered), sum(t.busy)
+FROM ({part}) AS t (gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy)
+JOIN catalog_gpu g ON g.id = t.gpu_id
+JOIN catalog_node n ON n.id = g.node_id
+GROUP BY n.gpu_model_id, n.region_id
+"""
+
+
+def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, int], Totals]:
+    """Per (GPU model id, region id), what the fleet did in [start, end): whole hours and
+    days from the fleet rollups (a few rows per bucket), the edges and the newest part
+    from the GPU rollups and raw samples, as `gpu_totals_by_gpu` reads them. Peaks are
+    not summed up per group, so `util_max` and `memory_max_mib` are unset."""
+    totals: dict[tuple[int, int], Totals] = {}
+    if end <= start:
+        return totals
+    fleet = _levels(FleetRollup, buckets=("day", "hour"))
+    levels = [*fleet, *_levels(buckets=("minute",))]
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    with connection.cursor() as cursor:
+        for kind, a, b in _plan(start, end, levels):
+            params = {"start": a, "end": b, "bucket": kind, "threshold": threshold}
+            if kind in ("day", "hour"):
+                cursor.execute(_FLEET_ROLLED, params)
+            else:
+                cursor.execute(_BY_GROUP.format(part=_part_query(kind, "")), params)
+            for model_id, region_id, *row in cursor.fetchall():
+                totals.setdefault((model_id, region_id), Totals()).add(*row)
+    return totals
+
+
+def fleet_busy_by_bucket(*, bucket: str, start: datetime, end: datetime) -> dict[datetime, int]:
+    """GPUs busy (average utilisation over the threshold) per rolled-up hour or day."""
+    return dict(
+        FleetRollup.objects.filter(bucket=bucket, at__gte=start, at__lt=end)
+        .values_list("at")
+        .annotate(n=Sum("busy_gpus"))
+        .values_list("at", "n")
+    )
 
 
 def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:

@@ -4,7 +4,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import render
 
 from core.csv import csv_response
-from rentals.dashboard import dashboard_tables, fleet_dashboard
+from rentals.dashboard import dashboard_tables, fleet_dashboard_cached
 from rentals.forms import DashboardForm
 
 
@@ -12,7 +12,7 @@ from rentals.forms import DashboardForm
 def usage_page(request):
     form = DashboardForm(request.GET)
     days = form.cleaned_data["days"] if form.is_valid() else DashboardForm.DEFAULT_DAYS
-    context = fleet_dashboard(days=days)
+    context = fleet_dashboard_cached(days=days)
     if table := request.GET.get("csv"):
         tables = dashboard_tables(context)
         table = table if table in tables else "over_time"

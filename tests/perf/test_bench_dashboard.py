@@ -1,13 +1,15 @@
-"""Server time of the staff dashboard with 90 days of telemetry for 100 nodes × 8 GPUs."""
+"""Server time of the staff dashboard with 90 days of telemetry for 100 nodes × 8 GPUs:
+uncached (what the first view in a minute costs) and within the minute."""
 
 import statistics
 import time
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 
 from catalog.demo import seed_catalog
-from telemetry.models import GpuRollup
+from telemetry.models import FleetRollup, GpuRollup
 from telemetry.rollup import telemetry_rollup
 from tests.perf.conftest import h100_fleet, report, target
 from tests.rentals.helpers import book
@@ -26,9 +28,11 @@ WHERE g.node_id IN (SELECT id FROM catalog_node WHERE hostname LIKE 'dash-%')
 """
 
 
-def timed(client, url, runs=5):
+def timed(client, url, runs=5, uncached=False):
     times = []
     for _ in range(runs):
+        if uncached:
+            cache.clear()
         started = time.perf_counter()
         assert client.get(url).status_code == 200
         times.append((time.perf_counter() - started) * 1000)
@@ -44,6 +48,7 @@ def test_dashboard_server_time(client, django_user_model):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE telemetry_gpurollup")
     rows = GpuRollup.objects.filter(bucket="hour").count()
+    fleet = FleetRollup.objects.count()
     customer = django_user_model.objects.create_user("busy")
     for _ in range(50):
         book(customer, model="h100-sxm", count=4, period="week")
@@ -51,13 +56,19 @@ def test_dashboard_server_time(client, django_user_model):
     client.force_login(staff)
 
     health = timed(client, "/healthz")
-    week = timed(client, "/usage/?days=7")
-    quarter = timed(client, "/usage/?days=90")
-    for figures in (week, quarter):
+    week = timed(client, "/usage/?days=7", uncached=True)
+    quarter = timed(client, "/usage/?days=90", uncached=True)
+    cached = timed(client, "/usage/?days=90")
+    for figures in (week, quarter, cached):
         figures["ratio_to_healthz"] = figures["median_ms"] / health["median_ms"]
     report(
-        f"staff dashboard, {rows} hourly + {days} daily rollup rows "
-        "(100 nodes × 8 GPUs × 90 days), 50 allocations",
-        {"/healthz": health, "/usage/?days=7": week, "/usage/?days=90": quarter},
+        f"staff dashboard, {rows} hourly + {days} daily GPU rollup rows "
+        f"(100 nodes × 8 GPUs × 90 days) and {fleet} fleet rollup rows, 50 allocations",
+        {
+            "/healthz": health,
+            "/usage/?days=7 uncached": week,
+            "/usage/?days=90 uncached": quarter,
+            "/usage/?days=90 within the minute (cached)": cached,
+        },
     )
     target("dashboard_90_days_median_ms", quarter["median_ms"], at_most=40, unit=" ms")

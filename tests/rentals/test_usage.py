@@ -6,8 +6,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.access import acting_as
-from rentals.dashboard import fleet_dashboard
-from rentals.services import allocation_start, allocation_stop
+from rentals.dashboard import fleet_dashboard, fleet_dashboard_cached
+from rentals.services import allocation_cancel, allocation_start, allocation_stop
 from rentals.usage import allocation_usage
 from tests.rentals.helpers import book
 
@@ -54,3 +54,33 @@ def test_list_pages_have_pinned_query_counts(catalog, alice, client, django_asse
     for _ in range(5):
         book(alice, model="h100", count=1, period="day")
     assert {url: queries(url) for url in counts} == counts
+
+
+def test_booked_ahead_splits_a_holding_over_the_days_it_touches(catalog, alice):
+    now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    six_pm = now + timedelta(days=2, hours=18)
+    book(alice, model="h100", count=1, period="day", starts_at=six_pm)
+    cancelled = book(alice, model="h100", count=3, period="day", starts_at=six_pm)
+    allocation_cancel(acting=acting_as(alice), allocation=cancelled, now=now)
+    heat = {row["model"].slug: row for row in fleet_dashboard(now=now)["heatmap"]}
+    days = heat["h100"]["days"]
+    assert len(days) == 30 and days[0]["day"] == now.date()
+    assert [d["gpu_days"] for d in days[1:5]] == [0.0, 0.2, 0.8, 0.0]  # 6 h, then 18 h
+    assert days[3]["pct"] == pytest.approx(0.8 / 20 * 100)
+
+
+def test_the_dashboard_is_computed_once_a_minute(catalog, alice, django_assert_num_queries):
+    at = timezone.now().replace(second=5)
+    first = fleet_dashboard_cached(days=7, now=at)
+    book(alice, model="h100", count=2, period="day")
+    with django_assert_num_queries(0):
+        same = fleet_dashboard_cached(days=7, now=at + timedelta(seconds=50))
+    assert same["allocated_now"] == first["allocated_now"] and same["now"] == at
+    later = fleet_dashboard_cached(days=7, now=at + timedelta(minutes=1))
+    assert later["allocated_now"] == first["allocated_now"] + 2
+
+
+def test_the_dashboard_page_says_when_its_figures_were_computed(catalog, client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("boss", is_staff=True))
+    page = client.get("/usage/").content.decode()
+    assert "Figures as of <time" in page

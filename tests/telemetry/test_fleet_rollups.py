@@ -1,0 +1,108 @@
+"""The per model and region rollups give the dashboard the figures the per-GPU reads give."""
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from catalog.models import Gpu
+from telemetry.models import FleetRollup, GpuRollup
+from telemetry.rollup import fleet_rollups_refresh, telemetry_rollup
+from telemetry.selectors import (
+    fleet_busy_by_bucket,
+    fleet_totals_by_group,
+    gpu_totals_by_gpu,
+)
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 11, 2, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+# A sample every 2 minutes for 26 hours on every GPU, utilisation varying by GPU and time,
+# an energy counter that rises (and, on one GPU, resets once).
+SAMPLES = """
+INSERT INTO telemetry_gpusample (gpu_id, at, utilization, memory_used_mib, memory_total_mib,
+    power_w, temperature_c, energy_j)
+SELECT g.id, t, (g.id * 37 + extract(epoch FROM t)::bigint / 120 * 13) %% 101, 1000, 80000, 300,
+       50, CASE WHEN g.id = %(reset_gpu)s AND t >= %(reset_at)s
+                THEN extract(epoch FROM t - %(reset_at)s) * 100
+                ELSE extract(epoch FROM t - %(t0)s) * 300 END
+FROM catalog_gpu g
+CROSS JOIN generate_series(%(t0)s::timestamptz, %(t0)s::timestamptz + interval '26 hours' - interval '1 second', interval '2 minutes') AS t
+"""
+
+
+@pytest.fixture
+def rolled(catalog):
+    first = Gpu.objects.order_by("pk").first()
+    with connection.cursor() as cursor:
+        cursor.execute(SAMPLES, {"t0": T0, "reset_gpu": first.pk, "reset_at": T0 + 5 * HOUR})
+    counts = telemetry_rollup(now=T0 + 26 * HOUR)
+    assert counts["fleet_hour"] > 0 and counts["fleet_day"] > 0
+    return counts
+
+
+def _group_per_gpu(per_gpu):
+    where = {
+        pk: (model_id, region_id)
+        for pk, model_id, region_id in Gpu.objects.values_list(
+            "pk", "node__gpu_model_id", "node__region_id"
+        )
+    }
+    grouped = defaultdict(lambda: defaultdict(float))
+    for gpu_id, totals in per_gpu.items():
+        row = grouped[where[gpu_id]]
+        for field in ("samples", "util_sum", "util_samples", "energy_j", "covered_s", "busy_s"):
+            row[field] += getattr(totals, field) or 0
+    return grouped
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        (T0 + timedelta(minutes=90, seconds=20), T0 + 25 * HOUR + timedelta(minutes=10)),
+        (T0, T0 + 26 * HOUR),  # a whole day from the day rollup, then hours
+        (T0 + 3 * HOUR, T0 + 4 * HOUR),  # one hour
+    ],
+)
+def test_per_group_totals_equal_the_per_gpu_totals_summed(rolled, start, end):
+    expected = _group_per_gpu(gpu_totals_by_gpu(start=start, end=end))
+    got = fleet_totals_by_group(start=start, end=end)
+    assert set(got) == set(expected)
+    for group, totals in got.items():
+        for field, value in expected[group].items():
+            assert (getattr(totals, field) or 0) == pytest.approx(value, rel=1e-9), (group, field)
+
+
+def test_busy_gpus_per_bucket_count_the_gpus_over_the_threshold(rolled):
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    for bucket, end in (("hour", T0 + 26 * HOUR), ("day", T0 + 2 * 24 * HOUR)):
+        expected = defaultdict(int)
+        for at in GpuRollup.objects.filter(
+            bucket=bucket, utilization_avg__gt=threshold
+        ).values_list("at", flat=True):
+            expected[at] += 1
+        got = fleet_busy_by_bucket(bucket=bucket, start=T0, end=end)
+        assert {at: n for at, n in got.items() if n} == dict(expected)
+        assert len(got) == GpuRollup.objects.filter(bucket=bucket).values("at").distinct().count()
+
+
+def test_a_refresh_rewrites_the_newest_bucket_and_is_idempotent(rolled):
+    before = list(FleetRollup.objects.order_by("bucket", "at", "gpu_model", "region").values())
+    for row in before:
+        row.pop("id")
+    # a GPU rollup of the newest hour changes (late samples): the refresh picks it up
+    newest = GpuRollup.objects.filter(bucket="hour").order_by("-at").first()
+    GpuRollup.objects.filter(pk=newest.pk).update(samples=newest.samples + 10)
+    fleet_rollups_refresh()
+    again = list(FleetRollup.objects.order_by("bucket", "at", "gpu_model", "region").values())
+    for row in again:
+        row.pop("id")
+    changed = [(a, b) for a, b in zip(before, again, strict=True) if a != b]
+    assert len(changed) == 1
+    (old, new) = changed[0]
+    assert (new["bucket"], new["at"]) == ("hour", newest.at)
+    assert new["samples"] == old["samples"] + 10
