@@ -50,6 +50,11 @@ def beat_schedule():
             "schedule": crontab(minute=17),
             "options": {"expires": 3600},
         },
+        "partition-telemetry": {
+            "task": "telemetry.tasks.sample_partitions_ensure_task",
+            "schedule": crontab(minute=47),
+            "options": {"expires": 3600},
+        },
         "purge-expired-quotes": {
             "task": "rentals.tasks.quotes_expired_purge_task",
             "schedule": crontab(minute=37),

@@ -324,6 +324,7 @@ ANCHORGPU = {
     "POLL_SHARD_SIZE": _read("POLL_SHARD_SIZE", "int", default=250),
     "STALE_AFTER_POLLS": _read("STALE_AFTER_POLLS", "int", default=4),
     "RAW_RETENTION": timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7)),
+    "PARTITIONS_AHEAD_DAYS": _read("TELEMETRY_PARTITIONS_AHEAD_DAYS", "int", default=3),
     "ROLLUP_RETENTION": timedelta(
         days=_read("TELEMETRY_ROLLUP_RETENTION_DAYS", "int", default=400)
     ),

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from telemetry.models import FleetRollup, GpuRollup, GpuSample, Poll
+from telemetry.partitions import samples_prune
 
 _COLUMNS = (
     "samples = EXCLUDED.samples, utilization_avg = EXCLUDED.utilization_avg, "
@@ -180,8 +181,8 @@ def telemetry_prune(*, now: datetime | None = None) -> dict:
     now = now or timezone.now()
     conf = settings.ANCHORGPU
     raw_cutoff = now - conf["RAW_RETENTION"]
-    samples, _ = GpuSample.objects.filter(at__lt=raw_cutoff).delete()
+    samples = samples_prune(before=raw_cutoff)
     polls, _ = Poll.objects.filter(at__lt=raw_cutoff).delete()
     rollups, _ = GpuRollup.objects.filter(at__lt=now - conf["ROLLUP_RETENTION"]).delete()
     FleetRollup.objects.filter(at__lt=now - conf["ROLLUP_RETENTION"]).delete()
-    return {"samples": samples, "polls": polls, "rollups": rollups}
+    return {**samples, "polls": polls, "rollups": rollups}

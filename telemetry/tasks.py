@@ -4,6 +4,7 @@ from celery import shared_task
 from django.conf import settings
 
 from catalog.models import Node, NodeState
+from telemetry.partitions import sample_partitions_ensure
 from telemetry.poll import fleet_size_record, nodes_mark_stale, poll_nodes
 from telemetry.rollup import telemetry_prune, telemetry_rollup
 
@@ -38,3 +39,8 @@ def telemetry_rollup_task():
 @shared_task
 def telemetry_prune_task():
     return telemetry_prune()
+
+
+@shared_task
+def sample_partitions_ensure_task():
+    return sample_partitions_ensure()

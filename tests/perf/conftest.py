@@ -142,6 +142,16 @@ def book_in_threads(users, quotes) -> float:
     return time.perf_counter() - started
 
 
+def samples_storage(cursor) -> tuple[int, int]:
+    """Bytes of the raw samples' table and of its indexes, summed over its day partitions
+    (the partitioned parent itself stores nothing)."""
+    cursor.execute(
+        "SELECT sum(pg_relation_size(relid))::bigint, sum(pg_indexes_size(relid))::bigint"
+        " FROM pg_partition_tree('telemetry_gpusample') WHERE isleaf"
+    )
+    return cursor.fetchone()
+
+
 def report(title, rows):
     print(f"\n== {title}")
     for name, figures in rows.items():

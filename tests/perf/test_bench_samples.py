@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from catalog.demo import seed_catalog
 from telemetry.models import GpuSample
-from tests.perf.conftest import h100_fleet, report
+from tests.perf.conftest import h100_fleet, report, samples_storage
 
 pytestmark = pytest.mark.django_db
 
@@ -53,10 +53,7 @@ def test_time_range_read_with_and_without_the_index():
         cursor.execute("SET enable_indexscan = off; SET enable_bitmapscan = off")
         scanned = median_ms(cursor, params, runs=3)
         cursor.execute("RESET enable_indexscan; RESET enable_bitmapscan")
-        cursor.execute(
-            "SELECT pg_relation_size('telemetry_gpusample'), pg_indexes_size('telemetry_gpusample')"
-        )
-        table_bytes, index_bytes = cursor.fetchone()
+        table_bytes, index_bytes = samples_storage(cursor)
     report(
         f"raw samples: {rows} rows (800 GPUs × 12 h at 15 s); one allocation's 8 GPUs, last hour",
         {

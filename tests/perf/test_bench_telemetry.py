@@ -13,7 +13,7 @@ from anchorgpu.launcher import free_port, wait_for_port
 from catalog.demo import seed_catalog
 from telemetry.models import GpuSample
 from telemetry.poll import fetch_all, poll_nodes, run_async
-from tests.perf.conftest import ROOT, database_url, h100_fleet, report, target
+from tests.perf.conftest import ROOT, database_url, h100_fleet, report, samples_storage, target
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODES = int(os.environ.get("BENCH_NODES", "2000"))
@@ -51,8 +51,7 @@ def test_poll_two_thousand_nodes():
         simulator.wait(20)
     assert result == {"nodes": NODES, "samples": NODES * 8}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_total_relation_size('telemetry_gpusample')")
-        table_bytes = cursor.fetchone()[0]
+        table_bytes = sum(samples_storage(cursor))
     samples = GpuSample.objects.count()
     report(
         f"telemetry poll: {NODES} nodes × 8 GPUs, one process, interval 15 s",
