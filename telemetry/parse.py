@@ -8,6 +8,7 @@ None: a missing value is missing, never zero. A scrape that fails to parse is re
 import math
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -112,8 +113,7 @@ class _Strange(Exception):
     """A line the fast reader does not recognise: prometheus_client's parser decides."""
 
 
-@dataclass(frozen=True)
-class _Sample:
+class _Sample(NamedTuple):  # a tuple: built for every line, so it must be cheap
     name: str
     labels: dict
     value: float
@@ -148,7 +148,7 @@ def _labels(raw: str | None) -> dict:
     if _LABEL_LIST.fullmatch(raw) is None:
         raise _Strange
     pairs = _LABEL.findall(raw)
-    labels = {name: _unescape(value) for name, value in pairs}
+    labels = dict(pairs) if "\\" not in raw else {n: _unescape(v) for n, v in pairs}
     if len(labels) != len(pairs):  # a label named twice
         raise _Strange
     return labels
@@ -226,7 +226,9 @@ def parse_dcgm(text: str) -> Scrape:
             if identity in seen:
                 problems.append(f"duplicate series {name} for {key}: last one kept")
             seen.add(identity)
-            reading = readings.setdefault(key, Reading(key=key))
+            reading = readings.get(key)
+            if reading is None:  # not setdefault: that builds a Reading for every sample
+                reading = readings[key] = Reading(key=key)
             if reading.index is None:
                 reading.index = _index(labels.get("gpu"))
             kind = DCGM_FIELDS[name][2] if name in DCGM_FIELDS else INT
@@ -294,7 +296,9 @@ def parse_amd(text: str, prefix: str = "") -> Scrape:
             if identity in seen:
                 problems.append(f"duplicate series {name} for {key}: last one kept")
             seen.add(identity)
-            reading = readings.setdefault(key, Reading(key=key))
+            reading = readings.get(key)
+            if reading is None:  # not setdefault: that builds a Reading for every sample
+                reading = readings[key] = Reading(key=key)
             if reading.index is None:
                 reading.index = _index(labels.get("gpu_id"))
             value = _value(sample.value, problems, name, key, PLAIN)

@@ -2,7 +2,7 @@
 
 One shard of nodes is fetched at once with asyncio (bounded concurrency, connect and read
 timeouts, a body-size cap), so a slow or dead node costs only its own timeout. Storing is
-one bulk insert per shard.
+one binary COPY per shard.
 """
 
 import asyncio
@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import httpx
 from django.conf import settings
@@ -26,7 +27,6 @@ from telemetry.models import (
     FlagKind,
     FleetSize,
     GpuSample,
-    Poll,
     PollOutcome,
 )
 from telemetry.parse import Reading, Scrape, ScrapeError, parse_exporter
@@ -125,7 +125,16 @@ def run_async(coroutine):
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def reading_for(scrape: Scrape, gpu: Gpu):
+class PolledGpu(NamedTuple):
+    """What polling needs of a GPU (tuples: a shard loads thousands)."""
+
+    pk: int
+    node_id: int
+    index: int
+    uuid: str
+
+
+def reading_for(scrape: Scrape, gpu: Gpu | PolledGpu):
     """By UUID / serial; an AMD exporter without serials keys its GPUs by gpu_id (index)."""
     return scrape.readings.get(gpu.uuid) or scrape.readings.get(f"gpu_id:{gpu.index}")
 
@@ -159,9 +168,9 @@ def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
     }
     if not nodes:
         return {"nodes": 0, "samples": 0}
-    gpus_by_node: dict[int, list[Gpu]] = {}
-    for gpu in Gpu.objects.filter(node_id__in=nodes).only("id", "node_id", "index", "uuid"):
-        gpus_by_node.setdefault(gpu.node_id, []).append(gpu)
+    gpus_by_node: dict[int, list[PolledGpu]] = {}
+    for row in Gpu.objects.filter(node_id__in=nodes).values_list("id", "node_id", "index", "uuid"):
+        gpus_by_node.setdefault(row[1], []).append(PolledGpu(*row))
     fetched = run_async(fetch_all([(n.pk, n.telemetry_url) for n in nodes.values()]))
     return store_polls(nodes, gpus_by_node, fetched, now=now or timezone.now())
 
@@ -170,7 +179,7 @@ def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
 class NodePoll:
     """What one node's poll stores."""
 
-    poll: Poll
+    poll: tuple  # a row of POLL_COLUMNS
     samples: list[tuple]  # rows of SAMPLE_COLUMNS
     readings: dict[int, Reading]
     health: tuple
@@ -201,20 +210,16 @@ def _node_poll(node, gpus, item: Fetched, *, now, stale_after) -> NodePoll:
         health = NodeHealth(outcome)
     if health == NodeHealth.STALE:
         detail = f"no good poll since {last_good:%Y-%m-%d %H:%M:%S} UTC; last error: {detail}"
-    poll = Poll(
-        node=node,
-        at=now,
-        duration_ms=min(item.duration_ms, 2**31 - 1),
-        outcome=outcome,
-        error=detail[:2000],
-        gpus_seen=min(len(scrape.readings) if scrape else 0, 32767),
-    )
+    poll = (  # a row of POLL_COLUMNS
+        node.pk, now, min(item.duration_ms, 2**31 - 1), outcome, detail[:2000],
+        min(len(scrape.readings) if scrape else 0, 32767),
+    )  # fmt: skip
     return NodePoll(poll, samples, readings, (node.pk, health, detail[:2000], last_good))
 
 
 def _malformed(node, item: Fetched, *, now) -> NodePoll:
     detail = "the exporter's answer could not be stored"
-    poll = Poll(node=node, at=now, duration_ms=0, outcome=PollOutcome.MALFORMED, error=detail)
+    poll = (node.pk, now, 0, PollOutcome.MALFORMED, detail, 0)
     return NodePoll(poll, [], {}, (node.pk, NodeHealth.MALFORMED, detail, node.last_good_poll_at))
 
 
@@ -223,27 +228,34 @@ SAMPLE_COLUMNS = (
     "temperature_c", "energy_j", "xid",
 )  # fmt: skip
 SAMPLE_TYPES = ("int8", "timestamptz", *["float8"] * 6, "int4")
+POLL_COLUMNS = ("node_id", "at", "duration_ms", "outcome", "error", "gpus_seen")
+POLL_TYPES = ("int8", "timestamptz", "int4", "text", "text", "int2")
 
 
-def samples_copy(samples: list[tuple]) -> None:
-    """Write samples (rows of SAMPLE_COLUMNS) with one binary COPY: building INSERTs of
-    tens of thousands of literals cost more than the database's work."""
-    if not samples:
+def rows_copy(table: str, columns, types, rows: list[tuple]) -> None:
+    """Write rows with one binary COPY: building INSERTs of tens of thousands of literals
+    cost more than the database's work."""
+    if not rows:
         return
-    statement = f"COPY telemetry_gpusample ({', '.join(SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+    statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
     with (
         connection.cursor() as cursor,
         connection.wrap_database_errors,
         cursor.cursor.copy(statement) as copy,
     ):
-        copy.set_types(SAMPLE_TYPES)
-        for row in samples:
+        copy.set_types(types)
+        for row in rows:
             copy.write_row(row)
+
+
+def samples_copy(samples: list[tuple]) -> None:
+    """Store samples (rows of SAMPLE_COLUMNS)."""
+    rows_copy("telemetry_gpusample", SAMPLE_COLUMNS, SAMPLE_TYPES, samples)
 
 
 def _store(results: list[NodePoll], gpus_by_node, now):
     with transaction.atomic():
-        Poll.objects.bulk_create([r.poll for r in results], batch_size=2000)
+        rows_copy("telemetry_poll", POLL_COLUMNS, POLL_TYPES, [r.poll for r in results])
         samples_copy([s for r in results for s in r.samples])
         _update_health([r.health for r in results], now)
         readings = {gpu: reading for r in results for gpu, reading in r.readings.items()}
@@ -278,15 +290,27 @@ def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
     return {"nodes": len(results), "samples": sum(len(r.samples) for r in results)}
 
 
+_HEALTH = """
+UPDATE catalog_node n
+SET health = u.health, health_detail = u.detail, last_good_poll_at = u.last_good,
+    last_poll_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(health)s::text[], %(detail)s::text[],
+            %(last_good)s::timestamptz[]) AS u (id, health, detail, last_good)
+WHERE n.id = u.id
+"""
+
+
 def _update_health(updates, now):
+    """Every node's health in one statement, the values as four array parameters."""
     if not updates:
         return
+    ids, health, detail, last_good = (list(column) for column in zip(*updates, strict=True))
     with connection.cursor() as cursor:
-        cursor.executemany(
-            "UPDATE catalog_node SET health = %s, health_detail = %s, last_good_poll_at = %s, "
-            "last_poll_at = %s WHERE id = %s",
-            [(health, detail, last_good, now, pk) for pk, health, detail, last_good in updates],
-        )
+        cursor.execute(
+            _HEALTH,
+            {"ids": ids, "health": [str(h) for h in health], "detail": detail,
+             "last_good": last_good, "now": now},
+        )  # fmt: skip
 
 
 def _update_flags(gpus_by_node, readings_by_gpu, now):

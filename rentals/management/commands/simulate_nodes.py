@@ -24,14 +24,20 @@ class Command(BaseCommand):
             "gpu-gone[:INDEX], counter-reset)",
         )
         parser.add_argument(
+            "--refresh",
+            type=float,
+            default=5.0,
+            help="seconds between reloads of the fleet and the allocations from the database",
+        )
+        parser.add_argument(
             "--story",
             action=argparse.BooleanOptionalAction,
             default=settings.ANCHORGPU["SIMULATOR_STORY"],
             help="now and then an XID, a hot GPU or a flapping node (SIMULATOR_STORY)",
         )
 
-    def handle(self, *args, host, port, fault, story, **options):
-        simulator = Simulator(simulated_fleet, host=host, port=port, story=story)
+    def handle(self, *args, host, port, fault, story, refresh, **options):
+        simulator = Simulator(simulated_fleet, host=host, port=port, story=story, refresh=refresh)
         for item in fault:
             hostname, _, mode = item.partition("=")
             mode, _, gpu = mode.partition(":")
