@@ -116,6 +116,17 @@ _db["HOST"] = unquote(_db["HOST"])
 _db["CONN_MAX_AGE"] = _read("DATABASE_CONN_MAX_AGE", "int", default=60)
 _db["CONN_HEALTH_CHECKS"] = True
 DATABASES = {"default": _db}
+# A replica for the staff dashboards' reads (core.db.reporting_reads); tests mirror it.
+_reporting_url = _read("REPORTING_DATABASE_URL", "str", default="")
+if _reporting_url:
+    DATABASES["reporting"] = {
+        **env.db_url_config(_reporting_url),
+        "CONN_MAX_AGE": _db["CONN_MAX_AGE"],
+        "CONN_HEALTH_CHECKS": True,
+        "TEST": {"MIRROR": "default"},
+    }
+REPORTING_DATABASE = "reporting" if _reporting_url else "default"
+DATABASE_ROUTERS = ["core.db.ReportingRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = _read("REDIS_URL", "str", default="")

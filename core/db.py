@@ -4,9 +4,11 @@ import functools
 import random
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime
 
-from django.db import OperationalError, connection, models, transaction
+from django.conf import settings
+from django.db import OperationalError, connection, connections, models, transaction
 from django.db.models import Q
 
 RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
@@ -88,3 +90,46 @@ def db_now() -> datetime:
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
         return cursor.fetchone()[0]
+
+
+# --- Reads for reports ---------------------------------------------------------------------
+# Dashboards read rollups and say when their figures are from, so they can read a replica
+# (REPORTING_DATABASE_URL); everything else, and every write, uses the primary.
+
+
+@contextmanager
+def reporting_reads():
+    """Inside this block, reads go to the reporting database where one is configured."""
+    before = getattr(_local, "reporting", False)
+    _local.reporting = True
+    try:
+        yield
+    finally:
+        _local.reporting = before
+
+
+def reads_db() -> str:
+    """The alias reads use here: the reporting database inside `reporting_reads()`."""
+    return settings.REPORTING_DATABASE if getattr(_local, "reporting", False) else "default"
+
+
+def reads_cursor():
+    """A cursor for raw reads on `reads_db()`."""
+    return connections[reads_db()].cursor()
+
+
+class ReportingRouter:
+    """Routes the ORM's reads inside `reporting_reads()`; writes and migrations go to the
+    primary only."""
+
+    def db_for_read(self, model, **hints):
+        return reads_db()
+
+    def db_for_write(self, model, **hints):
+        return "default"
+
+    def allow_relation(self, obj1, obj2, **hints):
+        return True
+
+    def allow_migrate(self, db, app_label, model_name=None, **hints):
+        return db == "default"

@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from catalog.models import Gpu, GpuModel, Node, NodeHealth, NodeState, Region
+from core.db import reads_cursor, reporting_reads
 from core.money import quantize
 from rentals.models import Allocation, AllocationState, LedgerEntry, LedgerKind
 from rentals.usage import stopped_spans
@@ -65,13 +65,14 @@ def step_for(days: float) -> timedelta:
     return timedelta(hours=1) if days <= 7 else timedelta(days=1)
 
 
+@reporting_reads()
 def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[dict]:
     """Per step: the fleet's size as recorded then (None where nothing was recorded),
     GPUs allocated, and GPUs busy (average utilisation over the threshold). Steps the
     rollups have not closed yet, the current one included, are read live."""
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    with connection.cursor() as cursor:
+    with reads_cursor() as cursor:
         cursor.execute(
             _ALLOCATED_PER_STEP,
             {"unit": bucket, "step": f"1 {bucket}", "start": start, "end": end},
@@ -90,6 +91,7 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
     ]
 
 
+@reporting_reads()
 def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
     """Charges per currency and rental period, and refunds per currency: amounts of two
     currencies are never added."""
@@ -110,11 +112,12 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
     return rows, {c: quantize(a, c) for c, a in refunds.items()}
 
 
+@reporting_reads()
 def booked_ahead(*, now: datetime) -> list[dict]:
     """GPU-days booked per model for the next 30 days, against each model's capacity."""
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days = [day0 + timedelta(days=i) for i in range(30)]
-    with connection.cursor() as cursor:
+    with reads_cursor() as cursor:
         cursor.execute(_BOOKED_AHEAD, {"day0": day0, "day_n": days[-1] + timedelta(days=1)})
         heat = {(model_id, day): float(v) for model_id, day, v in cursor.fetchall()}
     capacity = dict(
@@ -151,12 +154,13 @@ def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50):
     )
 
 
+@reporting_reads()
 def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     """Everything on the staff dashboard, every figure including the live part."""
     now = now or timezone.now()
     start = now - timedelta(days=days)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    with connection.cursor() as cursor:
+    with reads_cursor() as cursor:
         cursor.execute(
             _NOW, {"now": now, "since": now - timedelta(minutes=2), "threshold": threshold}
         )
@@ -225,13 +229,15 @@ def fleet_dashboard_cached(*, days: int, now: datetime | None = None) -> dict:
     key = f"fleet-dashboard:{days}:{now:%Y%m%d%H%M}"
     context = cache.get(key)
     if context is None:
-        context = fleet_dashboard(days=days, now=now)
-        for name in ("idle_allocations", "troubled", "flags", "expiring"):
-            context[name] = list(context[name])
+        with reporting_reads():
+            context = fleet_dashboard(days=days, now=now)
+            for name in ("idle_allocations", "troubled", "flags", "expiring"):
+                context[name] = list(context[name])
         cache.set(key, context, timeout=60)
     return context
 
 
+@reporting_reads()
 def use_by_model_and_region(*, start, end):
     """Average utilisation and GPU-hours seen per model and per region, the live part
     included."""

@@ -4,10 +4,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Sum
 
 from catalog.models import Gpu
+from core.db import reads_cursor
 from telemetry.models import Flag, FleetRollup, FleetSize, GpuRollup, GpuSample
 from telemetry.rollup import samples_with_deltas
 
@@ -194,7 +194,7 @@ def gpu_totals_by_gpu(
         return totals
     gpus = "AND gpu_id = ANY(%(gpu_ids)s)" if gpu_ids is not None else ""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    with connection.cursor() as cursor:
+    with reads_cursor() as cursor:
         for kind, a, b in _plan(start, end, _levels()):
             params = {"start": a, "end": b, "gpu_ids": gpu_ids, "bucket": kind}
             cursor.execute(_part_query(kind, gpus), {**params, "threshold": threshold})
@@ -233,7 +233,7 @@ def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, 
     fleet = _levels(FleetRollup, buckets=("day", "hour"))
     levels = [*fleet, *_levels(buckets=("minute",))]
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    with connection.cursor() as cursor:
+    with reads_cursor() as cursor:
         for kind, a, b in _plan(start, end, levels):
             params = {"start": a, "end": b, "bucket": kind, "threshold": threshold}
             if kind in ("day", "hour"):

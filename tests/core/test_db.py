@@ -2,10 +2,12 @@
 retried function hands the retry to the outermost one."""
 
 import pytest
+from django.db import router
 
 from catalog.models import Region
-from core.db import ATTEMPTS, Retry, retried_transaction
+from core.db import ATTEMPTS, Retry, reads_db, reporting_reads, retried_transaction
 from core.errors import Conflict
+from telemetry.models import FleetRollup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,3 +44,16 @@ def test_the_last_attempt_raises_the_refusal_and_leaves_nothing():
         always_loses()
     assert Region.objects.count() == 0
     assert ATTEMPTS > 1
+
+
+def test_reports_read_the_reporting_database_and_everything_writes_the_primary(settings):
+    settings.REPORTING_DATABASE = "reporting"
+    assert router.db_for_read(FleetRollup) == "default"
+    with reporting_reads():
+        assert router.db_for_read(FleetRollup) == "reporting"
+        assert router.db_for_write(FleetRollup) == "default"
+        with reporting_reads():
+            pass
+        assert reads_db() == "reporting"  # leaving a nested block keeps the outer one's
+    assert reads_db() == router.db_for_read(FleetRollup) == "default"
+    assert router.allow_migrate("reporting", "telemetry") is False
