@@ -172,18 +172,14 @@ class BookingCreateApi(APIView):
     def post(self, request):
         data = BookingInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        quote = selectors.quote_get(
-            acting=acting_for_request(request), pk=data.validated_data["quote"]
-        )
-        if quote is None:
-            raise QuoteMissing(_("No such quote."), field="quote")
         acting = acting_for_request(request)
-        allocation = services.allocation_book(acting=acting, quote=quote)
+        allocation = services.allocation_book(acting=acting, quote=data.validated_data["quote"])
+        quote = allocation.quote
         if allocation.cluster_id:
             members = selectors.cluster_get(acting=acting, pk=allocation.cluster_id)[1]
             members.sort(key=lambda member: member.pk != allocation.pk)
         else:
-            members = [selectors.allocation_get(acting=acting, pk=allocation.pk)]
+            members = [allocation]  # it carries what was written: no need to read it back
         body = {
             "id": allocation.pk,
             "allocation": members[0],

@@ -10,13 +10,15 @@ the same constraint, so either every node is held for the paid period or none is
 """
 
 from datetime import datetime
+from uuid import UUID
 
 from django.db import IntegrityError, transaction
+from django.db.models import DateTimeField, Exists, Func, OuterRef
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from accounts.selectors import require_verified_email
-from core.db import db_now, retried_transaction
+from core.db import retried_transaction
 from core.versions import CATALOG, bump
 from rentals.availability import earliest_start
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
@@ -40,21 +42,33 @@ from rentals.services.spend import spend_limit_check
 
 
 @retried_transaction
-def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None) -> Allocation:
-    """Turn a valid quote into an allocation of specific GPUs and one charge of its total.
-    For a cluster quote: one allocation per node, sharing a `Cluster`; the first is
-    returned and carries the charge."""
+def allocation_book(
+    *, acting: Acting, quote: Quote | UUID, now: datetime | None = None
+) -> Allocation:
+    """Turn a valid quote (or its id) into an allocation of specific GPUs and one charge of
+    its total. For a cluster quote: one allocation per node, sharing a `Cluster`; the first
+    is returned and carries the charge.
+
+    The allocations come back carrying what was written (their quote, model, period, node,
+    GPUs and event), so a caller answers without reading them back."""
     acting.require(Action.BOOK)
-    now = now or db_now()
     require_verified_email(user=acting.user)
+    # One statement: the quote locked, with its model and period, the database's clock
+    # and whether it was booked already.
     quote = (
-        Quote.objects.select_for_update()
-        .filter(pk=quote.pk, team=acting.team, kind=QuoteKind.BOOKING)
+        Quote.objects.select_for_update(of=("self",))
+        .select_related("gpu_model", "period")
+        .annotate(
+            clock=Func(function="statement_timestamp", output_field=DateTimeField()),
+            booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
+        )
+        .filter(pk=getattr(quote, "pk", quote), team=acting.team, kind=QuoteKind.BOOKING)
         .first()
     )
     if quote is None:
         raise QuoteMissing(_("No such quote."), field="quote")
-    if Allocation.objects.filter(quote=quote).exists():
+    now = now or quote.clock
+    if quote.booked:
         raise QuoteUsed(_("This quote was already booked; request a new quote."), field="quote")
     if quote.valid_until <= now:
         raise QuoteExpired(
@@ -83,7 +97,7 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
     )  # fmt: skip
     try:
         with transaction.atomic():
-            AllocationGpu.objects.bulk_create(
+            holdings = AllocationGpu.objects.bulk_create(
                 AllocationGpu(
                     allocation=allocation, gpu=gpu, starts_at=paid_from, ends_at=paid_until
                 )
@@ -94,6 +108,11 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
     bump(CATALOG)  # GPUs free now changed for the catalog list
+    held = {allocation.pk: [] for allocation in allocations}
+    for holding in sorted(holdings, key=lambda h: h.gpu.index):
+        held[holding.allocation_id].append(holding)
+    for allocation in allocations:
+        _carry(allocation, "held", held[allocation.pk])
     lead = allocations[0]
     LedgerEntry.objects.create(
         team=acting.team,
@@ -106,9 +125,21 @@ def allocation_book(*, acting: Acting, quote: Quote, now: datetime | None = None
         period_count=quote.period_count,
         at=now,
     )
-    events_record(allocations, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now)
+    events = events_record(
+        allocations, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now
+    )
+    for allocation, event in zip(allocations, events, strict=True):
+        _carry(allocation, "events", [event])
     receipt_record(allocation=lead, quote=quote, kind=NoticeKind.BOOKED, at=now)
     return lead
+
+
+def _carry(allocation: Allocation, related: str, rows: list) -> None:
+    """Make `allocation.<related>.all()` answer `rows` without a query, as prefetch_related
+    leaves it (a query set holding its results); a further filter still reads the table."""
+    rows_qs = getattr(allocation, related).all()
+    rows_qs._result_cache, rows_qs._prefetch_done = rows, True
+    allocation.__dict__.setdefault("_prefetched_objects_cache", {})[related] = rows_qs
 
 
 def _place(acting, quote, paid_from, paid_until):
