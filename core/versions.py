@@ -6,6 +6,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 CATALOG = "catalog"  # the GPU model list with prices and free GPUs now
+WEBHOOK_TEAMS = "webhook-teams"  # the teams with an active webhook endpoint
 
 
 def version_key(name: str) -> str:
@@ -20,11 +21,15 @@ def version(name: str) -> int:
     return current
 
 
-def bump(name: str) -> None:
-    """Bump `name` once the current transaction commits (at once outside one)."""
+def bump(name: str, *, now: bool = False) -> None:
+    """Bump `name` once the current transaction commits (at once outside one). With `now`,
+    also at once: a copy rebuilt before the commit (from the old rows) is dropped by the
+    second bump, and meanwhile no copy older than the change is served."""
 
     def _bump():
         cache.add(version_key(name), 1, timeout=None)
         cache.incr(version_key(name))
 
+    if now:
+        _bump()
     transaction.on_commit(_bump)

@@ -4,16 +4,26 @@ from collections import defaultdict
 
 from django.db import connection, transaction
 
-from catalog.models import GpuModel, Node, NodeState
-from rentals.availability import candidate_nodes, free_gpus
+from catalog.models import Gpu, GpuModel, Node, NodeState
+from rentals.availability import candidate_nodes
+
+# The free GPUs of nodes already chosen (and locked) for the model: plain SQL, as this runs
+# inside every booking's transaction and the ORM's query building cost more than the query.
+_FREE_ON_NODES = """
+SELECT g.id, g.node_id, g.index, g.uuid FROM catalog_gpu g
+WHERE g.node_id = ANY(%(nodes)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM rentals_allocationgpu ag
+      WHERE ag.gpu_id = g.id AND NOT ag.released
+        AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
+ORDER BY g.node_id, g.index
+"""
 
 
-def _free_by_node(*, gpu_model, starts_at, ends_at, node_ids=None):
-    gpus = free_gpus(gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at)
-    if node_ids is not None:
-        gpus = gpus.filter(node_id__in=node_ids)
+def _free_by_node(*, starts_at, ends_at, node_ids):
     by_node = defaultdict(list)
-    for gpu in gpus.only("id", "node_id", "index", "uuid"):
+    params = {"nodes": list(node_ids), "starts_at": starts_at, "ends_at": ends_at}
+    for gpu in Gpu.objects.raw(_FREE_ON_NODES, params):
         by_node[gpu.node_id].append(gpu)
     return by_node
 
@@ -57,9 +67,7 @@ def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
         "starts_at": starts_at, "ends_at": ends_at,
     }  # fmt: skip
     for node in Node.objects.raw(_PLACE, params):
-        gpus = _free_by_node(
-            gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at, node_ids=[node.pk]
-        )[node.pk]
+        gpus = _free_by_node(starts_at=starts_at, ends_at=ends_at, node_ids=[node.pk])[node.pk]
         if len(gpus) >= gpu_count:
             return node, gpus[:gpu_count]
     return _place_waiting(
@@ -97,9 +105,7 @@ def _lock_and_take(node_id, gpu_model, gpu_count, starts_at, ends_at, *, skip_lo
     )
     if node is None:
         return _LOCKED if skip_locked else None
-    gpus = _free_by_node(
-        gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at, node_ids=[node_id]
-    )[node_id]
+    gpus = _free_by_node(starts_at=starts_at, ends_at=ends_at, node_ids=[node_id])[node_id]
     return (node, gpus[:gpu_count]) if len(gpus) >= gpu_count else None
 
 

@@ -7,7 +7,8 @@ change that did not happen, nor lost for one that did.
 
 from django.dispatch import Signal
 
-# event_ids: [AllocationEvent pk] just recorded, in order
+# event_ids: [AllocationEvent pk] just recorded, in order; team_ids: their teams, when the
+# sender has them at hand
 allocation_events_recorded = Signal()
 # notice_ids: [Notice pk] of expiry warnings just recorded
 allocation_notices_recorded = Signal()

@@ -31,7 +31,9 @@ def events_record(
         for allocation in allocations
     )  # fmt: skip
     allocation_events_recorded.send(
-        sender=AllocationEvent, event_ids=[event.pk for event in events]
+        sender=AllocationEvent,
+        event_ids=[event.pk for event in events],
+        team_ids={allocation.team_id for allocation in allocations},
     )
     return events
 

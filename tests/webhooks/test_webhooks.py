@@ -20,7 +20,8 @@ from tests.anchorgpu.test_celery import wait_for
 from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 from tests.webhooks.receiver import Receiver
 from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint
-from webhooks.services import delivery_attempt, endpoint_create
+from webhooks.selectors import teams_listening
+from webhooks.services import delivery_attempt, endpoint_create, endpoint_update
 
 ALL_EVENTS = list(EventType.values)
 
@@ -208,3 +209,32 @@ def test_a_rolled_back_change_announces_nothing(catalog, alice, loopback):
         assert WebhookDelivery.objects.count() == 2
         raise RuntimeError("the booking's transaction fails after the events")
     assert not WebhookDelivery.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_teams_with_an_endpoint_are_kept_in_the_cache_and_follow_every_change(
+    catalog, alice, bob, loopback, django_assert_max_num_queries
+):
+    book(alice, model="l4", count=1, period="day")  # builds the copy: nobody listens
+    assert teams_listening() == frozenset()
+    endpoint, _ = endpoint_create(
+        acting=acting_as(alice), url="http://127.0.0.1:9/a", events=ALL_EVENTS
+    )
+    assert teams_listening() == {alice_team(alice)}
+    book(alice, model="l4", count=1, period="day")
+    assert WebhookDelivery.objects.count() == 2  # booking.created, allocation.started
+    with django_assert_max_num_queries(0):
+        teams_listening()
+    endpoint_update(acting=acting_as(alice), endpoint=endpoint, is_active=False)
+    assert teams_listening() == frozenset()
+    book(alice, model="l4", count=1, period="day")
+    assert WebhookDelivery.objects.count() == 2
+    endpoint_update(acting=acting_as(alice), endpoint=endpoint, is_active=True)
+    book(bob, model="l4", count=1, period="day")  # bob's team listens to nothing
+    assert WebhookDelivery.objects.count() == 2
+    endpoint.delete()
+    assert teams_listening() == frozenset()
+
+
+def alice_team(user):
+    return acting_as(user).team.pk
