@@ -1,11 +1,14 @@
 """Reads of the catalog: prices in force at an instant, and the models on offer."""
 
+from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Prefetch, QuerySet
+from django.core.cache import cache
+from django.db.models import Count, Exists, OuterRef, Prefetch, QuerySet
 from django.utils import timezone
 
-from catalog.models import GpuModel, GpuPrice, Option, OptionPrice, RentalPeriod
+from catalog.models import Gpu, GpuModel, GpuPrice, NodeState, Option, OptionPrice, RentalPeriod
+from core.versions import CATALOG_ROWS, version, version_key
 
 
 def gpu_price_at(*, gpu_model: GpuModel, period: RentalPeriod, at: datetime) -> GpuPrice | None:
@@ -98,3 +101,38 @@ def gpu_price_history(*, gpu_model: GpuModel, at: datetime | None = None) -> lis
     for row in rows:
         row.status = price_status(row, at=at)
     return list(rows)
+
+
+@dataclass(frozen=True)
+class CatalogRows:
+    """What every quote looks up: the active models and periods by slug, and per model the
+    most GPUs one active node has."""
+
+    models: dict[str, GpuModel]
+    periods: dict[str, RentalPeriod]
+    gpus_per_node: dict[int, int]
+
+
+def catalog_rows() -> CatalogRows:
+    """`CatalogRows` from a copy in Redis kept with the version it was built at; any catalog
+    row saved or deleted bumps it (catalog.signals), bookings do not."""
+    found = cache.get_many([version_key(CATALOG_ROWS), CATALOG_ROWS])
+    current = found.get(version_key(CATALOG_ROWS)) or version(CATALOG_ROWS)
+    entry = found.get(CATALOG_ROWS)
+    if entry is not None and entry[0] == current:
+        return entry[1]
+    per_node: dict[int, int] = {}
+    for model_id, gpus in (
+        Gpu.objects.filter(node__state=NodeState.ACTIVE)
+        .values("node_id", "node__gpu_model_id")
+        .annotate(n=Count("id"))
+        .values_list("node__gpu_model_id", "n")
+    ):
+        per_node[model_id] = max(per_node.get(model_id, 0), gpus)
+    rows = CatalogRows(
+        models={m.slug: m for m in GpuModel.objects.filter(is_active=True)},
+        periods={p.slug: p for p in RentalPeriod.objects.filter(is_active=True)},
+        gpus_per_node=per_node,
+    )
+    cache.set(CATALOG_ROWS, (current, rows), timeout=3600)
+    return rows

@@ -4,11 +4,12 @@ changes what the catalog list answers: its cached copy is dropped on commit."""
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from catalog.models import Gpu, GpuModel, GpuPrice, Node, Option, OptionPrice, Region, RentalPeriod
-from core.versions import CATALOG, bump
+from core.versions import CATALOG, CATALOG_ROWS, bump
 
 
 def _changed(sender, **kwargs):
     bump(CATALOG)
+    bump(CATALOG_ROWS, now=True)
 
 
 def connect() -> None:

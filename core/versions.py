@@ -6,6 +6,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 CATALOG = "catalog"  # the GPU model list with prices and free GPUs now
+CATALOG_ROWS = "catalog-rows"  # models, periods and node sizes: changed by catalog rows only
 WEBHOOK_TEAMS = "webhook-teams"  # the teams with an active webhook endpoint
 
 

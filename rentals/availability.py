@@ -8,7 +8,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from catalog.models import Gpu, GpuModel, NodeState
-from catalog.selectors import gpu_model_list
+from catalog.selectors import catalog_rows, gpu_model_list
 from rentals.models import AllocationGpu
 
 MAX_START_CANDIDATES = 500
@@ -48,13 +48,8 @@ def free_gpus(*, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime) ->
 
 
 def max_gpus_per_node(*, gpu_model: GpuModel) -> int:
-    counts = (
-        Gpu.objects.filter(node__gpu_model=gpu_model, node__state=NodeState.ACTIVE)
-        .values("node_id")
-        .annotate(n=Count("id"))
-        .values_list("n", flat=True)
-    )
-    return max(counts, default=0)
+    """The most GPUs one active node of the model has (the catalog's cached rows)."""
+    return catalog_rows().gpus_per_node.get(gpu_model.pk, 0)
 
 
 def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
-from catalog.selectors import gpu_price_at, option_price_at
+from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
 from core.db import constraint_name, db_now
 from core.money import Money
 from rentals import limits
@@ -25,11 +25,16 @@ from rentals.errors import NoCapacity
 from rentals.models import Quote, QuoteLine, QuoteLineKind
 
 
-def _get_active(model, slug, field, errors, label):
+def _get_active(model, slug, field, errors, label, *, active=None):
+    """The active row with that slug (from `active`, slug → row, where given), or a field
+    error."""
     if not isinstance(slug, str) or not slug:
         errors[field] = _("Choose a %(label)s.") % {"label": label}
         return None
-    obj = model.objects.filter(slug=slug, is_active=True).first()
+    if active is not None:
+        obj = active.get(slug)
+    else:
+        obj = model.objects.filter(slug=slug, is_active=True).first()
     if obj is None:
         errors[field] = _("Unknown or unavailable %(label)s: %(slug)s.") % {
             "label": label,
@@ -145,8 +150,13 @@ def quote_create(
     acting.require(Action.BOOK)
     now = now or db_now()
     errors: dict[str, str] = {}
-    model = _get_active(GpuModel, gpu_model, "gpu_model", errors, _("GPU model"))
-    rental_period = _get_active(RentalPeriod, period, "period", errors, _("rental period"))
+    rows = catalog_rows()
+    model = _get_active(
+        GpuModel, gpu_model, "gpu_model", errors, _("GPU model"), active=rows.models
+    )
+    rental_period = _get_active(
+        RentalPeriod, period, "period", errors, _("rental period"), active=rows.periods
+    )
 
     if (gpu_count is None) == (node_count is None):
         errors["gpu_count"] = _("Ask for either a GPU count or a node count.")

@@ -24,7 +24,7 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     acting = acting_as(alice)
     quote_create(acting=acting, **QUOTE)  # warm: the session's first reads
     statements, quote = _count(lambda: quote_create(acting=acting, **QUOTE))
-    assert statements == 10
+    assert statements == 7
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
     assert statements == 15
 
@@ -32,7 +32,7 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
     alice_api.post("/api/v1/quotes/", QUOTE, format="json")
     statements, quote = _count(lambda: alice_api.post("/api/v1/quotes/", QUOTE, format="json"))
-    assert statements == 13
+    assert statements == 10
     statements, _booking = _count(
         lambda: alice_api.post(
             "/api/v1/bookings/",
