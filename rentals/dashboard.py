@@ -18,11 +18,11 @@ from rentals.models import Allocation, AllocationState, LedgerEntry, LedgerKind
 from rentals.usage import stopped_spans
 from telemetry.models import FleetRollup, GpuRollup, GpuSample
 from telemetry.selectors import (
+    busy_gpus,
     flag_list,
     fleet_busy_by_bucket,
     fleet_sizes,
     fleet_totals_by_group,
-    gpu_totals_by_gpu,
     rolled_until,
 )
 
@@ -71,7 +71,6 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
     GPUs allocated, and GPUs busy (average utilisation over the threshold). Steps the
     rollups have not closed yet, the current one included, are read live."""
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
-    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with reads_cursor() as cursor:
         cursor.execute(
             _ALLOCATED_PER_STEP,
@@ -82,8 +81,7 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
     rolled = rolled_until(bucket, step, FleetRollup) or start
     for h in allocated:
         if h + step > rolled:
-            per_gpu = gpu_totals_by_gpu(start=max(h, start), end=min(h + step, end))
-            busy[h] = sum(1 for t in per_gpu.values() if (t.util_avg or 0) > threshold)
+            busy[h] = busy_gpus(start=max(h, start), end=min(h + step, end))
     sizes = fleet_sizes(start=min(allocated, default=start), end=end, step=step)
     return [
         {"t": h.isoformat(), "total": sizes.get(h), "allocated": n, "busy": busy.get(h, 0)}
@@ -132,8 +130,10 @@ def booked_ahead(*, now: datetime) -> list[dict]:
         cells = []
         for day in days:
             value = round(heat.get((model.pk, day.date()), 0.0), 1)
+            pct = value / cap * 100 if cap else 0
+            # shade: the cell's colour strength, half the share booked (a full day is 50 %)
             cells.append(
-                {"day": day.date(), "gpu_days": value, "pct": value / cap * 100 if cap else 0}
+                {"day": day.date(), "gpu_days": value, "pct": pct, "shade": round(pct / 2)}
             )
         rows.append({"model": model, "capacity": cap, "days": cells})
     return rows

@@ -175,11 +175,22 @@ def _part_query(kind: str, gpus: str) -> str:
     return _ROLLED.format(gpus=gpus)
 
 
+_NEWEST = "(SELECT max(at) FROM {table} WHERE bucket = '{bucket}')"  # the (bucket, at) index
+
+
 def _levels(model=GpuRollup, buckets=("day", "hour", "minute")) -> list:
+    """[(bucket, unit, end of its newest rollup)] for `buckets`, coarsest first, in one
+    statement."""
+    wanted = [(bucket, unit) for bucket, unit in _LEVELS if bucket in buckets]
+    newest = ", ".join(
+        _NEWEST.format(table=model._meta.db_table, bucket=bucket) for bucket, _ in wanted
+    )
+    with reads_cursor() as cursor:
+        cursor.execute(f"SELECT {newest}")
+        ats = cursor.fetchone()
     return [
-        (bucket, unit, rolled_until(bucket, unit, model))
-        for bucket, unit in _LEVELS
-        if bucket in buckets
+        (bucket, unit, at + unit if at else None)
+        for (bucket, unit), at in zip(wanted, ats, strict=True)
     ]
 
 
@@ -201,6 +212,29 @@ def gpu_totals_by_gpu(
             for gpu_id, *row in cursor.fetchall():
                 totals.setdefault(gpu_id, Totals()).add(*row)
     return totals
+
+
+def busy_gpus(*, start: datetime, end: datetime) -> int:
+    """How many GPUs averaged over the active threshold in [start, end), from the same
+    parts as `gpu_totals_by_gpu`, counted by the database (one number, not a row per GPU)."""
+    if end <= start:
+        return 0
+    parts, params = [], {"threshold": settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]}
+    for i, (kind, a, b) in enumerate(_plan(start, end, _levels())):
+        sql = _part_query(kind, "")
+        for name in ("start", "end", "bucket"):
+            sql = sql.replace(f"%({name})s", f"%({name}{i})s")
+        parts.append(f"({sql})")
+        params |= {f"start{i}": a, f"end{i}": b, f"bucket{i}": kind}
+    with reads_cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM ({' UNION ALL '.join(parts)})"
+            " AS t (gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy,"
+            " covered, busy) GROUP BY gpu_id"
+            " HAVING sum(util_sum) / nullif(sum(util_samples), 0) > %(threshold)s) AS busy",
+            params,
+        )
+        return cursor.fetchone()[0]
 
 
 _FLEET_ROLLED = """

@@ -11,6 +11,7 @@ from catalog.models import Gpu
 from telemetry.models import FleetRollup, GpuRollup
 from telemetry.rollup import fleet_rollups_refresh, telemetry_rollup
 from telemetry.selectors import (
+    busy_gpus,
     fleet_busy_by_bucket,
     fleet_totals_by_group,
     gpu_totals_by_gpu,
@@ -106,3 +107,20 @@ def test_a_refresh_rewrites_the_newest_bucket_and_is_idempotent(rolled):
     (old, new) = changed[0]
     assert (new["bucket"], new["at"]) == ("hour", newest.at)
     assert new["samples"] == old["samples"] + 10
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        (T0 + timedelta(minutes=90, seconds=20), T0 + 25 * HOUR + timedelta(minutes=10)),
+        (T0 + 25 * HOUR + timedelta(minutes=10, seconds=20), T0 + 26 * HOUR),  # raw, minutes
+    ],
+)
+def test_the_busy_count_in_sql_equals_counting_the_per_gpu_totals(rolled, start, end, settings):
+    per_gpu = gpu_totals_by_gpu(start=start, end=end)
+    # the median GPU's average as the threshold: about half are busy, half not
+    threshold = sorted(t.util_avg for t in per_gpu.values())[len(per_gpu) // 2]
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "ACTIVE_UTILISATION_PCT": threshold}
+    expected = sum(1 for t in per_gpu.values() if (t.util_avg or 0) > threshold)
+    assert 0 < expected < len(per_gpu)
+    assert busy_gpus(start=start, end=end) == expected
