@@ -48,10 +48,11 @@ def sample_partition_create(day: date) -> bool:
     name = partition_name(day)
     start, end = _midnight(day), _midnight(day + timedelta(days=1))
     with connection.cursor() as cursor:
+        # Locked first: a second run waits here, then finds the partition made.
+        cursor.execute(f"LOCK TABLE {DEFAULT} IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
         if cursor.fetchone()[0]:
             return False
-        cursor.execute(f"LOCK TABLE {DEFAULT} IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute(
             f"CREATE TABLE {name} (LIKE {TABLE} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
         )
