@@ -3,12 +3,11 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.core.cache import cache
 from django.db.models import Count, Exists, OuterRef, Prefetch, QuerySet
 from django.utils import timezone
 
 from catalog.models import Gpu, GpuModel, GpuPrice, NodeState, Option, OptionPrice, RentalPeriod
-from core.versions import CATALOG_ROWS, version, version_key
+from core.versions import CATALOG_ROWS, versioned_copy
 
 
 def gpu_price_at(*, gpu_model: GpuModel, period: RentalPeriod, at: datetime) -> GpuPrice | None:
@@ -114,13 +113,12 @@ class CatalogRows:
 
 
 def catalog_rows() -> CatalogRows:
-    """`CatalogRows` from a copy in Redis kept with the version it was built at; any catalog
-    row saved or deleted bumps it (catalog.signals), bookings do not."""
-    found = cache.get_many([version_key(CATALOG_ROWS), CATALOG_ROWS])
-    current = found.get(version_key(CATALOG_ROWS)) or version(CATALOG_ROWS)
-    entry = found.get(CATALOG_ROWS)
-    if entry is not None and entry[0] == current:
-        return entry[1]
+    """`CatalogRows` from a copy in Redis that any catalog row saved or deleted invalidates
+    (catalog.signals); bookings do not."""
+    return versioned_copy(CATALOG_ROWS, _catalog_rows)
+
+
+def _catalog_rows() -> CatalogRows:
     per_node: dict[int, int] = {}
     for model_id, gpus in (
         Gpu.objects.filter(node__state=NodeState.ACTIVE)
@@ -129,10 +127,8 @@ def catalog_rows() -> CatalogRows:
         .values_list("node__gpu_model_id", "n")
     ):
         per_node[model_id] = max(per_node.get(model_id, 0), gpus)
-    rows = CatalogRows(
+    return CatalogRows(
         models={m.slug: m for m in GpuModel.objects.filter(is_active=True)},
         periods={p.slug: p for p in RentalPeriod.objects.filter(is_active=True)},
         gpus_per_node=per_node,
     )
-    cache.set(CATALOG_ROWS, (current, rows), timeout=3600)
-    return rows

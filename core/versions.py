@@ -34,3 +34,17 @@ def bump(name: str, *, now: bool = False) -> None:
     if now:
         _bump()
     transaction.on_commit(_bump)
+
+
+def versioned_copy(name: str, build, *, timeout: int = 3600):
+    """`build()`'s value, kept in the cache under `name` with the version of `name` it was
+    built at and served while that version is current (one round trip on a hit). A copy
+    built while a change was committing is dropped by the change's bump on commit."""
+    found = cache.get_many([version_key(name), name])
+    current = found.get(version_key(name)) or version(name)
+    entry = found.get(name)
+    if entry is not None and entry[0] == current:
+        return entry[1]
+    value = build()
+    cache.set(name, (current, value), timeout=timeout)
+    return value

@@ -1,10 +1,9 @@
 """Reads of webhooks: a team's endpoints and an endpoint's delivery log."""
 
-from django.core.cache import cache
 from django.db.models import QuerySet
 
 from accounts.access import Acting, Action
-from core.versions import WEBHOOK_TEAMS, version, version_key
+from core.versions import WEBHOOK_TEAMS, versioned_copy
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 
 
@@ -22,16 +21,12 @@ def delivery_log(*, endpoint: WebhookEndpoint) -> QuerySet[WebhookDelivery]:
 
 
 def teams_listening() -> frozenset[int]:
-    """Ids of the teams with an active endpoint, from a copy in Redis kept with the version
-    it was built at (any endpoint saved or deleted bumps it): a booking of a team with no
-    endpoint then records its events without a query for endpoints."""
-    found = cache.get_many([version_key(WEBHOOK_TEAMS), WEBHOOK_TEAMS])
-    current = found.get(version_key(WEBHOOK_TEAMS)) or version(WEBHOOK_TEAMS)
-    entry = found.get(WEBHOOK_TEAMS)
-    if entry is not None and entry[0] == current:
-        return entry[1]
-    teams = frozenset(
-        WebhookEndpoint.objects.filter(is_active=True).values_list("team_id", flat=True)
+    """Ids of the teams with an active endpoint, from a copy in Redis that any endpoint
+    saved or deleted invalidates (webhooks.receivers): a booking of a team with no endpoint
+    then records its events without a query for endpoints."""
+    return versioned_copy(
+        WEBHOOK_TEAMS,
+        lambda: frozenset(
+            WebhookEndpoint.objects.filter(is_active=True).values_list("team_id", flat=True)
+        ),
     )
-    cache.set(WEBHOOK_TEAMS, (current, teams), timeout=3600)
-    return teams
