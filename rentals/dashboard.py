@@ -78,7 +78,7 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
         )
         allocated = {h: n for h, n in cursor.fetchall()}
     busy = fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
-    rolled = rolled_until(bucket, step, FleetRollup) or start
+    rolled = rolled_until(bucket, FleetRollup) or start
     for h in allocated:
         if h + step > rolled:
             busy[h] = busy_gpus(start=max(h, start), end=min(h + step, end))

@@ -21,7 +21,6 @@ _RAW_COLUMNS = ("gpu_id", "at", "utilization", "memory_used_mib", "memory_total_
                 "power_w", "temperature_c")  # fmt: skip
 _ROLLUP_COLUMNS = ("gpu_id", "at", "utilization_avg", "memory_used_max_mib", "memory_total_mib",
                    "power_avg_w", "temperature_max_c")  # fmt: skip
-_UNITS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1)}
 
 
 def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
@@ -42,11 +41,11 @@ def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
             .values_list("at", flat=True)
             .first()
         )
-        hours_until = min(end, rolled_until("hour", _UNITS["hour"]) or start)
+        hours_until = min(end, rolled_until("hour") or start)
         if source == GpuRollup.Bucket.MINUTE:
             hours_until = min(hours_until, first_minute or hours_until)
         parts, minutes_from = [("hour", start, hours_until)], max(start, hours_until)
-        minutes_until = min(end, rolled_until("minute", _UNITS["minute"]) or minutes_from)
+        minutes_until = min(end, rolled_until("minute") or minutes_from)
         parts += [
             ("minute", minutes_from, minutes_until),
             ("raw", max(minutes_from, minutes_until), end),
@@ -137,11 +136,10 @@ def _ceil(at: datetime, unit: timedelta) -> datetime:
     return floor if floor == at else floor + unit
 
 
-def rolled_until(bucket: str, unit: timedelta, model=GpuRollup) -> datetime | None:
+def rolled_until(bucket: str, model=GpuRollup) -> datetime | None:
     """The end of the newest `bucket` rollup (of GPUs, or of the fleet): what comes after
     is only in finer data."""
-    last = model.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
-    return last + unit if last else None
+    return _levels(model, buckets=(bucket,))[0][2]
 
 
 _LEVELS = (
@@ -164,6 +162,12 @@ def _plan(start, end, levels) -> list[tuple[str, datetime, datetime]]:
     if b <= a:
         return _plan(start, end, finer)
     return [*_plan(start, a, finer), (bucket, a, b), *_plan(b, end, finer)]
+
+
+# The columns of a `_part_query` row, named for queries that sum parts.
+_PART_COLUMNS = (
+    "(gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy)"
+)
 
 
 def _part_query(kind: str, gpus: str) -> str:
@@ -229,8 +233,7 @@ def busy_gpus(*, start: datetime, end: datetime) -> int:
     with reads_cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM ({' UNION ALL '.join(parts)})"
-            " AS t (gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy,"
-            " covered, busy) GROUP BY gpu_id"
+            f" AS t {_PART_COLUMNS} GROUP BY gpu_id"
             " HAVING sum(util_sum) / nullif(sum(util_samples), 0) > %(threshold)s) AS busy",
             params,
         )
@@ -249,7 +252,7 @@ _BY_GROUP = """
 SELECT n.gpu_model_id, n.region_id, sum(t.samples)::bigint, sum(t.util_sum)::float8,
        sum(t.util_samples)::bigint,
        max(t.util_max), max(t.mem_max), sum(t.energy), sum(t.covered), sum(t.busy)
-FROM ({part}) AS t (gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy)
+FROM ({part}) AS t {columns}
 JOIN catalog_gpu g ON g.id = t.gpu_id
 JOIN catalog_node n ON n.id = g.node_id
 GROUP BY n.gpu_model_id, n.region_id
@@ -273,7 +276,9 @@ def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, 
             if kind in ("day", "hour"):
                 cursor.execute(_FLEET_ROLLED, params)
             else:
-                cursor.execute(_BY_GROUP.format(part=_part_query(kind, "")), params)
+                cursor.execute(
+                    _BY_GROUP.format(part=_part_query(kind, ""), columns=_PART_COLUMNS), params
+                )
             for model_id, region_id, *row in cursor.fetchall():
                 totals.setdefault((model_id, region_id), Totals()).add(*row)
     return totals
