@@ -82,13 +82,13 @@ def _place_waiting(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
     )
     busy = []
     for node_id in candidates:
-        placed = _lock_and_take(node_id, gpu_model, gpu_count, starts_at, ends_at, skip_locked=True)
+        placed = _lock_and_take(node_id, gpu_count, starts_at, ends_at, skip_locked=True)
         if placed is _LOCKED:
             busy.append(node_id)
         elif placed is not None:
             return placed
     for node_id in busy:
-        placed = _lock_and_take(node_id, gpu_model, gpu_count, starts_at, ends_at)
+        placed = _lock_and_take(node_id, gpu_count, starts_at, ends_at)
         if placed is not None:
             return placed
     return None
@@ -97,7 +97,7 @@ def _place_waiting(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
 _LOCKED = object()
 
 
-def _lock_and_take(node_id, gpu_model, gpu_count, starts_at, ends_at, *, skip_locked=False):
+def _lock_and_take(node_id, gpu_count, starts_at, ends_at, *, skip_locked=False):
     node = (
         Node.objects.select_for_update(skip_locked=skip_locked)
         .filter(pk=node_id, state=NodeState.ACTIVE)
@@ -128,16 +128,14 @@ ORDER BY count(*), n.network_group
 """
 
 
-def _take_nodes(nodes, node_count, gpu_model, starts_at, ends_at, skip_locked):
+def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked):
     """`node_count` of `nodes` locked and free, or [] with none of them held: a savepoint
     rolled back lets go of the row locks taken since. Waiting (not `skip_locked`) goes in
     id order holding nothing else of the group, so two waiting bookings cannot deadlock."""
     savepoint = transaction.savepoint()
     taken = []
     for node_id, gpus in nodes:
-        placed = _lock_and_take(
-            node_id, gpu_model, gpus, starts_at, ends_at, skip_locked=skip_locked
-        )
+        placed = _lock_and_take(node_id, gpus, starts_at, ends_at, skip_locked=skip_locked)
         if placed is not None and placed is not _LOCKED:
             taken.append(placed)
             if len(taken) == node_count:
@@ -169,7 +167,7 @@ def place_cluster_locked(
     for group, node_ids, gpus_per_node in groups:
         nodes = list(zip(node_ids, gpus_per_node, strict=True))  # in id order
         for skip_locked in (True, False):
-            taken = _take_nodes(nodes, node_count, gpu_model, starts_at, ends_at, skip_locked)
+            taken = _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked)
             if taken:
                 return group, taken
     return None
