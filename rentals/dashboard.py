@@ -26,12 +26,23 @@ from telemetry.selectors import (
     rolled_until,
 )
 
+# Each holding in the range counted in the steps it touches (a join of every step with
+# every holding grew with both); steps without any still come back, with 0.
 _ALLOCATED_PER_STEP = """
-SELECT h, count(ag.id)
-FROM generate_series(date_trunc(%(unit)s, %(start)s::timestamptz), %(end)s, %(step)s::interval) AS h
-LEFT JOIN rentals_allocationgpu ag
-  ON NOT ag.released AND ag.starts_at < h + %(step)s::interval AND ag.ends_at > h
-GROUP BY h ORDER BY h
+WITH steps AS (
+    SELECT h FROM generate_series(date_trunc(%(unit)s, %(start)s::timestamptz), %(end)s,
+                                  %(step)s::interval) AS h
+), held AS (
+    SELECT h, count(*) AS n
+    FROM rentals_allocationgpu ag
+    CROSS JOIN LATERAL generate_series(
+        greatest(date_trunc(%(unit)s, ag.starts_at), date_trunc(%(unit)s, %(start)s::timestamptz)),
+        least(ag.ends_at - interval '1 microsecond', %(end)s), %(step)s::interval) AS h
+    WHERE NOT ag.released AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
+      AND ag.ends_at > date_trunc(%(unit)s, %(start)s::timestamptz)
+    GROUP BY h
+)
+SELECT steps.h, coalesce(held.n, 0) FROM steps LEFT JOIN held USING (h) ORDER BY steps.h
 """
 
 # Each holding in the next 30 days spread over the days it touches: reads the holdings,

@@ -1,13 +1,15 @@
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from accounts.access import acting_as
-from rentals.dashboard import fleet_dashboard, fleet_dashboard_cached
+from rentals.dashboard import fleet_dashboard, fleet_dashboard_cached, fleet_over_time, step_for
+from rentals.models import AllocationGpu
 from rentals.services import allocation_cancel, allocation_start, allocation_stop
+from rentals.templatetags.heatmap import heat_cells
 from rentals.usage import allocation_usage
 from tests.rentals.helpers import book
 
@@ -69,6 +71,29 @@ def test_booked_ahead_splits_a_holding_over_the_days_it_touches(catalog, alice):
     assert days[3]["pct"] == pytest.approx(0.8 / 20 * 100)
 
 
+@pytest.mark.parametrize("days", [2, 30])
+def test_allocated_per_step_counts_the_holdings_that_overlap_each_step(catalog, alice, days):
+    """Hourly and daily steps: the GPUs held at some time in each step, from its start
+    (truncated) to the live one, against a count of every holding in Python. The range
+    ends three days ahead, so holdings booked now lie on both sides of its steps."""
+    now = timezone.now()
+    book(alice, model="h100", count=1, period="day")
+    for hours, period in [(5, "day"), (30, "day"), (50, "week"), (71.5, "day")]:
+        book(alice, model="h100", count=1, period=period, starts_at=now + timedelta(hours=hours))
+    cancelled = book(alice, model="h100", count=2, period="day", starts_at=now + timedelta(hours=2))
+    allocation_cancel(acting=acting_as(alice), allocation=cancelled)
+    end = now + timedelta(days=3)
+    step = step_for(days)
+    points = fleet_over_time(start=end - timedelta(days=days), end=end, step=step)
+    holdings = list(AllocationGpu.objects.filter(released=False))
+    assert holdings and len(points) == days * (24 if step == timedelta(hours=1) else 1) + 1
+    for point in points:
+        h = datetime.fromisoformat(point["t"])
+        expected = sum(1 for g in holdings if g.starts_at < h + step and g.ends_at > h)
+        assert point["allocated"] == expected, point
+    assert points[-1]["allocated"] == 2
+
+
 def test_the_dashboard_is_computed_once_a_minute(catalog, alice, django_assert_num_queries):
     at = timezone.now().replace(second=5)
     first = fleet_dashboard_cached(days=7, now=at)
@@ -84,3 +109,18 @@ def test_the_dashboard_page_says_when_its_figures_were_computed(catalog, client,
     client.force_login(django_user_model.objects.create_user("boss", is_staff=True))
     page = client.get("/usage/").content.decode()
     assert "Figures as of <time" in page
+
+
+def test_heatmap_cells_show_gpu_days_in_the_page_language():
+    days = [
+        {"gpu_days": 0.2, "shade": 1},
+        {"gpu_days": 2.5, "shade": 12},
+        {"gpu_days": 0.0, "shade": 0},
+    ]
+    with translation.override("en"):
+        cells = heat_cells(days)
+    assert cells.count("<td") == 3
+    assert 'color-mix(in srgb, #0f3d5e 12%, white)" title="2.5 GPU-days">3</td>' in cells
+    assert 'title="0.2 GPU-days">0</td>' in cells
+    with translation.override("pl"):
+        assert 'title="2,5 GPU-dni">3</td>' in heat_cells(days)
