@@ -41,10 +41,17 @@ def database_url():
 
 
 @contextmanager
-def gunicorn(workers=2, threads=4):
+def gunicorn(workers=2, threads=4, *, pages=False):
+    """A gunicorn on the test database; with `pages`, static files are collected first
+    (pages name the hashed files)."""
     connections.close_all()
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url(), "LOG_LEVEL": "WARNING"}
+    if pages:
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+            cwd=ROOT, env=env, check=True,
+        )  # fmt: skip
     env["AUTH_THROTTLE_RATE"] = env["PURCHASE_THROTTLE_RATE"] = "100000/s"
     env["QUOTE_THROTTLE_RATE"] = "100000/s"
     env["DJANGO_ALLOW_INSECURE"] = "true"  # plain HTTP on loopback
