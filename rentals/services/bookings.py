@@ -12,7 +12,7 @@ the same constraint, so either every node is held for the paid period or none is
 from datetime import datetime
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import DateTimeField, Exists, Func, OuterRef
 from django.utils.translation import gettext as _
 
@@ -24,20 +24,21 @@ from rentals.availability import earliest_start
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
     Allocation,
+    AllocationEvent,
     AllocationGpu,
     AllocationState,
     Cluster,
     EventKind,
-    LedgerEntry,
     LedgerKind,
     LedgerReason,
+    Notice,
     NoticeKind,
     Quote,
     QuoteKind,
 )
 from rentals.placement import place_cluster_locked, place_locked
-from rentals.services.events import events_record, raise_if_lost_race
-from rentals.services.notices import receipt_record
+from rentals.services.events import events_announce, raise_if_lost_race
+from rentals.services.notices import receipt_mail
 from rentals.services.spend import spend_limit_check
 
 
@@ -87,51 +88,123 @@ def allocation_book(
     spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     cluster, placed = _place(acting, quote, paid_from, paid_until)
     state = AllocationState.RUNNING if paid_from <= now else AllocationState.SCHEDULED
-    allocations = Allocation.objects.bulk_create(
-        Allocation(
-            team=acting.team, user=acting.user, quote=quote, gpu_model=quote.gpu_model,
-            node=node, gpu_count=len(gpus), period=quote.period, paid_from=paid_from,
-            paid_until=paid_until, state=state, cluster=cluster,
+    allocations = [
+        _as_written(
+            Allocation, team=acting.team, user=acting.user, quote=quote,
+            gpu_model=quote.gpu_model, node=node, gpu_count=len(gpus), period=quote.period,
+            paid_from=paid_from, paid_until=paid_until, state=state, cluster=cluster,
+            created_at=quote.clock,
         )
         for node, gpus in placed
-    )  # fmt: skip
+    ]  # fmt: skip
     try:
         with transaction.atomic():
-            holdings = AllocationGpu.objects.bulk_create(
-                AllocationGpu(
-                    allocation=allocation, gpu=gpu, starts_at=paid_from, ends_at=paid_until
-                )
-                for allocation, (_node, gpus) in zip(allocations, placed, strict=True)
-                for gpu in gpus
-            )
+            holding_ids, event_ids, notice_id = _write(allocations, placed, quote, now)
     except IntegrityError as exc:
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
     bump(CATALOG)  # GPUs free now changed for the catalog list
-    held = {allocation.pk: [] for allocation in allocations}
-    for holding in sorted(holdings, key=lambda h: h.gpu.index):
-        held[holding.allocation_id].append(holding)
-    for allocation in allocations:
-        _carry(allocation, "held", held[allocation.pk])
-    lead = allocations[0]
-    LedgerEntry.objects.create(
-        team=acting.team,
-        user=acting.user,
-        allocation=lead,
-        kind=LedgerKind.CHARGE,
-        amount=quote.total,
-        currency=quote.currency,
-        reason=LedgerReason.BOOKING,
-        period_count=quote.period_count,
-        at=now,
-    )
-    events = events_record(
-        allocations, kind=EventKind.BOOKED, actor=acting.user, to_state=state, at=now
-    )
-    for allocation, event in zip(allocations, events, strict=True):
+    events = []
+    for allocation, (_node, gpus) in zip(allocations, placed, strict=True):
+        held = [
+            _as_written(
+                AllocationGpu, id=holding_ids[gpu.pk], allocation=allocation, gpu=gpu,
+                starts_at=paid_from, ends_at=paid_until,
+            )
+            for gpu in gpus
+        ]  # fmt: skip
+        event = _as_written(
+            AllocationEvent, id=event_ids[allocation.pk], allocation=allocation, at=now,
+            actor=acting.user, kind=EventKind.BOOKED, to_state=state,
+        )  # fmt: skip
+        _carry(allocation, "held", held)
         _carry(allocation, "events", [event])
-    receipt_record(allocation=lead, quote=quote, kind=NoticeKind.BOOKED, at=now)
+        events.append(event)
+    events_announce(events)
+    lead = allocations[0]
+    receipt_mail(
+        _as_written(
+            Notice, id=notice_id, user=acting.user, allocation=lead, kind=NoticeKind.BOOKED,
+            quote=quote, ends_at=paid_until, created_at=now,
+        )
+    )  # fmt: skip
     return lead
+
+
+# Everything a booking writes, in one statement: one allocation per node, the GPUs each
+# holds for the paid period (under the exclusion constraint), the charge (on the first
+# allocation), a "booked" event per allocation and the receipt. Foreign keys between
+# these rows are checked at the end of the statement, when all of them are there.
+_WRITE = """
+WITH allocation AS (
+    INSERT INTO rentals_allocation (id, team_id, user_id, quote_id, cluster_id, gpu_model_id,
+        node_id, gpu_count, period_id, paid_from, paid_until, state, created_at)
+    SELECT a.id, %(team)s, %(user)s, %(quote)s, %(cluster)s, %(model)s, a.node_id, a.gpus,
+           %(period)s, %(paid_from)s, %(paid_until)s, %(state)s, %(created_at)s
+    FROM unnest(%(allocations)s::uuid[], %(nodes)s::int[], %(gpu_counts)s::int[])
+        AS a (id, node_id, gpus)
+), holding AS (
+    INSERT INTO rentals_allocationgpu (allocation_id, gpu_id, starts_at, ends_at, released)
+    SELECT h.allocation_id, h.gpu_id, %(paid_from)s, %(paid_until)s, false
+    FROM unnest(%(holders)s::uuid[], %(gpus)s::int[]) AS h (allocation_id, gpu_id)
+    RETURNING gpu_id, id
+), charge AS (
+    INSERT INTO rentals_ledgerentry (team_id, user_id, allocation_id, kind, amount, currency,
+        reason, period_count, at)
+    VALUES (%(team)s, %(user)s, %(lead)s, %(charge)s, %(amount)s, %(currency)s, %(reason)s,
+            %(period_count)s, %(now)s)
+), event AS (
+    INSERT INTO rentals_allocationevent (allocation_id, at, actor_id, kind, from_state,
+        to_state, note)
+    SELECT e.id, %(now)s, %(user)s, %(booked)s, '', %(state)s, ''
+    FROM unnest(%(allocations)s::uuid[]) AS e (id)
+    RETURNING allocation_id, id
+), receipt AS (
+    INSERT INTO rentals_notice (user_id, allocation_id, quote_id, endpoint_url, kind, ends_at,
+        created_at, attempts, last_error)
+    VALUES (%(user)s, %(lead)s, %(quote)s, '', %(receipt)s, %(paid_until)s, %(now)s, 0, '')
+    RETURNING id
+)
+SELECT (SELECT json_object_agg(gpu_id, id) FROM holding),
+       (SELECT json_object_agg(allocation_id, id) FROM event),
+       (SELECT id FROM receipt)
+"""
+
+
+def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, int], int]:
+    """Write the booking (`_WRITE`); back: the holdings' ids by GPU id, the events' ids by
+    allocation id, and the receipt's id."""
+    lead = allocations[0]
+    params = {
+        "team": lead.team_id, "user": lead.user_id, "quote": quote.pk,
+        "cluster": lead.cluster_id, "model": quote.gpu_model_id, "period": quote.period_id,
+        "paid_from": lead.paid_from, "paid_until": lead.paid_until, "state": lead.state,
+        "created_at": lead.created_at, "now": now, "lead": lead.pk,
+        "allocations": [a.pk for a in allocations],
+        "nodes": [node.pk for node, _gpus in placed],
+        "gpu_counts": [len(gpus) for _node, gpus in placed],
+        "holders": [a.pk for a, (_node, gpus) in zip(allocations, placed, strict=True)
+                    for _gpu in gpus],
+        "gpus": [gpu.pk for _node, gpus in placed for gpu in gpus],
+        "charge": LedgerKind.CHARGE, "amount": quote.total, "currency": quote.currency,
+        "reason": LedgerReason.BOOKING, "period_count": quote.period_count,
+        "booked": EventKind.BOOKED, "receipt": NoticeKind.BOOKED,
+    }  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(_WRITE, params)
+        holdings, events, notice_id = cursor.fetchone()
+    return (
+        {int(gpu): pk for gpu, pk in holdings.items()},
+        {UUID(allocation): pk for allocation, pk in events.items()},
+        notice_id,
+    )
+
+
+def _as_written(model, **fields):
+    """A `model` instance for a row written with SQL (`_WRITE`), as if read back."""
+    instance = model(**fields)
+    instance._state.adding, instance._state.db = False, connection.alias
+    return instance
 
 
 def _carry(allocation: Allocation, related: str, rows: list) -> None:

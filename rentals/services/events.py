@@ -30,12 +30,17 @@ def events_record(
         )
         for allocation in allocations
     )  # fmt: skip
+    events_announce(events)
+    return events
+
+
+def events_announce(events: list[AllocationEvent]) -> None:
+    """Tell the listeners (webhooks) of events just written, once for all of them."""
     allocation_events_recorded.send(
         sender=AllocationEvent,
         event_ids=[event.pk for event in events],
-        team_ids={allocation.team_id for allocation in allocations},
+        team_ids={event.allocation.team_id for event in events},
     )
-    return events
 
 
 def raise_if_lost_race(exc, final: NoCapacity | None = None) -> None:

@@ -149,9 +149,15 @@ def receipt_record(*, allocation: Allocation, quote: Quote, kind: str, at: datet
         user=allocation.user, allocation=allocation, kind=kind, quote=quote,
         ends_at=allocation.paid_until, created_at=at,
     )  # fmt: skip
-    if allocation.user.email:
-        transaction.on_commit(lambda: _queue([notice.pk]))
+    receipt_mail(notice)
     return notice
+
+
+def receipt_mail(notice: Notice) -> None:
+    """Mail a receipt just recorded once its transaction commits, to an owner with an
+    address."""
+    if notice.user.email:
+        transaction.on_commit(lambda: _queue([notice.pk]))
 
 
 def notice_subject(notice: Notice) -> str:

@@ -26,7 +26,7 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     statements, quote = _count(lambda: quote_create(acting=acting, **QUOTE))
     assert statements == 7
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
-    assert statements == 15
+    assert statements == 11
 
 
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
@@ -41,7 +41,7 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
             HTTP_IDEMPOTENCY_KEY=key(),
         )  # fmt: skip
     )
-    assert statements == 24
+    assert statements == 20
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
     assert statements == 4  # a fresh answer: the next change in time, models, prices, periods
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
