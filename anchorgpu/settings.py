@@ -134,7 +134,7 @@ if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"REDIS_URL is not set or not a redis:// URL. {_HINTS['REDIS_URL']}")
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "core.cache.RedisCache",  # keeps its client (core/cache.py)
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "anchorgpu",
         "TIMEOUT": 300,
