@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 from rest_framework.views import APIView
 
 from accounts.access import Acting, acting_for_request
-from core.db import retried_transaction
+from core.db import Retry, retried_transaction
 from core.errors import DomainError
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
 from rentals.models import IdempotencyKey
@@ -60,24 +60,50 @@ def _replay(stored: IdempotencyKey) -> HttpResponse:
     return response
 
 
+# The stored answer and the advisory lock that tells a concurrent duplicate apart (409)
+# without blocking it, in one statement. A first request that committed in the instant
+# between this statement's snapshot and its lock is not seen here; its row then makes
+# `_CLAIM` insert nothing, and the whole transaction runs again and replays it.
+_LOOK_UP = """
+SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)s, 0)),
+       k.id, k.fingerprint, k.created_at, k.status_code, k.content_type, k.location, k.body
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN rentals_idempotencykey k ON k.team_id = %(team)s AND k.key = %(key)s
+"""
+
+_CLAIM = """
+INSERT INTO rentals_idempotencykey (team_id, user_id, key, fingerprint, status_code,
+    content_type, location, body, created_at)
+VALUES (%(team)s, %(user)s, %(key)s, %(fingerprint)s, %(status_code)s, %(content_type)s,
+        %(location)s, %(body)s, %(created_at)s)
+ON CONFLICT (team_id, key) DO NOTHING
+RETURNING id
+"""
+
+
 @retried_transaction
 def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> HttpResponse:
     """The stored answer to (team, key), or `respond()`'s, stored: members of one team
     share keys, so two of them retrying the same purchase buy once."""
     team = acting.team
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", [f"idem:{team.pk}:{key}"]
-        )
-        if not cursor.fetchone()[0]:
-            raise KeyInFlight(_("The first request with this key is still running; retry shortly."))
+        cursor.execute(_LOOK_UP, {"lock": f"idem:{team.pk}:{key}", "team": team.pk, "key": key})
+        locked, *row = cursor.fetchone()
+    if not locked:
+        raise _in_flight()
     now = timezone.now()
-    stored = IdempotencyKey.objects.filter(team=team, key=key).first()
+    stored = None
+    if row[0] is not None:
+        pk, stored_fingerprint, created_at, status_code, content_type, location, body = row
+        stored = IdempotencyKey(
+            id=pk, team=team, key=key, fingerprint=stored_fingerprint, created_at=created_at,
+            status_code=status_code, content_type=content_type, location=location, body=body,
+        )  # fmt: skip
     if (
         stored is not None
         and stored.created_at <= now - settings.ANCHORGPU["IDEMPOTENCY_RETENTION"]
     ):
-        stored.delete()
+        IdempotencyKey.objects.filter(pk=stored.pk).delete()
         stored = None
     if stored is not None:
         if stored.fingerprint != fingerprint:
@@ -88,18 +114,24 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
     response = respond()
     if hasattr(response, "render") and not response.is_rendered:
         response.render()
-    IdempotencyKey.objects.create(
-        team=team,
-        user=acting.user,
-        key=key,
-        fingerprint=fingerprint,
-        status_code=response.status_code,
-        content_type=response.get("Content-Type", ""),
-        location=response.get("Location", ""),
-        body=response.content,
-        created_at=now,
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM,
+            {
+                "team": team.pk, "user": acting.user.pk, "key": key, "fingerprint": fingerprint,
+                "status_code": response.status_code,
+                "content_type": response.get("Content-Type", ""),
+                "location": response.get("Location", ""), "body": response.content,
+                "created_at": now,
+            },
+        )  # fmt: skip
+        if cursor.fetchone() is None:  # the first request's row: run again to replay it
+            raise Retry(_in_flight())
     return response
+
+
+def _in_flight() -> KeyInFlight:
+    return KeyInFlight(_("The first request with this key is still running; retry shortly."))
 
 
 def idempotent(view=None, *, refused=None):

@@ -8,6 +8,7 @@ import httpx
 import pytest
 from django.db import connection, connections
 from django.http import JsonResponse
+from django.utils import timezone
 
 from accounts.access import acting_as
 from accounts.services import api_token_create
@@ -123,6 +124,37 @@ def test_two_identical_requests_at_once_book_once(catalog, alice):
     assert Allocation.objects.count() == 1
     replay = respond_once(acting=acting_as(alice), key=key, fingerprint="f", respond=slow_book)
     assert replay["Idempotent-Replayed"] == "true" and replay.content == results[0].content
+
+
+def test_a_first_answer_committed_after_the_look_up_is_replayed_not_doubled(catalog, alice):
+    """The first request's row committed after our look-up's snapshot (here: while we
+    book): our claim inserts nothing, so our booking is rolled back and its answer replayed."""
+    quote = quote_create(
+        acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="day", period_count=1
+    )
+    key = str(uuid.uuid4())
+    calls = []
+
+    @_in_thread
+    def first_answer_commits():
+        IdempotencyKey.objects.create(
+            team=acting_as(alice).team, user=alice, key=key, fingerprint="f", status_code=201,
+            content_type="application/json", body=b'{"first": true}', created_at=timezone.now(),
+        )  # fmt: skip
+
+    def book_while_the_first_commits():
+        calls.append(1)
+        allocation = allocation_book(acting=acting_as(alice), quote=quote)
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(first_answer_commits).result()
+        return JsonResponse({"id": str(allocation.pk)}, status=201)
+
+    answer = respond_once(
+        acting=acting_as(alice), key=key, fingerprint="f", respond=book_while_the_first_commits
+    )
+    assert answer["Idempotent-Replayed"] == "true" and answer.content == b'{"first": true}'
+    assert calls == [1] and Allocation.objects.count() == 0
+    assert IdempotencyKey.objects.count() == 1
 
 
 def test_a_failure_after_the_insert_stores_nothing_and_a_retry_succeeds(catalog, alice):

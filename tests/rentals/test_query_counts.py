@@ -41,7 +41,7 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
             HTTP_IDEMPOTENCY_KEY=key(),
         )  # fmt: skip
     )
-    assert statements == 20
+    assert statements == 19
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
     assert statements == 4  # a fresh answer: the next change in time, models, prices, periods
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
