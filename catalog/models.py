@@ -278,6 +278,12 @@ class Node(models.Model):
         help_text="nodes one cluster may span",
     )  # fmt: skip
     health_detail = models.TextField(blank=True)
+    # Kept by the database (migration 0008): recounted whenever the node's GPUs change and
+    # whenever a save writes it, so a stale copy in memory never lands.
+    gpu_count = models.PositiveSmallIntegerField(
+        _("GPUs"), default=0, db_default=0, editable=False,
+        help_text="the node's GPU rows, counted by the database",
+    )  # fmt: skip
     last_poll_at = models.DateTimeField(null=True, blank=True)
     last_good_poll_at = models.DateTimeField(null=True, blank=True)
 

@@ -3,10 +3,18 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, QuerySet
+from django.db.models import Exists, Max, OuterRef, Prefetch, QuerySet
 from django.utils import timezone
 
-from catalog.models import Gpu, GpuModel, GpuPrice, NodeState, Option, OptionPrice, RentalPeriod
+from catalog.models import (
+    GpuModel,
+    GpuPrice,
+    Node,
+    NodeState,
+    Option,
+    OptionPrice,
+    RentalPeriod,
+)
 from core.versions import CATALOG_ROWS, versioned_copy
 
 
@@ -119,14 +127,12 @@ def catalog_rows() -> CatalogRows:
 
 
 def _catalog_rows() -> CatalogRows:
-    per_node: dict[int, int] = {}
-    for model_id, gpus in (
-        Gpu.objects.filter(node__state=NodeState.ACTIVE)
-        .values("node_id", "node__gpu_model_id")
-        .annotate(n=Count("id"))
-        .values_list("node__gpu_model_id", "n")
-    ):
-        per_node[model_id] = max(per_node.get(model_id, 0), gpus)
+    per_node = dict(
+        Node.objects.filter(state=NodeState.ACTIVE)
+        .values("gpu_model_id")
+        .annotate(n=Max("gpu_count"))
+        .values_list("gpu_model_id", "n")
+    )
     return CatalogRows(
         models={m.slug: m for m in GpuModel.objects.filter(is_active=True)},
         periods={p.slug: p for p in RentalPeriod.objects.filter(is_active=True)},

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from catalog.models import Gpu, GpuModel, Node, NodeHealth, NodeState, Region
+from catalog.models import GpuModel, Node, NodeHealth, NodeState, Region
 from core.db import reads_cursor, reporting_reads
 from core.money import quantize
 from rentals.models import Allocation, AllocationState, LedgerEntry, LedgerKind
@@ -62,8 +62,7 @@ GROUP BY a.gpu_model_id, d
 
 
 _NOW = """
-SELECT (SELECT count(*) FROM catalog_gpu g JOIN catalog_node n ON n.id = g.node_id
-        WHERE n.state = 'active'),
+SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = 'active'),
        (SELECT count(*) FROM rentals_allocationgpu
         WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s),
        (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample
@@ -130,10 +129,10 @@ def booked_ahead(*, now: datetime) -> list[dict]:
         cursor.execute(_BOOKED_AHEAD, {"day0": day0, "day_n": days[-1] + timedelta(days=1)})
         heat = {(model_id, day): float(v) for model_id, day, v in cursor.fetchall()}
     capacity = dict(
-        Gpu.objects.filter(node__state=NodeState.ACTIVE)
-        .values_list("node__gpu_model_id")
-        .annotate(n=Count("id"))
-        .values_list("node__gpu_model_id", "n")
+        Node.objects.filter(state=NodeState.ACTIVE)
+        .values_list("gpu_model_id")
+        .annotate(n=Sum("gpu_count"))
+        .values_list("gpu_model_id", "n")
     )
     rows = []
     for model in GpuModel.objects.filter(is_active=True).order_by("name"):

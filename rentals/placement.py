@@ -110,18 +110,14 @@ def _lock_and_take(node_id, gpu_count, starts_at, ends_at, *, skip_locked=False)
 
 
 _WHOLE_FREE_GROUPS = """
-SELECT n.network_group, array_agg(n.id ORDER BY n.id), array_agg(n.gpus ORDER BY n.id)
-FROM (
-    SELECT n.id, n.network_group, count(g.id) AS gpus
-    FROM catalog_node n JOIN catalog_gpu g ON g.node_id = n.id
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
-      AND NOT EXISTS (
-          SELECT 1 FROM catalog_gpu g2 JOIN rentals_allocationgpu ag ON ag.gpu_id = g2.id
-          WHERE g2.node_id = n.id AND NOT ag.released
-            AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
-    GROUP BY n.id, n.network_group
-    HAVING count(g.id) = %(per_node)s
-) n
+SELECT n.network_group, array_agg(n.id ORDER BY n.id), array_agg(n.gpu_count ORDER BY n.id)
+FROM catalog_node n
+WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
+  AND n.gpu_count = %(per_node)s
+  AND NOT EXISTS (
+      SELECT 1 FROM catalog_gpu g JOIN rentals_allocationgpu ag ON ag.gpu_id = g.id
+      WHERE g.node_id = n.id AND NOT ag.released
+        AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
 GROUP BY n.network_group
 HAVING count(*) >= %(nodes)s
 ORDER BY count(*), n.network_group

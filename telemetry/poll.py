@@ -16,7 +16,8 @@ from typing import NamedTuple
 import httpx
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from catalog.models import Gpu, Node, NodeHealth, NodeState
@@ -414,7 +415,9 @@ def fleet_size_record(*, now: datetime | None = None) -> FleetSize:
     size, _ = FleetSize.objects.update_or_create(
         at=now,
         defaults={
-            "gpus": Gpu.objects.filter(node__state=NodeState.ACTIVE).count(),
+            "gpus": Node.objects.filter(state=NodeState.ACTIVE).aggregate(
+                n=Coalesce(Sum("gpu_count"), 0)
+            )["n"],
             "reporting": GpuSample.objects.filter(at__gte=recent)
             .values("gpu_id")
             .distinct()

@@ -1,6 +1,6 @@
 """Fleet health and flags, for staff."""
 
-from django.db.models import Count
+from django.db.models import F
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions
@@ -27,7 +27,7 @@ class NodeListApi(generics.ListAPIView):
     serializer_class = NodeSerializer
     queryset = (
         Node.objects.select_related("region", "gpu_model")
-        .annotate(gpu_total=Count("gpus"))
+        .annotate(gpu_total=F("gpu_count"))
         .order_by("hostname")
     )
 
