@@ -15,7 +15,7 @@ from rentals.usage import allocation_usage
 pytestmark = pytest.mark.django_db
 
 
-def test_a_new_demo_has_thirty_days_of_history(settings):
+def test_a_new_demo_has_thirty_days_of_history(settings, client, django_user_model):
     seed_catalog()
     seed_users(password="pw-demo-123456")
     seed_rentals()
@@ -36,6 +36,15 @@ def test_a_new_demo_has_thirty_days_of_history(settings):
     assert {row["name"] for row in dashboard["by_model"]} >= {"NVIDIA H200 SXM", "NVIDIA L4"}
     assert all(row["hours"] > 0 for row in dashboard["by_model"])
     assert dashboard["revenue"] and any(r["amount"] > 0 for r in dashboard["revenue"])
+
+    # GPU-hours run to thousands: grouped as the reader's language writes numbers
+    hours = max(row["hours"] for row in dashboard["by_model"])
+    assert hours >= 1000
+    client.force_login(django_user_model.objects.create_user("dashboard-reader", is_staff=True))
+    english = f"{hours:,.1f}"
+    assert english in client.get("/usage/?days=30", HTTP_ACCEPT_LANGUAGE="en").text
+    polish = english.replace(",", "\xa0").replace(".", ",")
+    assert polish in client.get("/usage/?days=30", HTTP_ACCEPT_LANGUAGE="pl").text
 
     ended = Allocation.objects.filter(state=AllocationState.EXPIRED).order_by("paid_from").first()
     summary = allocation_usage(allocation=ended, now=now)
