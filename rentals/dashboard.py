@@ -29,17 +29,18 @@ from telemetry.selectors import (
 # Each holding in the range counted in the steps it touches (a join of every step with
 # every holding grew with both); steps without any still come back, with 0.
 _ALLOCATED_PER_STEP = """
-WITH steps AS (
-    SELECT h FROM generate_series(date_trunc(%(unit)s, %(start)s::timestamptz), %(end)s,
-                                  %(step)s::interval) AS h
+WITH first AS (
+    SELECT date_trunc(%(unit)s, %(start)s::timestamptz) AS at
+), steps AS (
+    SELECT generate_series(first.at, %(end)s, %(step)s::interval) AS h FROM first
 ), held AS (
     SELECT h, count(*) AS n
-    FROM rentals_allocationgpu ag
+    FROM first, rentals_allocationgpu ag
     CROSS JOIN LATERAL generate_series(
-        greatest(date_trunc(%(unit)s, ag.starts_at), date_trunc(%(unit)s, %(start)s::timestamptz)),
+        greatest(date_trunc(%(unit)s, ag.starts_at), first.at),
         least(ag.ends_at - interval '1 microsecond', %(end)s), %(step)s::interval) AS h
-    WHERE NOT ag.released AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
-      AND ag.ends_at > date_trunc(%(unit)s, %(start)s::timestamptz)
+    WHERE NOT ag.released AND ag.ends_at > first.at
+      AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
     GROUP BY h
 )
 SELECT steps.h, coalesce(held.n, 0) FROM steps LEFT JOIN held USING (h) ORDER BY steps.h
