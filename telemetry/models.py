@@ -131,12 +131,13 @@ class FleetRollup(models.Model):
 
 
 class FleetSize(models.Model):
-    """How many GPUs the fleet had at each polling round: the "total" line of the fleet
-    over time comes from these, never from today's count drawn across the past."""
+    """How many GPUs the fleet had, per hour (the largest of the hour's polling rounds): the
+    "total" line of the fleet over time comes from these, never from today's count drawn
+    across the past."""
 
-    at = models.DateTimeField(unique=True)
-    gpus = models.PositiveIntegerField(help_text="GPUs on active nodes")
-    reporting = models.PositiveIntegerField(help_text="GPUs that answered this round")
+    at = models.DateTimeField(unique=True, help_text="the hour's start")
+    gpus = models.PositiveIntegerField(help_text="most GPUs on active nodes in a round")
+    reporting = models.PositiveIntegerField(help_text="fewest GPUs that answered a round")
 
     def __str__(self):
         return f"{self.gpus} GPUs at {self.at}"

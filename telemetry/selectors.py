@@ -8,7 +8,7 @@ from django.db.models import Sum
 
 from catalog.models import Gpu
 from core.db import reads_cursor
-from telemetry.models import Flag, FleetRollup, FleetSize, GpuRollup, GpuSample
+from telemetry.models import Flag, FleetRollup, GpuRollup, GpuSample
 from telemetry.rollup import samples_with_deltas
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -305,14 +305,20 @@ def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
     return total
 
 
+_SIZES = """
+SELECT date_trunc(%(unit)s, at), max(gpus) FROM telemetry_fleetsize
+WHERE at >= %(start)s AND at <= %(end)s
+GROUP BY 1
+"""
+
+
 def fleet_sizes(*, start: datetime, end: datetime, step: timedelta) -> dict[datetime, int]:
-    """The fleet's size per step from what the polling rounds recorded (the largest in each
-    step). A step with no record is missing, not guessed from today's fleet."""
-    sizes: dict[datetime, int] = {}
-    for at, gpus in FleetSize.objects.filter(at__gte=start, at__lte=end).values_list("at", "gpus"):
-        key = _floor(at, step)
-        sizes[key] = max(sizes.get(key, 0), gpus)
-    return sizes
+    """The fleet's size per hour or day from what the polling rounds recorded (the largest
+    in each step). A step with no record is missing, not guessed from today's fleet."""
+    unit = {timedelta(hours=1): "hour", timedelta(days=1): "day"}[step]
+    with reads_cursor() as cursor:
+        cursor.execute(_SIZES, {"unit": unit, "start": start, "end": end})
+        return dict(cursor.fetchall())
 
 
 def flag_list(*, state: str = "open", kind=None, severity=None, node=None):

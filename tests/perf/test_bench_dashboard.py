@@ -31,6 +31,14 @@ CROSS JOIN generate_series(date_trunc('hour', now()) - interval '90 days',
 WHERE g.node_id IN (SELECT id FROM catalog_node WHERE hostname LIKE 'dash-%')
 """
 
+# What the polling rounds of 90 days leave (`fleet_size_record`: one row per hour).
+SIZES = """
+INSERT INTO telemetry_fleetsize (at, gpus, reporting)
+SELECT h, 800, 800
+FROM generate_series(date_trunc('hour', now()) - interval '90 days', date_trunc('hour', now()),
+                     interval '1 hour') AS h
+"""
+
 
 def timed(client, url, runs=5, uncached=False):
     times = []
@@ -49,6 +57,7 @@ def test_dashboard_server_time(client, django_user_model):
     h100_fleet("dash", 100, spread_regions=True)
     with connection.cursor() as cursor:
         cursor.execute(FILL)
+        cursor.execute(SIZES)
     days = telemetry_rollup()["day"]
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE telemetry_gpurollup")
