@@ -118,6 +118,14 @@ def reads_cursor():
     return connections[reads_db()].cursor()
 
 
+def read_rows(sql: str, params: dict | None = None) -> list[dict]:
+    """A raw read on `reads_db()`, each row a dict by column name."""
+    with reads_cursor() as cursor:
+        cursor.execute(sql, params)
+        names = [column.name for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
 class ReportingRouter:
     """Routes the ORM's reads inside `reporting_reads()`; writes and migrations go to the
     primary only."""

@@ -7,22 +7,21 @@ week it reads hourly rollups; longer ranges read daily ones.
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from catalog.models import GpuModel, Node, NodeHealth, NodeState, Region
-from core.db import reads_cursor, reporting_reads
+from catalog.models import NodeHealth
+from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
-from rentals.models import Allocation, AllocationState, LedgerEntry, LedgerKind
-from rentals.usage import stopped_spans
-from telemetry.models import FleetRollup, GpuRollup, GpuSample
+from rentals.models import LedgerKind
+from telemetry.models import FleetRollup, GpuRollup
 from telemetry.selectors import (
     busy_gpus,
-    flag_list,
     fleet_busy_by_bucket,
     fleet_sizes,
     fleet_totals_by_group,
+    open_flag_rows,
     rolled_until,
 )
 
@@ -62,13 +61,97 @@ GROUP BY a.gpu_model_id, d
 """
 
 
+# The page's top line in one statement: GPUs in the fleet, allocated and busy now, GPU-hours
+# paid but stopped within the range (each stop to the next event leaving "stopped", or to
+# the end of the paid period; clipped to the range) and nodes per health.
 _NOW = """
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = 'active'),
        (SELECT count(*) FROM rentals_allocationgpu
         WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s),
        (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample
-        WHERE at >= %(since)s AND utilization > %(threshold)s)
+        WHERE at >= %(since)s AND utilization > %(threshold)s),
+       (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
+                    least(coalesce(back.at, a.paid_until), %(now)s) - greatest(stop.at, %(start)s))),
+                0) / 3600
+        FROM rentals_allocation a
+        JOIN rentals_allocationevent stop ON stop.allocation_id = a.id AND stop.to_state = 'stopped'
+        LEFT JOIN LATERAL (
+            SELECT e.at FROM rentals_allocationevent e
+            WHERE e.allocation_id = a.id AND e.from_state = 'stopped'
+              AND (e.at, e.id) > (stop.at, stop.id)
+            ORDER BY e.at, e.id LIMIT 1
+        ) AS back ON true
+        WHERE (a.state IN ('running', 'stopped') OR a.paid_until >= %(start)s)
+          AND a.paid_from <= %(now)s
+          AND least(coalesce(back.at, a.paid_until), %(now)s) > greatest(stop.at, %(start)s)),
+       (SELECT json_object_agg(health, n ORDER BY health)
+        FROM (SELECT health, count(*) AS n FROM catalog_node WHERE state <> 'retired'
+              GROUP BY health) AS h)
 """
+
+_REVENUE = """
+SELECT l.kind, l.currency, p.name AS period_name, sum(l.amount) AS amount, count(*) AS bookings
+FROM rentals_ledgerentry l
+JOIN rentals_allocation a ON a.id = l.allocation_id
+JOIN catalog_rentalperiod p ON p.id = a.period_id
+WHERE l.at >= %(start)s AND l.at < %(end)s AND l.kind IN ('charge', 'refund')
+GROUP BY l.kind, l.currency, p.name
+ORDER BY l.currency, p.name
+"""
+
+_CAPACITY = """
+SELECT m.id, m.slug, m.name, coalesce(sum(n.gpu_count), 0) AS capacity
+FROM catalog_gpumodel m
+LEFT JOIN catalog_node n ON n.gpu_model_id = m.id AND n.state = 'active'
+WHERE m.is_active
+GROUP BY m.id
+ORDER BY m.name
+"""
+
+_NAMES = """
+SELECT 'model', id, name FROM catalog_gpumodel
+UNION ALL
+SELECT 'region', id, name FROM catalog_region
+"""
+
+_TROUBLED = """
+SELECT n.hostname, n.health, n.health_detail, n.last_good_poll_at, r.name AS region,
+       m.name AS model
+FROM catalog_node n
+JOIN catalog_region r ON r.id = n.region_id
+JOIN catalog_gpumodel m ON m.id = n.gpu_model_id
+WHERE n.state <> 'retired' AND n.health <> 'healthy'
+ORDER BY n.hostname
+LIMIT 100
+"""
+
+# Allocations as the dashboard's lists show them; `{where}` picks and orders them.
+_ALLOCATIONS = """
+SELECT a.id, a.gpu_count, a.state, a.paid_until, m.slug AS model_slug, m.name AS model,
+       u.username AS owner, n.hostname AS node
+FROM rentals_allocation a
+JOIN catalog_gpumodel m ON m.id = a.gpu_model_id
+JOIN catalog_node n ON n.id = a.node_id
+JOIN {users} u ON u.id = a.user_id
+WHERE {where}
+ORDER BY a.paid_until
+LIMIT %(limit)s
+"""
+
+_EXPIRING = "a.state IN ('running', 'stopped') AND a.paid_until <= %(soon)s"
+
+# Running since before `since` and none of its GPUs over the threshold since then.
+_IDLE = """
+a.state = 'running' AND a.paid_from <= %(since)s AND NOT EXISTS (
+    SELECT 1 FROM rentals_allocationgpu ag
+    JOIN telemetry_gpusample s ON s.gpu_id = ag.gpu_id
+    WHERE ag.allocation_id = a.id AND s.at >= %(since)s AND s.utilization > %(threshold)s)
+"""
+
+
+def _allocation_rows(where: str, **params) -> list[dict]:
+    users = get_user_model()._meta.db_table
+    return read_rows(_ALLOCATIONS.format(users=users, where=where), params)
 
 
 def step_for(days: float) -> timedelta:
@@ -104,111 +187,67 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
 def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
     """Charges per currency and rental period, and refunds per currency: amounts of two
     currencies are never added."""
-    rows = list(
-        LedgerEntry.objects.filter(at__gte=start, at__lt=end, kind=LedgerKind.CHARGE)
-        .values("currency", period_name=F("allocation__period__name"))
-        .annotate(amount=Sum("amount"), bookings=Count("id"))
-        .order_by("currency", "period_name")
-    )
-    refunds = dict(
-        LedgerEntry.objects.filter(at__gte=start, at__lt=end, kind=LedgerKind.REFUND)
-        .values_list("currency")
-        .annotate(s=Sum("amount"))
-        .values_list("currency", "s")
-    )
-    for row in rows:
-        row["amount"] = quantize(row["amount"], row["currency"])
-    return rows, {c: quantize(a, c) for c, a in refunds.items()}
+    charges, refunds = [], {}
+    for row in read_rows(_REVENUE, {"start": start, "end": end}):
+        kind, currency = row.pop("kind"), row["currency"]
+        if kind == LedgerKind.CHARGE:
+            charges.append({**row, "amount": quantize(row["amount"], currency)})
+        else:
+            refunds[currency] = refunds.get(currency, 0) + row["amount"]
+    return charges, {c: quantize(a, c) for c, a in refunds.items()}
 
 
 @reporting_reads()
 def booked_ahead(*, now: datetime) -> list[dict]:
-    """GPU-days booked per model for the next 30 days, against each model's capacity."""
+    """GPU-days booked per active model for the next 30 days, against each model's
+    capacity. `model` is the model's id, slug and name."""
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    days = [day0 + timedelta(days=i) for i in range(30)]
+    days = [day0.date() + timedelta(days=i) for i in range(30)]
     with reads_cursor() as cursor:
-        cursor.execute(_BOOKED_AHEAD, {"day0": day0, "day_n": days[-1] + timedelta(days=1)})
+        cursor.execute(_BOOKED_AHEAD, {"day0": day0, "day_n": day0 + timedelta(days=30)})
         heat = {(model_id, day): float(v) for model_id, day, v in cursor.fetchall()}
-    capacity = dict(
-        Node.objects.filter(state=NodeState.ACTIVE)
-        .values_list("gpu_model_id")
-        .annotate(n=Sum("gpu_count"))
-        .values_list("gpu_model_id", "n")
-    )
     rows = []
-    for model in GpuModel.objects.filter(is_active=True).order_by("name"):
-        cap = capacity.get(model.pk, 0)
+    for model in read_rows(_CAPACITY):
+        cap = model.pop("capacity")
         cells = []
         for day in days:
-            value = round(heat.get((model.pk, day.date()), 0.0), 1)
+            value = round(heat.get((model["id"], day), 0.0), 1)
             pct = value / cap * 100 if cap else 0
             # shade: the cell's colour strength, half the share booked (a full day is 50 %)
-            cells.append(
-                {"day": day.date(), "gpu_days": value, "pct": pct, "shade": round(pct / 2)}
-            )
+            cells.append({"day": day, "gpu_days": value, "pct": pct, "shade": round(pct / 2)})
         rows.append({"model": model, "capacity": cap, "days": cells})
     return rows
 
 
-def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50):
-    """Running allocations whose GPUs have not been busy for `hours`."""
-    since = now - timedelta(hours=hours)
+@reporting_reads()
+def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> list[dict]:
+    """Running allocations whose GPUs have not been busy for `hours`, as plain rows."""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    busy_recent = GpuSample.objects.filter(at__gte=since, utilization__gt=threshold).values(
-        "gpu_id"
-    )
-    return (
-        Allocation.objects.filter(state=AllocationState.RUNNING, paid_from__lte=since)
-        .exclude(held__gpu_id__in=busy_recent)
-        .select_related("user", "gpu_model", "node")
-        .order_by("paid_until")[:limit]
+    return _allocation_rows(
+        _IDLE, since=now - timedelta(hours=hours), threshold=threshold, limit=limit
     )
 
 
 @reporting_reads()
 def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
-    """Everything on the staff dashboard, every figure including the live part."""
+    """Everything on the staff dashboard, every figure including the live part. Lists are
+    plain rows, so a minute's copy in the cache is cheap to write and read."""
     now = now or timezone.now()
     start = now - timedelta(days=days)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with reads_cursor() as cursor:
         cursor.execute(
-            _NOW, {"now": now, "since": now - timedelta(minutes=2), "threshold": threshold}
-        )
-        total, allocated_now, busy_now = cursor.fetchone()
+            _NOW,
+            {"now": now, "start": start, "since": now - timedelta(minutes=2),
+             "threshold": threshold},
+        )  # fmt: skip
+        total, allocated_now, busy_now, stopped_hours, health = cursor.fetchone()
+    health = health or {}
     by_model, by_region = use_by_model_and_region(start=start, end=now)
-    live = Allocation.objects.filter(
-        Q(state__in=[AllocationState.RUNNING, AllocationState.STOPPED]) | Q(paid_until__gte=start),
-        paid_from__lte=now,
-    ).prefetch_related("events")
-    stopped_gpu_hours = 0.0
-    for allocation in live:
-        for a, b in stopped_spans(allocation=allocation, now=now):
-            overlap = (min(b, now) - max(a, start)).total_seconds()
-            if overlap > 0:
-                stopped_gpu_hours += overlap / 3600 * allocation.gpu_count
     charges, refunds = revenue(start=start, end=now)
-    health = dict(
-        Node.objects.exclude(state=NodeState.RETIRED)
-        .values_list("health")
-        .annotate(n=Count("id"))
-        .values_list("health", "n")
-    )
-    troubled = (
-        Node.objects.exclude(state=NodeState.RETIRED)
-        .exclude(health=NodeHealth.HEALTHY)
-        .select_related("region", "gpu_model")
-        .order_by("hostname")[:100]
-    )
-    flags = flag_list(state="open")[:200]
-    expiring = (
-        Allocation.objects.filter(
-            state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
-            paid_until__lte=now + timedelta(hours=48),
-        )
-        .select_related("user", "gpu_model", "node")
-        .order_by("paid_until")[:100]
-    )
+    troubled = read_rows(_TROUBLED)
+    for node in troubled:
+        node["health_label"] = NodeHealth(node["health"]).label
     heatmap = booked_ahead(now=now)
     return {
         "now": now,
@@ -219,15 +258,15 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "over_time": fleet_over_time(start=start, end=now, step=step_for(days)),
         "by_model": by_model,
         "by_region": by_region,
-        "stopped_gpu_hours": round(stopped_gpu_hours, 1),
+        "stopped_gpu_hours": round(float(stopped_hours), 1),
         "idle_allocations": idle_allocations(now=now),
         "revenue": charges,
         "refunds": refunds,
         "health": health,
         "troubled": troubled,
         "troubled_count": sum(n for h, n in health.items() if h != NodeHealth.HEALTHY),
-        "flags": flags,
-        "expiring": expiring,
+        "flags": open_flag_rows(limit=200),
+        "expiring": _allocation_rows(_EXPIRING, soon=now + timedelta(hours=48), limit=100),
         "heatmap": heatmap,
         "heat_days": [d["day"] for d in heatmap[0]["days"]] if heatmap else [],
     }
@@ -240,10 +279,7 @@ def fleet_dashboard_cached(*, days: int, now: datetime | None = None) -> dict:
     key = f"fleet-dashboard:{days}:{now:%Y%m%d%H%M}"
     context = cache.get(key)
     if context is None:
-        with reporting_reads():
-            context = fleet_dashboard(days=days, now=now)
-            for name in ("idle_allocations", "troubled", "flags", "expiring"):
-                context[name] = list(context[name])
+        context = fleet_dashboard(days=days, now=now)
         cache.set(key, context, timeout=60)
     return context
 
@@ -253,12 +289,13 @@ def use_by_model_and_region(*, start, end):
     """Average utilisation and GPU-hours seen per model and per region, the live part
     included."""
     per_group = fleet_totals_by_group(start=start, end=end)
-    models = dict(GpuModel.objects.values_list("pk", "name"))
-    regions = dict(Region.objects.values_list("pk", "name"))
+    with reads_cursor() as cursor:
+        cursor.execute(_NAMES)
+        names = {(kind, pk): name for kind, pk, name in cursor.fetchall()}
     groups = ({}, {})
     for (model_id, region_id), totals in per_group.items():
-        names = (models.get(model_id, "?"), regions.get(region_id, "?"))
-        for group, name in zip(groups, names, strict=True):
+        keys = (names.get(("model", model_id), "?"), names.get(("region", region_id), "?"))
+        for group, name in zip(groups, keys, strict=True):
             row = group.setdefault(name, {"name": name, "u": 0.0, "n": 0, "s": 0.0})
             row["u"] += totals.util_sum
             row["n"] += totals.util_samples
@@ -285,21 +322,21 @@ def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
         "revenue": (["period", "currency", "amount", "charges"],
                     [(r["period_name"], r["currency"], r["amount"], r["bookings"]) for r in context["revenue"]]),
         "idle": (["allocation", "owner", "model", "node", "paid_until"],
-                 [(a.pk, a.user.username, a.gpu_model.name, a.node.hostname, a.paid_until.isoformat())
+                 [(a["id"], a["owner"], a["model"], a["node"], a["paid_until"].isoformat())
                   for a in context["idle_allocations"]]),
         "expiring": (["allocation", "owner", "model", "state", "paid_until"],
-                     [(a.pk, a.user.username, a.gpu_model.name, a.state, a.paid_until.isoformat())
+                     [(a["id"], a["owner"], a["model"], a["state"], a["paid_until"].isoformat())
                       for a in context["expiring"]]),
         "nodes": (["hostname", "region", "model", "health", "detail", "last_good_poll"],
-                  [(n.hostname, n.region.name, n.gpu_model.name, n.health, n.health_detail,
-                    n.last_good_poll_at.isoformat() if n.last_good_poll_at else "")
+                  [(n["hostname"], n["region"], n["model"], n["health"], n["health_detail"],
+                    n["last_good_poll_at"].isoformat() if n["last_good_poll_at"] else "")
                    for n in context["troubled"]]),
         "flags": (["node", "gpu", "kind", "severity", "detail", "opened", "last_seen"],
-                  [(f.node.hostname, f.gpu.index if f.gpu_id else "", f.kind, f.severity, f.detail,
-                    f.opened_at.isoformat(), f.last_seen_at.isoformat())
+                  [(f["node"], "" if f["gpu_index"] is None else f["gpu_index"], f["kind"],
+                    f["severity"], f["detail"], f["opened_at"].isoformat(), f["last_seen_at"].isoformat())
                    for f in context["flags"]]),
         "booked_ahead": (["model", "day", "gpu_days"],
-                         [(row["model"].slug, d["day"], d["gpu_days"]) for row in context["heatmap"]
+                         [(row["model"]["slug"], d["day"], d["gpu_days"]) for row in context["heatmap"]
                           for d in row["days"]]),
     }  # fmt: skip
     return tables

@@ -4,11 +4,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Sum
 
 from catalog.models import Gpu
-from core.db import reads_cursor
-from telemetry.models import Flag, FleetRollup, GpuRollup, GpuSample
+from core.db import read_rows, reads_cursor
+from telemetry.models import Flag, FlagKind, FleetRollup, GpuRollup, GpuSample, Severity
 from telemetry.rollup import samples_with_deltas
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -139,7 +138,7 @@ def _ceil(at: datetime, unit: timedelta) -> datetime:
 def rolled_until(bucket: str, model=GpuRollup) -> datetime | None:
     """The end of the newest `bucket` rollup (of GPUs, or of the fleet): what comes after
     is only in finer data."""
-    return _levels(model, buckets=(bucket,))[0][2]
+    return _levels({bucket: model})[0][2]
 
 
 _LEVELS = (
@@ -181,13 +180,15 @@ def _part_query(kind: str, gpus: str) -> str:
 
 _NEWEST = "(SELECT max(at) FROM {table} WHERE bucket = '{bucket}')"  # the (bucket, at) index
 
+_GPU_LEVELS = {"day": GpuRollup, "hour": GpuRollup, "minute": GpuRollup}
 
-def _levels(model=GpuRollup, buckets=("day", "hour", "minute")) -> list:
-    """[(bucket, unit, end of its newest rollup)] for `buckets`, coarsest first, in one
-    statement."""
-    wanted = [(bucket, unit) for bucket, unit in _LEVELS if bucket in buckets]
+
+def _levels(sources: dict = _GPU_LEVELS) -> list:
+    """[(bucket, unit, end of its newest rollup)], coarsest first, in one statement, for
+    each bucket of `sources` read from the rollup model given for it."""
+    wanted = [(bucket, unit) for bucket, unit in _LEVELS if bucket in sources]
     newest = ", ".join(
-        _NEWEST.format(table=model._meta.db_table, bucket=bucket) for bucket, _ in wanted
+        _NEWEST.format(table=sources[bucket]._meta.db_table, bucket=bucket) for bucket, _ in wanted
     )
     with reads_cursor() as cursor:
         cursor.execute(f"SELECT {newest}")
@@ -196,6 +197,18 @@ def _levels(model=GpuRollup, buckets=("day", "hour", "minute")) -> list:
         (bucket, unit, at + unit if at else None)
         for (bucket, unit), at in zip(wanted, ats, strict=True)
     ]
+
+
+def _union_all(parts: list[tuple[str, dict]]) -> tuple[str, dict]:
+    """Statements with named parameters as one UNION ALL (one round trip): each part's
+    parameters renamed with its position."""
+    sqls, params = [], {}
+    for i, (sql, own) in enumerate(parts):
+        for name, value in own.items():
+            sql = sql.replace(f"%({name})s", f"%({name}{i})s")
+            params[f"{name}{i}"] = value
+        sqls.append(f"({sql})")
+    return " UNION ALL ".join(sqls), params
 
 
 def gpu_totals_by_gpu(
@@ -223,19 +236,18 @@ def busy_gpus(*, start: datetime, end: datetime) -> int:
     parts as `gpu_totals_by_gpu`, counted by the database (one number, not a row per GPU)."""
     if end <= start:
         return 0
-    parts, params = [], {"threshold": settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]}
-    for i, (kind, a, b) in enumerate(_plan(start, end, _levels())):
-        sql = _part_query(kind, "")
-        for name in ("start", "end", "bucket"):
-            sql = sql.replace(f"%({name})s", f"%({name}{i})s")
-        parts.append(f"({sql})")
-        params |= {f"start{i}": a, f"end{i}": b, f"bucket{i}": kind}
+    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    parts, params = _union_all(
+        [
+            (_part_query(kind, ""), {"start": a, "end": b, "bucket": kind, "threshold": threshold})
+            for kind, a, b in _plan(start, end, _levels())
+        ]
+    )
     with reads_cursor() as cursor:
         cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM ({' UNION ALL '.join(parts)})"
-            f" AS t {_PART_COLUMNS} GROUP BY gpu_id"
+            f"SELECT count(*) FROM (SELECT 1 FROM ({parts}) AS t {_PART_COLUMNS} GROUP BY gpu_id"
             " HAVING sum(util_sum) / nullif(sum(util_samples), 0) > %(threshold)s) AS busy",
-            params,
+            {**params, "threshold": threshold},
         )
         return cursor.fetchone()[0]
 
@@ -262,36 +274,43 @@ GROUP BY n.gpu_model_id, n.region_id
 def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, int], Totals]:
     """Per (GPU model id, region id), what the fleet did in [start, end): whole hours and
     days from the fleet rollups (a few rows per bucket), the edges and the newest part
-    from the GPU rollups and raw samples, as `gpu_totals_by_gpu` reads them. Peaks are
-    not summed up per group, so `util_max` and `memory_max_mib` are unset."""
+    from the GPU rollups and raw samples, as `gpu_totals_by_gpu` reads them; every part in
+    one statement. Peaks are not summed up per group, so `util_max` and `memory_max_mib`
+    are unset."""
     totals: dict[tuple[int, int], Totals] = {}
     if end <= start:
         return totals
-    fleet = _levels(FleetRollup, buckets=("day", "hour"))
-    levels = [*fleet, *_levels(buckets=("minute",))]
+    levels = _levels({"day": FleetRollup, "hour": FleetRollup, "minute": GpuRollup})
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    parts, params = _union_all(
+        [
+            (
+                _FLEET_ROLLED if kind in ("day", "hour")
+                else _BY_GROUP.format(part=_part_query(kind, ""), columns=_PART_COLUMNS),
+                {"start": a, "end": b, "bucket": kind, "threshold": threshold},
+            )
+            for kind, a, b in _plan(start, end, levels)
+        ]
+    )  # fmt: skip
     with reads_cursor() as cursor:
-        for kind, a, b in _plan(start, end, levels):
-            params = {"start": a, "end": b, "bucket": kind, "threshold": threshold}
-            if kind in ("day", "hour"):
-                cursor.execute(_FLEET_ROLLED, params)
-            else:
-                cursor.execute(
-                    _BY_GROUP.format(part=_part_query(kind, ""), columns=_PART_COLUMNS), params
-                )
-            for model_id, region_id, *row in cursor.fetchall():
-                totals.setdefault((model_id, region_id), Totals()).add(*row)
+        cursor.execute(parts, params)
+        for model_id, region_id, *row in cursor.fetchall():
+            totals.setdefault((model_id, region_id), Totals()).add(*row)
     return totals
+
+
+_BUSY_BY_BUCKET = """
+SELECT at, sum(busy_gpus) FROM telemetry_fleetrollup
+WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
+GROUP BY at
+"""
 
 
 def fleet_busy_by_bucket(*, bucket: str, start: datetime, end: datetime) -> dict[datetime, int]:
     """GPUs busy (average utilisation over the threshold) per rolled-up hour or day."""
-    return dict(
-        FleetRollup.objects.filter(bucket=bucket, at__gte=start, at__lt=end)
-        .values_list("at")
-        .annotate(n=Sum("busy_gpus"))
-        .values_list("at", "n")
-    )
+    with reads_cursor() as cursor:
+        cursor.execute(_BUSY_BY_BUCKET, {"bucket": bucket, "start": start, "end": end})
+        return dict(cursor.fetchall())
 
 
 def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
@@ -337,3 +356,25 @@ def flag_list(*, state: str = "open", kind=None, severity=None, node=None):
     if node:
         flags = flags.filter(node__hostname=node)
     return flags
+
+
+_OPEN_FLAGS = """
+SELECT f.id, f.kind, f.severity, f.detail, f.opened_at, f.last_seen_at, f.acknowledged_at,
+       n.hostname AS node, g.index AS gpu_index
+FROM telemetry_flag f
+JOIN catalog_node n ON n.id = f.node_id
+LEFT JOIN catalog_gpu g ON g.id = f.gpu_id
+WHERE f.closed_at IS NULL
+ORDER BY f.opened_at DESC, f.id DESC
+LIMIT %(limit)s
+"""
+
+
+def open_flag_rows(*, limit: int) -> list[dict]:
+    """The newest open flags as plain rows (node hostname, GPU index where the flag is on
+    one, kind and severity with their labels), for dashboards that keep them a minute."""
+    rows = read_rows(_OPEN_FLAGS, {"limit": limit})
+    for row in rows:
+        row["kind_label"] = FlagKind(row["kind"]).label
+        row["severity_label"] = Severity(row["severity"]).label
+    return rows

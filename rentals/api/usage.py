@@ -229,7 +229,7 @@ class BookedAheadApi(StaffApi):
         rows = dashboard.booked_ahead(now=timezone.now())
         return Response(
             [
-                {"model": row["model"].slug, "capacity": row["capacity"],
+                {"model": row["model"]["slug"], "capacity": row["capacity"],
                  "days": [{"day": d["day"], "gpu_days": d["gpu_days"]} for d in row["days"]]}
                 for row in rows
             ]
@@ -257,8 +257,8 @@ class IdleApi(StaffApi):
     def get(self, request):
         return Response(
             [
-                {"allocation": a.pk, "owner": a.user.username, "gpu_model": a.gpu_model.slug,
-                 "node": a.node.hostname, "paid_until": a.paid_until}
+                {"allocation": a["id"], "owner": a["owner"], "gpu_model": a["model_slug"],
+                 "node": a["node"], "paid_until": a["paid_until"]}
                 for a in dashboard.idle_allocations(now=timezone.now())
             ]
         )  # fmt: skip

@@ -6,11 +6,19 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
 from accounts.access import acting_as
-from rentals.dashboard import fleet_dashboard, fleet_dashboard_cached, fleet_over_time, step_for
+from catalog.models import Node, NodeHealth
+from rentals.dashboard import (
+    dashboard_tables,
+    fleet_dashboard,
+    fleet_dashboard_cached,
+    fleet_over_time,
+    step_for,
+)
 from rentals.models import AllocationGpu
 from rentals.services import allocation_cancel, allocation_start, allocation_stop
 from rentals.templatetags.heatmap import heat_cells
-from rentals.usage import allocation_usage
+from rentals.usage import allocation_usage, stopped_spans
+from telemetry.models import Flag, FlagKind, GpuSample, Severity
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +27,7 @@ pytestmark = pytest.mark.django_db
 def test_booked_gpu_days_ahead_counts_only_what_is_booked(catalog, alice):
     now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
     book(alice, model="h100", count=2, period="day", periods=2, starts_at=now + timedelta(days=1))
-    heat = {row["model"].slug: row for row in fleet_dashboard(now=now)["heatmap"]}
+    heat = {row["model"]["slug"]: row for row in fleet_dashboard(now=now)["heatmap"]}
     assert [d["gpu_days"] for d in heat["h100"]["days"][:4]] == [0.0, 2.0, 2.0, 0.0]
     assert heat["h100"]["capacity"] == 20
     assert sum(d["gpu_days"] for d in heat["l4"]["days"]) == 0.0
@@ -64,7 +72,7 @@ def test_booked_ahead_splits_a_holding_over_the_days_it_touches(catalog, alice):
     book(alice, model="h100", count=1, period="day", starts_at=six_pm)
     cancelled = book(alice, model="h100", count=3, period="day", starts_at=six_pm)
     allocation_cancel(acting=acting_as(alice), allocation=cancelled, now=now)
-    heat = {row["model"].slug: row for row in fleet_dashboard(now=now)["heatmap"]}
+    heat = {row["model"]["slug"]: row for row in fleet_dashboard(now=now)["heatmap"]}
     days = heat["h100"]["days"]
     assert len(days) == 30 and days[0]["day"] == now.date()
     assert [d["gpu_days"] for d in days[1:5]] == [0.0, 0.2, 0.8, 0.0]  # 6 h, then 18 h
@@ -124,3 +132,76 @@ def test_heatmap_cells_show_gpu_days_in_the_page_language():
     assert 'title="0.2 GPU-days">0</td>' in cells
     with translation.override("pl"):
         assert 'title="2,5 GPU-dni">3</td>' in heat_cells(days)
+
+
+def test_stopped_gpu_hours_are_the_stopped_spans_within_the_range(catalog, alice):
+    """The database's sum against `stopped_spans` in Python: a stop that ended, one still
+    open, one before the range and a stop clipped by the range's start."""
+    acting = acting_as(alice)
+    closed = book(alice, model="l4", count=2, period="week")
+    at = closed.paid_from
+    allocation_stop(acting=acting, allocation=closed, now=at + timedelta(hours=1))
+    allocation_start(acting=acting, allocation=closed, now=at + timedelta(hours=30))
+    allocation_stop(acting=acting, allocation=closed, now=at + timedelta(hours=40))
+    open_ = book(alice, model="h100", count=1, period="week")
+    allocation_stop(acting=acting, allocation=open_, now=at + timedelta(hours=45))
+    running = book(alice, model="h100", count=3, period="day")
+    now = at + timedelta(hours=50)
+    for days in (1, 7):
+        start = now - timedelta(days=days)
+        expected = 0.0
+        for allocation in (closed, open_, running):
+            allocation.refresh_from_db()
+            for a, b in stopped_spans(allocation=allocation, now=now):
+                overlap = (min(b, now) - max(a, start)).total_seconds()
+                expected += max(0, overlap) / 3600 * allocation.gpu_count
+        assert expected > 0
+        got = fleet_dashboard(days=days, now=now)["stopped_gpu_hours"]
+        assert got == round(expected, 1), days
+
+
+def test_the_dashboard_lists_what_needs_a_look(catalog, alice, staff, client):
+    """Troubled nodes, open flags, expiring and idle allocations: on the page, in their
+    labels' language, and in the CSV downloads."""
+    Node.objects.update(health=NodeHealth.HEALTHY)
+    node = Node.objects.order_by("hostname").first()
+    Node.objects.filter(pk=node.pk).update(
+        health=NodeHealth.UNREACHABLE, health_detail="connection refused"
+    )
+    now = timezone.now()
+    gpu = node.gpus.order_by("index").last()
+    Flag.objects.create(
+        node=node, gpu=gpu, kind=FlagKind.XID, severity=Severity.CRITICAL, detail="XID 79",
+        opened_at=now, last_seen_at=now,
+    )  # fmt: skip
+    idle = book(alice, model="l4", count=1, period="day")
+    busy = book(alice, model="h100", count=1, period="day")
+    later = idle.paid_from + timedelta(hours=3)
+    GpuSample.objects.create(
+        gpu=busy.held.get().gpu, at=later - timedelta(minutes=5), utilization=80
+    )
+
+    dashboard = fleet_dashboard(now=later)
+    assert [a["id"] for a in dashboard["idle_allocations"]] == [idle.pk]
+    assert {a["id"] for a in dashboard["expiring"]} == {idle.pk, busy.pk}
+    assert [n["hostname"] for n in dashboard["troubled"]] == [node.hostname]
+    assert dashboard["troubled_count"] == 1
+    tables = dashboard_tables(dashboard)
+    assert tables["idle"][1] == [
+        (idle.pk, "alice", idle.gpu_model.name, idle.node.hostname, idle.paid_until.isoformat())
+    ]
+    assert tables["nodes"][1][0][:5] == (
+        node.hostname, node.region.name, node.gpu_model.name, "unreachable", "connection refused"
+    )  # fmt: skip
+    assert tables["flags"][1][0][:5] == (node.hostname, gpu.index, "xid", "critical", "XID 79")
+
+    client.force_login(staff)
+    for language in ("en", "pl"):
+        with translation.override(language):
+            labels = [str(NodeHealth.UNREACHABLE.label), str(FlagKind.XID.label)]
+        page = client.get("/usage/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+        for text in (*labels, f"{node.hostname} #{gpu.index}", "connection refused"):
+            assert text in page, (language, text)
+        assert f"/allocations/{busy.pk}/" in page  # expiring within 48 hours
+    csv = client.get("/usage/?csv=flags").content.decode()
+    assert f"{node.hostname},{gpu.index},xid,critical,XID 79" in csv
