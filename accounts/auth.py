@@ -24,7 +24,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(_("Invalid token.")) from exc
         now = timezone.now()
         token = (
-            ApiToken.objects.select_related("user")
+            ApiToken.objects.select_related("user", "team")
             .filter(
                 key_hash=token_hash(raw),
                 revoked_at__isnull=True,

@@ -92,11 +92,32 @@ def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) 
     )
 
 
+# Some active node of the model with `count` GPUs free for the whole period: the query
+# `_with_room(...).exists()` builds, written out (every quote asks it).
+_FITS = """
+SELECT EXISTS (
+    SELECT 1
+    FROM catalog_gpu g
+    JOIN catalog_node n ON n.id = g.node_id
+    WHERE n.gpu_model_id = %(model)s AND n.state = 'active'
+      AND NOT EXISTS (
+          SELECT 1 FROM rentals_allocationgpu ag
+          WHERE ag.gpu_id = g.id AND NOT ag.released
+            AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
+    GROUP BY g.node_id
+    HAVING count(*) >= %(count)s
+)
+"""
+
+
 def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
     """Whether some node has room: a yes or no, not the candidate list."""
-    return _with_room(
-        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at
-    ).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _FITS,
+            {"model": gpu_model.pk, "count": gpu_count, "starts_at": starts_at, "ends_at": ends_at},
+        )
+        return cursor.fetchone()[0]
 
 
 def earliest_start(

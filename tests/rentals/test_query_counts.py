@@ -6,6 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounts.access import acting_as
+from accounts.services import api_token_create
 from rentals.services import allocation_book, quote_create
 from tests.rentals.helpers import key
 
@@ -46,3 +47,12 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
     assert statements == 4  # a fresh answer: the next change in time, models, prices, periods
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
     assert statements == 0  # the read model
+
+
+def test_a_quote_with_a_bearer_token(catalog, alice, api):
+    """The token's row brings its user and team; the role is one more statement."""
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {api_token_create(user=alice, name='ci')}")
+    api.post("/api/v1/quotes/", QUOTE, format="json")  # warm, and the token's last use noted
+    statements, response = _count(lambda: api.post("/api/v1/quotes/", QUOTE, format="json"))
+    assert response.status_code == 201
+    assert statements == 9  # with BEGIN and COMMIT
