@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from core import lookups  # noqa: F401 - registers the `__any` lookup
+
 
 class CoreConfig(AppConfig):
     """The base layer: errors, problem details, pagination, money, CSV, shared admin parts.

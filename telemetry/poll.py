@@ -162,14 +162,14 @@ def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
     """Poll these nodes once and store what they said. Never raises for a node's fault."""
     nodes = {
         n.pk: n
-        for n in Node.objects.filter(pk__in=node_ids, state=NodeState.ACTIVE).only(
+        for n in Node.objects.filter(pk__any=node_ids, state=NodeState.ACTIVE).only(
             "id", "telemetry_url", "exporter", "metric_prefix", "last_good_poll_at"
         )
     }
     if not nodes:
         return {"nodes": 0, "samples": 0}
     gpus_by_node: dict[int, list[PolledGpu]] = {}
-    for row in Gpu.objects.filter(node_id__in=nodes).values_list("id", "node_id", "index", "uuid"):
+    for row in Gpu.objects.filter(node_id__any=nodes).values_list("id", "node_id", "index", "uuid"):
         gpus_by_node.setdefault(row[1], []).append(PolledGpu(*row))
     fetched = run_async(fetch_all([(n.pk, n.telemetry_url) for n in nodes.values()]))
     return store_polls(nodes, gpus_by_node, fetched, now=now or timezone.now())
@@ -342,8 +342,8 @@ def _update_flags(gpus_by_node, readings_by_gpu, now):
                 and reading.temperature_c > conf["HOT_TEMPERATURE_C"]
             ):
                 holding[(node_id, gpu.pk, FlagKind.HOT)] = f"{reading.temperature_c:.0f} °C"
-    decided = Q(kind=FlagKind.NODE_UNREACHABLE, node_id__in=list(gpus_by_node)) | Q(
-        kind__in=[FlagKind.HOT, FlagKind.GPU_MISSING], node_id__in=reachable
+    decided = Q(kind=FlagKind.NODE_UNREACHABLE, node_id__any=gpus_by_node) | Q(
+        kind__in=[FlagKind.HOT, FlagKind.GPU_MISSING], node_id__any=reachable
     )
     flags_sync(holding, decided=decided, now=now)
     _xid_events(xids, now)
@@ -354,7 +354,7 @@ def _xid_events(xids: dict[int, tuple[int, int]], now):
     close XID flags quiet for XID_QUIET_MINUTES."""
     if xids:
         before = dict(
-            GpuSample.objects.filter(gpu_id__in=list(xids), at__lt=now)
+            GpuSample.objects.filter(gpu_id__any=xids, at__lt=now)
             .order_by("gpu_id", "-at")
             .distinct("gpu_id")
             .values_list("gpu_id", "xid")
@@ -402,9 +402,9 @@ def flags_sync(
         elif not held:
             cleared.append(flag.pk)
     if still:
-        Flag.objects.filter(pk__in=still).update(last_seen_at=now)
+        Flag.objects.filter(pk__any=still).update(last_seen_at=now)
     if cleared:
-        Flag.objects.filter(pk__in=cleared).update(closed_at=now)
+        Flag.objects.filter(pk__any=cleared).update(closed_at=now)
 
 
 # One row per hour, however often the rounds run: a 90-day chart reads 2,160 rows, not the

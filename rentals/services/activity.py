@@ -29,7 +29,7 @@ def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
         return 0
     held = dict(
         AllocationGpu.objects.filter(
-            gpu_id__in=list(newest),
+            gpu_id__any=newest,
             released=False,
             starts_at__lte=now,
             ends_at__gt=now,
@@ -45,5 +45,5 @@ def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
             holding[(node_id, gpu_id, FlagKind.STOPPED_BUT_ACTIVE)] = f"{utilization:.0f} %"
         elif state is None:
             holding[(node_id, gpu_id, FlagKind.UNALLOCATED_ACTIVE)] = f"{utilization:.0f} %"
-    flags_sync(holding, decided=Q(gpu_id__in=list(newest)), now=now, kinds=ACTIVITY_FLAGS)
+    flags_sync(holding, decided=Q(gpu_id__any=newest), now=now, kinds=ACTIVITY_FLAGS)
     return len(holding)
