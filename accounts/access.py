@@ -90,21 +90,46 @@ def _personal_team_create(user) -> Team:
 
 
 _ROLE = "SELECT role FROM accounts_membership WHERE team_id = %s AND user_id = %s"
+_TEAM_FIELDS = [f.attname for f in Team._meta.concrete_fields]
+# The personal team and the person's role in it, in one statement: asked on every request.
+_PERSONAL = f"""
+SELECT {", ".join(f"t.{f.column}" for f in Team._meta.concrete_fields)}, m.role
+FROM accounts_team t
+LEFT JOIN accounts_membership m ON m.team_id = t.id AND m.user_id = %s
+WHERE t.personal_for_id = %s
+"""
+
+
+def _role(team: Team, user) -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_ROLE, [team.pk, user.pk])
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+def _personal_team_and_role(user) -> tuple[Team, str | None]:
+    with connection.cursor() as cursor:
+        cursor.execute(_PERSONAL, [user.pk, user.pk])
+        found = cursor.fetchone()
+    if found is None:
+        team = _personal_team_create(user)
+        return team, _role(team, user)
+    return Team.from_db(connection.alias, _TEAM_FIELDS, found[:-1]), found[-1]
 
 
 def acting_as(user, team: Team | None = None, role: str | None = None) -> Acting:
     """`user` acting for `team` (their personal team by default), as their membership allows
     and, for a token, no more than `role`."""
-    team = team or personal_team(user)
-    with connection.cursor() as cursor:  # on every request: one plain statement
-        cursor.execute(_ROLE, [team.pk, user.pk])
-        found = cursor.fetchone()
-    if found is None:
+    if team is None:
+        team, member_role = _personal_team_and_role(user)
+    else:
+        member_role = _role(team, user)
+    if member_role is None:
         raise NotAllowed(_("You are not a member of %(team)s.") % {"team": team.name})
-    allowed = ALLOWED[Role(found[0])]
+    allowed = ALLOWED[Role(member_role)]
     if role is not None:
         allowed = allowed & ALLOWED[Role(role)]
-    return Acting(user=user, team=team, role=role or found[0], allowed=allowed)
+    return Acting(user=user, team=team, role=role or member_role, allowed=allowed)
 
 
 def operator_acting(user, team: Team) -> Acting:

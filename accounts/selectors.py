@@ -1,7 +1,7 @@
 """Reads of accounts: whether a person may buy yet, their preferences and history."""
 
 from allauth.account.models import EmailAddress
-from django.db.models import Count, Q
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, Q
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -15,6 +15,21 @@ class EmailUnverified(DomainError):
     title = gettext_lazy("Confirm your e-mail address first")
 
 
+def email_unverified(user) -> ExpressionWrapper:
+    """Whether `user` signed up with addresses and confirmed none, as an expression: a
+    purchase asks it in the statement that reads its quote."""
+    addresses = EmailAddress.objects.filter(user=user)
+    return ExpressionWrapper(
+        Exists(addresses) & ~Exists(addresses.filter(verified=True)), output_field=BooleanField()
+    )
+
+
+def email_unverified_error() -> EmailUnverified:
+    return EmailUnverified(
+        _("Confirm your e-mail address before your first booking: open the link we sent you.")
+    )
+
+
 def require_verified_email(*, user) -> None:
     """Who signed up confirms an address before the first purchase. Accounts that staff
     created have no address record to confirm and are trusted as they are."""
@@ -22,9 +37,7 @@ def require_verified_email(*, user) -> None:
         known=Count("id"), verified=Count("id", filter=Q(verified=True))
     )
     if counts["known"] and not counts["verified"]:
-        raise EmailUnverified(
-            _("Confirm your e-mail address before your first booking: open the link we sent you.")
-        )
+        raise email_unverified_error()
 
 
 def profile_for(*, user) -> Profile:

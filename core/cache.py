@@ -27,3 +27,9 @@ class RedisCache(redis.RedisCache):
     def __init__(self, server, params):
         super().__init__(server, params)
         self._class = RedisCacheClient
+
+    def incr_from_zero(self, key: str) -> int:
+        """INCR: one round trip, counting from 0 where the key is missing (Django's `incr`
+        refuses a missing key, so callers `add` first: two)."""
+        key = self.make_and_validate_key(key)
+        return self._cache.get_client(key, write=True).incr(key)

@@ -28,8 +28,7 @@ def bump(name: str, *, now: bool = False) -> None:
     second bump, and meanwhile no copy older than the change is served."""
 
     def _bump():
-        cache.add(version_key(name), 1, timeout=None)
-        cache.incr(version_key(name))
+        cache.incr_from_zero(version_key(name))
 
     if now:
         _bump()

@@ -17,7 +17,7 @@ from django.db.models import DateTimeField, Exists, Func, OuterRef
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
-from accounts.selectors import require_verified_email
+from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
 from core.db import retried_transaction
 from core.versions import CATALOG, bump
 from rentals.availability import earliest_start
@@ -53,21 +53,25 @@ def allocation_book(
     The allocations come back carrying what was written (their quote, model, period, node,
     GPUs and event), so a caller answers without reading them back."""
     acting.require(Action.BOOK)
-    require_verified_email(user=acting.user)
-    # One statement: the quote locked, with its model and period, the database's clock
-    # and whether it was booked already.
+    # One statement: the quote locked, with its model, period and team (its spend limit),
+    # the database's clock, whether it was booked already and whether the person still
+    # has to confirm an e-mail address.
     quote = (
         Quote.objects.select_for_update(of=("self",))
-        .select_related("gpu_model", "period")
+        .select_related("gpu_model", "period", "team")
         .annotate(
             clock=Func(function="statement_timestamp", output_field=DateTimeField()),
             booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
+            unverified=email_unverified(acting.user),
         )
         .filter(pk=getattr(quote, "pk", quote), team=acting.team, kind=QuoteKind.BOOKING)
         .first()
     )
     if quote is None:
+        require_verified_email(user=acting.user)  # that refusal first, as for a found quote
         raise QuoteMissing(_("No such quote."), field="quote")
+    if quote.unverified:
+        raise email_unverified_error()
     now = now or quote.clock
     if quote.booked:
         raise QuoteUsed(_("This quote was already booked; request a new quote."), field="quote")
@@ -85,7 +89,8 @@ def allocation_book(
         if paid_from < now:
             raise QuoteExpired(_("The quote's start has passed; request a new quote."))
 
-    spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
+    if quote.team.monthly_spend_limit is not None:  # checked again under the team's lock
+        spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     cluster, placed = _place(acting, quote, paid_from, paid_until)
     state = AllocationState.RUNNING if paid_from <= now else AllocationState.SCHEDULED
     allocations = [

@@ -12,3 +12,10 @@ def test_the_redis_client_is_built_once_and_serves_every_operation():
     assert cache.add("cache-counter", 1)
     assert cache.incr("cache-counter") == 2
     assert cache._cache.get_client() is client
+
+
+def test_a_counter_counts_from_zero_in_one_round_trip():
+    cache.delete("cache-from-zero")
+    assert cache.incr_from_zero("cache-from-zero") == 1
+    assert cache.incr_from_zero("cache-from-zero") == 2
+    assert cache.get("cache-from-zero") == 2  # Django reads the counter as the integer it is

@@ -27,13 +27,13 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     statements, quote = _count(lambda: quote_create(acting=acting, **QUOTE))
     assert statements == 7
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
-    assert statements == 11
+    assert statements == 9
 
 
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
     alice_api.post("/api/v1/quotes/", QUOTE, format="json")
     statements, quote = _count(lambda: alice_api.post("/api/v1/quotes/", QUOTE, format="json"))
-    assert statements == 10
+    assert statements == 9
     statements, _booking = _count(
         lambda: alice_api.post(
             "/api/v1/bookings/",
@@ -42,7 +42,7 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
             HTTP_IDEMPOTENCY_KEY=key(),
         )  # fmt: skip
     )
-    assert statements == 19
+    assert statements == 16
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
     assert statements == 4  # a fresh answer: the next change in time, models, prices, periods
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
