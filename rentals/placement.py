@@ -4,7 +4,7 @@ from collections import defaultdict
 
 from django.db import connection, transaction
 
-from catalog.models import Gpu, GpuModel, Node, NodeState
+from catalog.models import Gpu, GpuModel, Node, NodeState, Region
 from rentals.availability import candidate_nodes
 
 # The free GPUs of nodes already chosen (and locked) for the model: plain SQL, as this runs
@@ -41,12 +41,13 @@ WITH room AS MATERIALIZED (
     GROUP BY g.node_id
     HAVING count(*) >= %(count)s
 )
-SELECT n.*
+SELECT n.*, r.slug AS region_slug, r.name AS region_name
 FROM (SELECT node_id, free FROM room ORDER BY free, node_id) AS fullest_first
 JOIN LATERAL (
     -- a primary-key lookup per candidate, in order, until one is not held by another booking
     SELECT * FROM catalog_node WHERE id = fullest_first.node_id AND state = %(active)s
 ) n ON true
+JOIN catalog_region r ON r.id = n.region_id  -- the booking's answer names it
 ORDER BY fullest_first.free, fullest_first.node_id
 LIMIT 1
 FOR UPDATE OF n SKIP LOCKED
@@ -67,6 +68,11 @@ def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
         "starts_at": starts_at, "ends_at": ends_at,
     }  # fmt: skip
     for node in Node.objects.raw(_PLACE, params):
+        node.region = Region.from_db(
+            connection.alias,
+            ["id", "slug", "name"],
+            [node.region_id, node.region_slug, node.region_name],
+        )
         gpus = _free_by_node(starts_at=starts_at, ends_at=ends_at, node_ids=[node.pk])[node.pk]
         if len(gpus) >= gpu_count:
             return node, gpus[:gpu_count]
@@ -99,7 +105,8 @@ _LOCKED = object()
 
 def _lock_and_take(node_id, gpu_count, starts_at, ends_at, *, skip_locked=False):
     node = (
-        Node.objects.select_for_update(skip_locked=skip_locked)
+        Node.objects.select_for_update(skip_locked=skip_locked, of=("self",))
+        .select_related("region")
         .filter(pk=node_id, state=NodeState.ACTIVE)
         .first()
     )

@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.access import acting_as
 from accounts.services import api_token_create
+from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from tests.rentals.helpers import key
 
@@ -34,7 +35,7 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
     alice_api.post("/api/v1/quotes/", QUOTE, format="json")
     statements, quote = _count(lambda: alice_api.post("/api/v1/quotes/", QUOTE, format="json"))
     assert statements == 9
-    statements, _booking = _count(
+    statements, booking = _count(
         lambda: alice_api.post(
             "/api/v1/bookings/",
             {"quote": quote.json()["id"]},
@@ -42,7 +43,12 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
             HTTP_IDEMPOTENCY_KEY=key(),
         )  # fmt: skip
     )
-    assert statements == 16
+    assert statements == 15
+    allocation = Allocation.objects.select_related("node__region").get()
+    answered = booking.json()["allocation"]
+    assert (answered["node"], answered["region"]) == (
+        allocation.node.hostname, allocation.node.region.slug
+    )  # fmt: skip
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
     assert statements == 4  # a fresh answer: the next change in time, models, prices, periods
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
