@@ -4,7 +4,7 @@ fits and the earliest start when nothing fits now. Reads only; placement.py lock
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from catalog.models import Gpu, GpuModel, NodeState
@@ -12,14 +12,6 @@ from catalog.selectors import catalog_rows, gpu_model_list
 from rentals.models import AllocationGpu
 
 MAX_START_CANDIDATES = 500
-
-
-def busy_gpus_q(*, starts_at: datetime, ends_at: datetime, gpu_ref="pk") -> Exists:
-    return Exists(
-        AllocationGpu.objects.filter(
-            gpu=OuterRef(gpu_ref), released=False, starts_at__lt=ends_at, ends_at__gt=starts_at
-        )
-    )
 
 
 def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None):
@@ -35,15 +27,6 @@ def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None)
             filter=Q(nodes__state=NodeState.ACTIVE) & ~Q(nodes__gpus__in=busy_now),
             distinct=True,
         )
-    )
-
-
-def free_gpus(*, gpu_model: GpuModel, starts_at: datetime, ends_at: datetime) -> QuerySet[Gpu]:
-    """GPUs of active nodes of the model that no live allocation holds in [starts_at, ends_at)."""
-    return (
-        Gpu.objects.filter(node__gpu_model=gpu_model, node__state=NodeState.ACTIVE)
-        .exclude(busy_gpus_q(starts_at=starts_at, ends_at=ends_at))
-        .order_by("node_id", "index")
     )
 
 
@@ -69,14 +52,29 @@ def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
     return per_node, max(groups.values(), default=0)
 
 
-def _with_room(*, gpu_model, gpu_count, starts_at, ends_at) -> QuerySet:
-    return (
-        free_gpus(gpu_model=gpu_model, starts_at=starts_at, ends_at=ends_at)
-        .order_by()
-        .values("node_id")
-        .annotate(free=Count("id"))
-        .filter(free__gte=gpu_count)
-    )
+# Per active node of the model, how many of its GPUs no live allocation holds in the period,
+# where that is at least `count`: placement's candidates and a quote's yes or no.
+ROOM = """
+SELECT g.node_id, count(*) AS free
+FROM catalog_gpu g
+JOIN catalog_node m ON m.id = g.node_id
+WHERE m.gpu_model_id = %(model)s AND m.state = 'active'
+  AND NOT EXISTS (
+      SELECT 1 FROM rentals_allocationgpu ag
+      WHERE ag.gpu_id = g.id AND NOT ag.released
+        AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
+GROUP BY g.node_id
+HAVING count(*) >= %(count)s
+"""
+
+
+def _room_read(sql: str, *, gpu_model, gpu_count, starts_at, ends_at) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {"model": gpu_model.pk, "count": gpu_count, "starts_at": starts_at, "ends_at": ends_at},
+        )
+        return cursor.fetchall()
 
 
 def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) -> list[int]:
@@ -85,39 +83,20 @@ def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) 
     Counted in the database (one grouped query), so the cost does not grow with fleet size
     on the Python side.
     """
-    return list(
-        _with_room(gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at)
-        .order_by("free", "node_id")
-        .values_list("node_id", flat=True)
-    )
-
-
-# Some active node of the model with `count` GPUs free for the whole period: the query
-# `_with_room(...).exists()` builds, written out (every quote asks it).
-_FITS = """
-SELECT EXISTS (
-    SELECT 1
-    FROM catalog_gpu g
-    JOIN catalog_node n ON n.id = g.node_id
-    WHERE n.gpu_model_id = %(model)s AND n.state = 'active'
-      AND NOT EXISTS (
-          SELECT 1 FROM rentals_allocationgpu ag
-          WHERE ag.gpu_id = g.id AND NOT ag.released
-            AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
-    GROUP BY g.node_id
-    HAVING count(*) >= %(count)s
-)
-"""
+    rows = _room_read(
+        f"SELECT node_id FROM ({ROOM}) AS room ORDER BY free, node_id",
+        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
+    )  # fmt: skip
+    return [node_id for (node_id,) in rows]
 
 
 def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
-    """Whether some node has room: a yes or no, not the candidate list."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _FITS,
-            {"model": gpu_model.pk, "count": gpu_count, "starts_at": starts_at, "ends_at": ends_at},
-        )
-        return cursor.fetchone()[0]
+    """Whether some node has room: a yes or no, not the candidate list (every quote asks)."""
+    rows = _room_read(
+        f"SELECT EXISTS ({ROOM})",
+        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
+    )  # fmt: skip
+    return rows[0][0]
 
 
 def earliest_start(

@@ -5,7 +5,7 @@ from collections import defaultdict
 from django.db import connection, transaction
 
 from catalog.models import Gpu, GpuModel, Node, NodeState, Region
-from rentals.availability import candidate_nodes
+from rentals.availability import ROOM, candidate_nodes
 
 # The free GPUs of nodes already chosen (and locked) for the model: plain SQL, as this runs
 # inside every booking's transaction and the ORM's query building cost more than the query.
@@ -28,18 +28,9 @@ def _free_by_node(*, starts_at, ends_at, node_ids):
     return by_node
 
 
-_PLACE = """
-WITH room AS MATERIALIZED (
-    -- once, whatever plan the join below gets
-    SELECT g.node_id, count(*) AS free
-    FROM catalog_gpu g JOIN catalog_node m ON m.id = g.node_id
-    WHERE m.gpu_model_id = %(model)s AND m.state = %(active)s
-      AND NOT EXISTS (
-          SELECT 1 FROM rentals_allocationgpu ag
-          WHERE ag.gpu_id = g.id AND NOT ag.released
-            AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
-    GROUP BY g.node_id
-    HAVING count(*) >= %(count)s
+_PLACE = f"""
+WITH room AS MATERIALIZED (  -- once, whatever plan the join below gets
+{ROOM}
 )
 SELECT n.*, r.slug AS region_slug, r.name AS region_name
 FROM (SELECT node_id, free FROM room ORDER BY free, node_id) AS fullest_first

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.access import acting_as
-from catalog.models import GpuModel
+from catalog.models import GpuModel, Node, NodeState
 from core.db import db_now
-from rentals.availability import availability_days, fits, start_windows
+from rentals.availability import availability_days, candidate_nodes, fits, start_windows
 from rentals.errors import NoCapacity
-from rentals.models import Allocation
+from rentals.models import Allocation, AllocationGpu
 from rentals.services import allocation_book, quote_create
 from tests.rentals.helpers import book, key
 
@@ -111,3 +111,27 @@ def test_a_quote_that_lost_its_capacity_comes_back_with_the_earliest_start(
     assert query["start"] == ["later"] and query["option_nvme-scratch"] == ["2"]
     assert query["gpu_count"] == ["4"] and query["period"] == ["day"]
     assert Allocation.objects.filter(user=alice).count() == 0
+
+
+def test_candidate_nodes_are_the_nodes_with_room_fullest_first(catalog, alice):
+    """Placement's fallback list against a count in Python: nodes of the model with at least
+    the GPUs asked free for the whole period, fewest free first, then by id."""
+    h100 = GpuModel.objects.get(slug="h100")
+    now = db_now()
+    book(alice, model="h100", count=3, period="day")
+    book(alice, model="h100", count=1, period="week", starts_at=now + 2 * DAY)
+    for count, start in [(1, now), (2, now + DAY / 2), (6, now), (6, now + 2 * DAY)]:
+        end = start + DAY
+        free = {}
+        for node in Node.objects.filter(gpu_model=h100, state=NodeState.ACTIVE):
+            held = {
+                g.gpu_id
+                for g in AllocationGpu.objects.filter(
+                    gpu__node=node, released=False, starts_at__lt=end, ends_at__gt=start
+                )
+            }
+            free[node.pk] = node.gpus.count() - len(held)
+        expected = sorted((n for n, f in free.items() if f >= count), key=lambda n: (free[n], n))
+        got = candidate_nodes(gpu_model=h100, gpu_count=count, starts_at=start, ends_at=end)
+        assert got == expected, (count, start)
+        assert fits(gpu_model=h100, gpu_count=count, starts_at=start, ends_at=end) == bool(expected)
