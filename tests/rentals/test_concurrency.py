@@ -1,17 +1,19 @@
 """Races against real PostgreSQL: threads through the service and concurrent HTTP clients."""
 
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.http import JsonResponse
 from django.utils import timezone
 
 from accounts.access import acting_as
 from accounts.services import api_token_create
+from catalog.models import Node, NodeState
 from rentals.errors import NoCapacity
 from rentals.idempotency import respond_once
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
@@ -183,3 +185,35 @@ def test_a_failure_after_the_insert_stores_nothing_and_a_retry_succeeds(catalog,
     )
     assert Allocation.objects.count() == 1
     assert connection.in_atomic_block is False
+
+
+def test_a_booking_waits_for_a_node_another_transaction_holds(catalog, alice):
+    """Every node with room is locked elsewhere: placement skips nothing it could take, so it
+    waits for a node (fullest first) instead of answering "no capacity", and books it once
+    the lock goes."""
+    acting = acting_as(alice)
+    quote = quote_create(acting=acting, gpu_model="l4", gpu_count=1, period="day", period_count=1)
+    nodes = list(
+        Node.objects.filter(gpu_model__slug="l4", state=NodeState.ACTIVE).values_list(
+            "pk", flat=True
+        )
+    )
+    held, release = threading.Event(), threading.Event()
+
+    @_in_thread
+    def hold():
+        with transaction.atomic():
+            list(Node.objects.select_for_update().filter(pk__in=nodes))
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    threading.Timer(0.5, release.set).start()
+    started = time.monotonic()
+    allocation = allocation_book(acting=acting, quote=quote)
+    waited = time.monotonic() - started
+    holder.join(10)
+    assert allocation.node_id in nodes and waited >= 0.4
+    assert overlapping_pairs() == 0
