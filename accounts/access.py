@@ -74,10 +74,9 @@ class Acting:
 
 
 def personal_team(user) -> Team:
-    """The user's own team, created on first need (users made by any path get one). Read on
-    every signed-in request, so the common case is one query and no transaction."""
-    team = Team.objects.filter(personal_for=user).first()
-    return team if team is not None else _personal_team_create(user)
+    """The user's own team, created on first need (users made by any path get one): read as
+    `acting_as` reads it on every signed-in request (one statement, no transaction)."""
+    return _personal_team_and_role(user)[0]
 
 
 @transaction.atomic
