@@ -188,7 +188,9 @@ class Attempt:
 def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
     with transaction.atomic():
         delivery = (
-            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            # Only the delivery's row: its endpoint's is key-share locked by any transaction
+            # committing a new delivery to it, which is no reason to skip this one.
+            WebhookDelivery.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("endpoint")
             .filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
             .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
@@ -256,7 +258,10 @@ def delivery_attempt(*, delivery_id: int) -> Attempt | None:
     code, error = _send(delivery)
     with transaction.atomic():
         now = db_now()
-        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=delivery.endpoint_id)
+        # No key changes: a lock that lets new deliveries to this endpoint commit meanwhile.
+        endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(
+            pk=delivery.endpoint_id
+        )
         delivery.response_code, delivery.last_error = code, error
         delivery.claimed_until = None
         retry_in = None

@@ -55,8 +55,12 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
     for kind, field, ahead in WARNINGS:
         while True:
             with transaction.atomic():
+                # The allocations' rows only, by a lock that rows pointing at them (events,
+                # notices) can commit beside: skipped means another sweep holds it.
                 batch = list(
-                    Allocation.objects.select_for_update(skip_locked=True)
+                    Allocation.objects.select_for_update(
+                        skip_locked=True, no_key=True, of=("self",)
+                    )
                     .filter(
                         state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
                         paid_until__gt=now,
@@ -250,7 +254,7 @@ def stopped_notices_record(*, now: datetime | None = None) -> int:
     )
     with transaction.atomic():
         due = list(
-            Allocation.objects.select_for_update(skip_locked=True)
+            Allocation.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
             .filter(state=AllocationState.STOPPED, paid_until__gt=now)
             .annotate(stopped_at=Subquery(stopped_since))
             .filter(stopped_at__lte=now - timedelta(hours=hours))

@@ -1,9 +1,12 @@
 """Which notices are due, for whom, in which language, and how the console shows them."""
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core import mail
+from django.db import connections, transaction
 from django.utils import timezone
 
 from accounts.access import acting_as
@@ -19,6 +22,7 @@ from rentals.services import (
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
+User = get_user_model()
 
 
 def _send_owed(now):
@@ -74,3 +78,32 @@ def test_a_long_stop_while_paid_is_noticed_once(catalog, alice, settings):
     assert Notice.objects.exclude(kind__in=RECEIPTS).get().kind == "stopped_paid"
     _send_owed(timezone.now() + timedelta(hours=3))
     assert any("does not pause the paid period" in m.body for m in mail.outbox)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_warnings_are_due_while_the_owner_changes_their_profile(catalog, alice, settings):
+    """The sweeps lock the allocations they warn about, not their owners: a person's row held
+    by another transaction (a profile change, a new sign-in) delays nobody's warning."""
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "NOTICE_STOPPED_HOURS": 2}
+    allocation = book(alice, model="l4", count=1, period="day", periods=2)
+    allocation_stop(acting=acting_as(alice), allocation=allocation)
+    held, release = threading.Event(), threading.Event()
+
+    def change_profile():
+        try:
+            with transaction.atomic():
+                User.objects.filter(pk=alice.pk).update(first_name="Alicja")
+                held.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    changer = threading.Thread(target=change_profile)
+    changer.start()
+    try:
+        assert held.wait(10)
+        assert expiry_notices_record(now=allocation.paid_until - timedelta(hours=23)) == 1
+        assert stopped_notices_record(now=timezone.now() + timedelta(hours=3)) == 1
+    finally:
+        release.set()
+        changer.join(10)

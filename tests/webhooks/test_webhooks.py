@@ -2,9 +2,11 @@
 Webhooks library's verifier."""
 
 import json
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection, connections, transaction
 from standardwebhooks.webhooks import Webhook
 
 from accounts.access import acting_as
@@ -164,6 +166,40 @@ def test_an_endpoint_failing_for_a_day_is_disabled_with_a_console_notice(catalog
     notice = Notice.objects.get(kind=NoticeKind.WEBHOOK_DISABLED)
     assert notice.user == alice and notice.endpoint_url == receiver.url
     assert len(receiver.requests) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_goes_while_the_team_records_more_events(catalog, alice, loopback):
+    """A transaction recording a delivery takes a key-share lock on its endpoint (the foreign
+    key's check, deferred to its commit; made immediate here to hold the lock open): an
+    attempt at an earlier delivery of that endpoint meanwhile must not take that for
+    "another worker has it" and drop the delivery."""
+    with Receiver() as receiver:
+        endpoint_create(acting=acting_as(alice), url=receiver.url, events=["booking.created"])
+        book(alice, model="l4", count=1, period="day")
+        first = WebhookDelivery.objects.get()
+        recorded, release = threading.Event(), threading.Event()
+
+        def record_another():
+            try:
+                with transaction.atomic():
+                    connection.cursor().execute("SET CONSTRAINTS ALL IMMEDIATE")
+                    book(alice, model="l4", count=1, period="day")
+                    recorded.set()
+                    release.wait(10)
+            finally:
+                connections.close_all()
+
+        recorder = threading.Thread(target=record_another)
+        recorder.start()
+        try:
+            assert recorded.wait(10)
+            attempt = delivery_attempt(delivery_id=first.pk)
+        finally:
+            release.set()
+            recorder.join(10)
+    assert attempt is not None and attempt.status == DeliveryStatus.SUCCEEDED
+    assert len(receiver.accepted()) == 1
 
 
 @pytest.mark.django_db
