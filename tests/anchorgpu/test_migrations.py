@@ -3,7 +3,7 @@ package to accounts, polls, samples, rollups and flags from rentals to telemetry
 idempotent responses from JSON to the bytes the client saw."""
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -16,7 +16,7 @@ from accounts.access import acting_as
 from accounts.models import ApiToken, Membership, Team
 from rentals import selectors
 from rentals.models import IdempotencyKey, Quote
-from telemetry.models import Flag, GpuRollup, GpuSample, Poll
+from telemetry.models import Flag, FleetSize, GpuRollup, GpuSample, Poll
 
 # The last migrations before telemetry and accounts became apps of their own.
 OLD_LAYOUT = [
@@ -181,3 +181,33 @@ def test_rows_move_to_their_owners_personal_teams_with_balances_unchanged(before
         charge, refund = amounts[name]
         expected = Decimal(charge) - Decimal(refund or 0)
         assert selectors.ledger_balance(acting=acting) == expected
+
+
+BEFORE_HOURLY_FLEET_SIZE = [("telemetry", "0006_samples_partitioned_by_day")]
+
+
+@pytest.fixture
+def before_hourly_fleet_size(transactional_db):
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(BEFORE_HOURLY_FLEET_SIZE)
+        executor.loader.build_graph()
+        yield executor.loader.project_state(BEFORE_HOURLY_FLEET_SIZE).apps
+    finally:
+        _migrate_to_latest()
+
+
+def test_every_rounds_fleet_size_folds_into_its_hour(before_hourly_fleet_size):
+    sizes = before_hourly_fleet_size.get_model("telemetry", "FleetSize")
+    ten = datetime(2026, 11, 2, 10, tzinfo=UTC)
+    rounds = [(ten, 16, 16), (ten + timedelta(minutes=15), 24, 12),
+              (ten + timedelta(minutes=59, seconds=59), 20, 20),
+              (ten + timedelta(hours=1), 8, 7), (ten + timedelta(hours=3, minutes=30), 8, 8)]  # fmt: skip
+    for at, gpus, reporting in rounds:
+        sizes.objects.create(at=at, gpus=gpus, reporting=reporting)
+
+    _migrate_to_latest()
+
+    assert list(FleetSize.objects.order_by("at").values_list("at", "gpus", "reporting")) == [
+        (ten, 24, 12), (ten + timedelta(hours=1), 8, 7), (ten + timedelta(hours=3), 8, 8),
+    ]  # fmt: skip
