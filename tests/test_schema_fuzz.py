@@ -8,6 +8,7 @@ import schemathesis
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
+from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -19,8 +20,10 @@ from schemathesis.specs.openapi.checks import (
 from accounts.access import acting_as, personal_team
 from accounts.models import ApiToken
 from accounts.services import api_token_create
+from catalog.models import Gpu
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
+from telemetry.models import SEVERITY, Flag, FlagKind
 from tests.catalog.factories import catalog_setup
 from tests.rentals.helpers import book
 from webhooks.models import WebhookEndpoint
@@ -108,3 +111,42 @@ def test_api_never_errors_and_documents_every_status(case, two_users, owner):
     )
     assert two_users["bobs"] not in response.text or response.status_code == 404
     assert Allocation.objects.filter(pk=two_users["bobs"], state="running").exists()
+
+
+@pytest.fixture
+def staff_fleet(db, django_user_model, keep_test_connection):
+    """A staff member's token, a fleet with bookings and one open flag of each kind."""
+    catalog_setup()
+    book(django_user_model.objects.create_user("fuzz-customer"), model="l4", count=1,
+         period="day")  # fmt: skip
+    staff = django_user_model.objects.create_user("fuzz-staff", is_staff=True)
+    now, gpu = timezone.now(), Gpu.objects.select_related("node").first()
+    flags = [
+        Flag.objects.create(
+            node=gpu.node, gpu=None if kind == FlagKind.NODE_UNREACHABLE else gpu, kind=kind,
+            severity=SEVERITY[kind], opened_at=now, last_seen_at=now,
+        )
+        for kind in FlagKind
+    ]  # fmt: skip
+    return {"token": api_token_create(user=staff, name="staff"), "flag": flags[0].pk}
+
+
+@schema.include(path_regex=r"^/api/v1/(flags|nodes|usage)/").parametrize()
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+def test_staff_endpoints_never_error_for_staff(case, staff_fleet):
+    """The staff-only operations, fuzzed as staff (the test above reaches them only as a
+    customer, who is refused before any input is read)."""
+    if "{id}" in case.path and case.path_parameters is not None:
+        case.path_parameters = {**case.path_parameters, "id": staff_fleet["flag"]}
+    response = case.call(headers={"Authorization": f"Bearer {staff_fleet['token']}"})
+    assert response.status_code < 500, (case.method, case.path, response.text[:500])
+    case.validate_response(
+        response,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
+    )
+    assert response.status_code != 403
