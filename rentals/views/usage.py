@@ -3,6 +3,7 @@
 from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import render
 
+from catalog.models import NodeHealth
 from core.csv import csv_response
 from rentals.dashboard import dashboard_tables, fleet_dashboard_cached
 from rentals.forms import DashboardForm
@@ -18,5 +19,8 @@ def usage_page(request):
         table = table if table in tables else "over_time"
         header, rows = tables[table]
         return csv_response(filename=f"anchorgpu-{table}.csv", header=header, rows=rows)
-    context.update({"days": days, "nav": "usage"})
+    # The cached figures are the same in every language: the health names are put in the
+    # reader's here.
+    health = [(NodeHealth(k).label, n) for k, n in context["health"].items()]
+    context.update({"days": days, "nav": "usage", "health_counts": health})
     return render(request, "rentals/usage.html", context)

@@ -10,6 +10,9 @@
     ["chart-power", "power", { min: 0 }],
     ["chart-temp", "temp", {}],
   ];
+  const axis = window.anchorgpuTimeAxis;
+  const hours = axis.format(root.dataset.tz, { hour: "2-digit", minute: "2-digit" });
+  const days = axis.format(root.dataset.tz, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" });
   const charts = {};
   for (const [id, , y] of specs) {
     charts[id] = new Chart(document.getElementById(id), {
@@ -17,7 +20,7 @@
       data: { datasets: [] },
       options: {
         animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
-        scales: { x: { type: "linear", ticks: { callback: (v) => new Date(v).toISOString().slice(11, 16) } }, y },
+        scales: { x: { type: "linear", ticks: { callback: hours } }, y },
         plugins: { legend: { position: "bottom", labels: { boxWidth: 10 } } },
         elements: { point: { radius: 0 }, line: { borderWidth: 1.5 } },
       },
@@ -28,19 +31,19 @@
     if (!response.ok) return;
     const data = await response.json();
     const long = Date.parse(data.to) - Date.parse(data.from) > 86400000;
-    const tick = long ? (v) => new Date(v).toISOString().slice(5, 16).replace("T", " ")
-                      : (v) => new Date(v).toISOString().slice(11, 16);
+    const tick = long ? days : hours;
     for (const [id, field] of specs) {
       charts[id].options.scales.x.ticks.callback = tick;
+      charts[id].options.scales.x.ticks.stepSize = axis.step(Date.parse(data.to) - Date.parse(data.from));
       const datasets = data.gpus.map((gpu, i) => ({
-        label: "GPU " + gpu.index,
+        label: root.dataset.gpu + " " + gpu.index,
         borderColor: palette[i % palette.length],
         backgroundColor: palette[i % palette.length],
         data: gpu.points.filter((p) => p[field] !== null).map((p) => ({ x: Date.parse(p.t), y: p[field] })),
       }));
       if (field === "mem" && data.gpus.length) {
         const totals = data.gpus[0].points.filter((p) => p.mem_total !== null);
-        datasets.push({ label: "total", borderDash: [4, 4], borderColor: "#94a3b8",
+        datasets.push({ label: root.dataset.total, borderDash: [4, 4], borderColor: "#94a3b8",
           data: totals.map((p) => ({ x: Date.parse(p.t), y: p.mem_total })) });
       }
       charts[id].data.datasets = datasets;

@@ -8,12 +8,16 @@
     label, borderColor: color, backgroundColor: color, pointRadius: 0, borderWidth: 1.5,
     data: data.map((r) => ({ x: Date.parse(r.t), y: r[key] })),
   });
+  const axis = window.anchorgpuTimeAxis;
+  const tick = axis.format(el.dataset.tz, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" });
+  const span = data.length ? Date.parse(data[data.length - 1].t) - Date.parse(data[0].t) : 0;
   new Chart(el, {
     type: "line",
-    data: { datasets: [series("total", "#94a3b8", el.dataset.total || "total"),
-                       series("allocated", "#0f3d5e", "allocated"), series("busy", "#0f7b6c", "busy")] },
+    data: { datasets: [series("total", "#94a3b8", el.dataset.total),
+                       series("allocated", "#0f3d5e", el.dataset.allocated),
+                       series("busy", "#0f7b6c", el.dataset.busy)] },
     options: { animation: false, parsing: false,
-      scales: { x: { type: "linear", ticks: { callback: (v) => new Date(v).toISOString().slice(5, 13).replace("T", " ") } },
+      scales: { x: { type: "linear", ticks: { callback: tick, stepSize: axis.step(span) } },
                 y: { min: 0 } } },
   });
 })();

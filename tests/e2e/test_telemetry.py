@@ -8,12 +8,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from accounts.services import account_preferences_set
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import Gpu, Node
 from rentals.demo import seed_history, seed_rentals
 from rentals.models import Allocation, AllocationState
 from telemetry.models import Flag, FlagKind, Severity
 from tests.e2e.conftest import axe_serious, login, screenshot
+from tests.rentals.helpers import book
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PASSWORD = "pw-demo-123456"
@@ -88,3 +90,34 @@ def test_a_customer_reads_a_whole_rental(demo, page, live_server):
     page.locator("#id_end").fill("2026-01-01T10:00")
     page.get_by_role("button", name="Show").click()
     assert page.get_by_text("The start must be before the end.").is_visible()
+
+
+def test_chart_times_are_in_the_readers_zone_and_language(catalog, staff, page, live_server):
+    account_preferences_set(user=staff, language="pl", time_zone="Asia/Kolkata")
+    staff.set_password(PASSWORD)
+    staff.save()
+    allocation = book(staff, model="l4", count=2, period="day")
+    login(page, live_server, "staff", PASSWORD)
+    ten_utc = "Date.parse('2026-01-01T10:00:00Z')"
+
+    page.goto(f"{live_server.url}/allocations/{allocation.pk}/")
+    assert page.get_by_text("Czas na wykresach podano w strefie Asia/Kolkata.").is_visible()
+    page.wait_for_function("Chart.getChart('chart-util').data.datasets.length === 2")
+    util = "Chart.getChart('chart-util')"
+    assert page.evaluate(f"{util}.data.datasets.map((d) => d.label)") == ["GPU 0", "GPU 1"]
+    assert page.evaluate("Chart.getChart('chart-mem').data.datasets.at(-1).label") == "łącznie"
+    assert page.evaluate(f"{util}.options.scales.x.ticks.callback({ten_utc})") == "15:30"
+    assert page.errors == []
+
+    page.goto(f"{live_server.url}/usage/?days=1")
+    assert page.get_by_text("Czas na wykresie podano w strefie Asia/Kolkata.").is_visible()
+    fleet = "Chart.getChart('fleet-chart')"
+    labels = page.evaluate(f"{fleet}.data.datasets.map((d) => d.label)")
+    assert labels == ["we flocie", "przydzielone", "zajęte"]
+    tick = page.evaluate(f"{fleet}.options.scales.x.ticks.callback({ten_utc})")
+    assert "sty" in tick and "15:30" in tick, tick
+    ticks = page.evaluate(f"{fleet}.scales.x.ticks.map((t) => t.value)")
+    assert len(ticks) >= 4 and all(t % 3_600_000 == 0 for t in ticks)  # whole hours (UTC)
+    assert page.get_by_text("nieznany: 5").is_visible()  # node health, named in Polish
+    screenshot(page, "dashboard-pl-zone")
+    assert page.errors == []
