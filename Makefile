@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint fmt venv chromium clean manage
+.PHONY: run test bench lint fmt venv chromium gettext clean manage
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is needed (python3 --version)"; exit 1; }
@@ -24,10 +24,16 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# xgettext and msgattrib: a test extracts every message from the code and finds each translated.
+gettext:
+	@command -v xgettext >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext >/dev/null; }
+
 run: venv
 	$(PY) -m anchorgpu.launcher run
 
-test: venv chromium
+test: venv chromium gettext
 	$(PY) -m anchorgpu.launcher exec -- $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: venv

@@ -1,21 +1,41 @@
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.rentals.helpers import book
 
-PO = Path(__file__).resolve().parents[2] / "locale" / "pl" / "LC_MESSAGES" / "django.po"
+ROOT = Path(__file__).resolve().parents[2]
+PO = Path("locale") / "pl" / "LC_MESSAGES" / "django.po"
+EMPTY = re.compile(r'^msgstr(?:\[\d\])? ""$(?!\n")', re.M)
+
+
+def _untranslated(text: str) -> list[str]:
+    """The entries of a .po text (its header aside) with no translation or a fuzzy one."""
+    entries = text.split("\n\n")[1:]
+    return [e for e in entries if EMPTY.search(e) or "#, fuzzy" in e]
 
 
 def test_every_message_has_a_polish_translation():
-    text = PO.read_text(encoding="utf-8")
-    entries = text.split("\n\n")[1:]  # the first block is the header
-    empty = re.compile(r'^msgstr(?:\[\d\])? ""$(?!\n")', re.M)
-    untranslated = [e for e in entries if empty.search(e)]
-    assert untranslated == []
-    assert "#, fuzzy" not in text
-    assert len(entries) > 250
+    text = (ROOT / PO).read_text(encoding="utf-8")
+    assert _untranslated(text) == []
+    assert len(text.split("\n\n")) > 250
+
+
+def test_every_message_in_the_code_is_in_the_catalog(tmp_path):
+    """Messages extracted afresh (in a copy of the sources) are all in the committed catalog,
+    translated: a new or changed string cannot ship in English on a Polish page."""
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+        ".*", "__pycache__", "test-artifacts", "build", "*.egg-info", "static"))  # fmt: skip
+    subprocess.run(
+        [sys.executable, "manage.py", "makemessages", "-l", "pl", "--no-obsolete"],
+        cwd=copy, check=True, capture_output=True,
+    )  # fmt: skip
+    assert _untranslated((copy / PO).read_text(encoding="utf-8")) == []
 
 
 @pytest.mark.django_db
