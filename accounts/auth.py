@@ -1,6 +1,7 @@
 """Bearer-token authentication for the API: live tokens only (not revoked, not expired, and
 issued under the user's current password)."""
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
@@ -35,7 +36,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         )
         if token is None:
             raise exceptions.AuthenticationFailed(_("Invalid, expired or revoked token."))
-        if not constant_time_compare(token.password_stamp, token.user.get_session_auth_hash()):
+        if not _stamp_holds(token):
             # Issued under a password the user no longer has: dead for good.
             ApiToken.objects.filter(pk=token.pk).update(revoked_at=now)
             raise exceptions.AuthenticationFailed(_("Invalid, expired or revoked token."))
@@ -45,3 +46,18 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return self.keyword
+
+
+def _stamp_holds(token: ApiToken) -> bool:
+    """The token was issued under the user's current password. The stamp is keyed by
+    SECRET_KEY: one made under a key now in SECRET_KEY_FALLBACKS holds too, and is made
+    again under the current key (as Django does for sessions), so a rotation ends no token."""
+    user = token.user
+    current = user.get_session_auth_hash()
+    if constant_time_compare(token.password_stamp, current):
+        return True
+    for key in settings.SECRET_KEY_FALLBACKS:
+        if constant_time_compare(token.password_stamp, user._get_session_auth_hash(secret=key)):
+            ApiToken.objects.filter(pk=token.pk).update(password_stamp=current)
+            return True
+    return False

@@ -35,6 +35,7 @@ _HINTS = {
 
 DEBUG = _read("DJANGO_DEBUG", "bool", default=False)
 SECRET_KEY = _read("DJANGO_SECRET_KEY", "str")
+SECRET_KEY_FALLBACKS = _read("DJANGO_SECRET_KEY_FALLBACKS", "list", default=[])
 ALLOWED_HOSTS = _read("DJANGO_ALLOWED_HOSTS", "list", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = _read("DJANGO_CSRF_TRUSTED_ORIGINS", "list", default=[])
 

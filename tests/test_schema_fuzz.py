@@ -21,6 +21,7 @@ from accounts.access import acting_as, personal_team
 from accounts.models import ApiToken
 from accounts.services import api_token_create
 from catalog.models import Gpu
+from core.sealed import seal
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from telemetry.models import SEVERITY, Flag, FlagKind
@@ -62,7 +63,7 @@ def two_users(db, django_user_model, keep_test_connection):
     hooks = {
         user.username: WebhookEndpoint.objects.create(
             team=personal_team(user), created_by=user, url="https://hooks.example.com/in",
-            events=["booking.created"], secret="whsec_" + "A" * 43,
+            events=["booking.created"], secret_sealed=seal("whsec_" + "A" * 43),
         ).pk
         for user in (alice, bob)
     }  # fmt: skip

@@ -8,7 +8,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     list_display = ["url", "team", "is_active", "failing_since", "disabled_at", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["url", "team__name"]
-    exclude = ["secret"]  # the customer saw it once; nobody reads it here
+    exclude = ["secret_sealed"]  # the customer saw it once; nobody reads it here
     readonly_fields = ["team", "created_by", "failing_since", "disabled_at"]
 
 

@@ -29,7 +29,8 @@ TEST_EVENT = "webhook.test"
 
 
 class WebhookEndpoint(models.Model):
-    """A team's receiver: where to send which events, signed with `secret` (shown once)."""
+    """A team's receiver: where to send which events, signed with a secret shown once and
+    kept sealed (`core.sealed`)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
@@ -39,7 +40,7 @@ class WebhookEndpoint(models.Model):
     url = models.URLField(max_length=500)
     description = models.CharField(max_length=200, blank=True)
     events = ArrayField(models.CharField(max_length=40, choices=EventType.choices))
-    secret = models.CharField(max_length=100, editable=False)
+    secret_sealed = models.TextField(editable=False)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Failing since the first failed attempt after the last success; a day of that disables.

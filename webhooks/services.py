@@ -6,6 +6,7 @@ recorded, so a receiver that saw it already can tell by the id.
 """
 
 import base64
+import logging
 import os
 import secrets
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from standardwebhooks.webhooks import Webhook
 
 from accounts.access import Acting, Action, NotAllowed
 from core.db import db_now
+from core.sealed import InvalidToken, seal, unseal
 from rentals.services import webhook_disabled_notice_record
 from webhooks import messages
 from webhooks.models import (
@@ -33,9 +35,12 @@ from webhooks.models import (
 )
 from webhooks.urls_safety import url_refusal
 
+logger = logging.getLogger(__name__)
+
 DELIVER_TASK = "webhooks.tasks.webhook_deliver_task"
 ENDPOINTS_MAX = 20
 USER_AGENT = "AnchorGPU-Webhooks/1.0"
+SECRET_LOST = "AnchorGPU cannot unseal this endpoint's signing secret (its server key changed)"
 
 
 def _conf(name):
@@ -78,7 +83,7 @@ def endpoint_create(
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     endpoint = WebhookEndpoint.objects.create(
         team=acting.team, created_by=acting.user, url=url, events=sorted(set(events)),
-        description=description, secret=secret,
+        description=description, secret_sealed=seal(secret),
     )  # fmt: skip
     return endpoint, secret
 
@@ -226,15 +231,21 @@ def _send(delivery: WebhookDelivery) -> tuple[int | None, str]:
     """(HTTP status or None, error text or "") of one POST of the signed body."""
     if refusal := url_refusal(delivery.endpoint.url):
         return None, refusal[:300]
+    try:
+        secret = unseal(delivery.endpoint.secret_sealed)
+    except InvalidToken:
+        logger.error(
+            "Webhook endpoint %s: its signing secret was sealed under a key that is neither "
+            "DJANGO_SECRET_KEY nor in DJANGO_SECRET_KEY_FALLBACKS", delivery.endpoint_id,
+        )  # fmt: skip
+        return None, SECRET_LOST
     sent_at = datetime.now(UTC)
     headers = {
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         "webhook-id": delivery.message_id,
         "webhook-timestamp": str(int(sent_at.timestamp())),
-        "webhook-signature": Webhook(delivery.endpoint.secret).sign(
-            delivery.message_id, sent_at, delivery.payload
-        ),
+        "webhook-signature": Webhook(secret).sign(delivery.message_id, sent_at, delivery.payload),
     }
     try:
         response = _client().post(

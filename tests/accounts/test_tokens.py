@@ -68,3 +68,20 @@ def test_a_non_numeric_revoke_on_the_page_is_refused_quietly(alice, client):
     response = client.post("/account/tokens/", {"revoke": "abc"})
     assert response.status_code == 302
     assert ApiToken.objects.get().revoked_at is None
+
+
+def test_a_key_rotation_with_the_old_key_kept_ends_no_token(alice, api, settings):
+    secret = api_token_create(user=alice, name="ci")
+    old_key = settings.SECRET_KEY
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "rotated-" + "k" * 50, [old_key]
+    assert _bearer(api, secret).get("/api/v1/ledger/").status_code == 200
+    settings.SECRET_KEY_FALLBACKS = []  # the token was stamped again under the new key
+    assert api.get("/api/v1/ledger/").status_code == 200
+    assert ApiToken.objects.get().revoked_at is None
+
+
+def test_a_key_rotation_without_the_old_key_ends_every_token(alice, api, settings):
+    secret = api_token_create(user=alice, name="ci")
+    settings.SECRET_KEY = "rotated-" + "k" * 50
+    assert _bearer(api, secret).get("/api/v1/ledger/").status_code == 401
+    assert ApiToken.objects.get().revoked_at is not None

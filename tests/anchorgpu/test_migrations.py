@@ -14,9 +14,11 @@ from django.utils import timezone
 
 from accounts.access import acting_as
 from accounts.models import ApiToken, Membership, Team
+from core.sealed import unseal
 from rentals import selectors
 from rentals.models import IdempotencyKey, Quote
 from telemetry.models import Flag, FleetSize, GpuRollup, GpuSample, Poll
+from webhooks.models import WebhookEndpoint
 
 # The last migrations before telemetry and accounts became apps of their own.
 OLD_LAYOUT = [
@@ -211,3 +213,32 @@ def test_every_rounds_fleet_size_folds_into_its_hour(before_hourly_fleet_size):
     assert list(FleetSize.objects.order_by("at").values_list("at", "gpus", "reporting")) == [
         (ten, 24, 12), (ten + timedelta(hours=1), 8, 7), (ten + timedelta(hours=3), 8, 8),
     ]  # fmt: skip
+
+
+BEFORE_SEALED_SECRETS = [("webhooks", "0001_initial")]
+
+
+@pytest.fixture
+def before_sealed_secrets(transactional_db):
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(BEFORE_SEALED_SECRETS)
+        executor.loader.build_graph()
+        yield executor.loader.project_state(BEFORE_SEALED_SECRETS).apps
+    finally:
+        _migrate_to_latest()
+
+
+def test_plain_webhook_secrets_are_sealed(before_sealed_secrets):
+    old = before_sealed_secrets
+    user = old.get_model("auth", "User").objects.create(username="fay")
+    team = old.get_model("accounts", "Team").objects.create(name="fay", personal_for=user)
+    old.get_model("webhooks", "WebhookEndpoint").objects.create(
+        team=team, created_by=user, url="https://hooks.example.com/in", events=["booking.created"],
+        secret="whsec_plain",
+    )  # fmt: skip
+
+    _migrate_to_latest()
+
+    sealed = WebhookEndpoint.objects.get().secret_sealed
+    assert "whsec_plain" not in sealed and unseal(sealed) == "whsec_plain"

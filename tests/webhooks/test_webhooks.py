@@ -274,3 +274,33 @@ def test_the_teams_with_an_endpoint_are_kept_in_the_cache_and_follow_every_chang
 
 def alice_team(user):
     return acting_as(user).team.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_secret_is_sealed_at_rest_and_survives_a_key_rotation(
+    catalog, alice, loopback, settings
+):
+    with Receiver() as receiver:
+        endpoint, secret = endpoint_create(
+            acting=acting_as(alice), url=receiver.url, events=["booking.created"]
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT row_to_json(e)::text FROM webhooks_webhookendpoint e")
+            (row,) = cursor.fetchone()
+        assert secret.removeprefix("whsec_") not in row  # a dump alone cannot sign
+
+        old_key = settings.SECRET_KEY
+        settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "rotated-" + "k" * 50, [old_key]
+        book(alice, model="l4", count=1, period="day")
+        first = WebhookDelivery.objects.get()
+        assert delivery_attempt(delivery_id=first.pk).status == DeliveryStatus.SUCCEEDED
+        headers, body = receiver.accepted()[0]
+        assert _verified(secret, headers, body)["type"] == "booking.created"
+
+        settings.SECRET_KEY_FALLBACKS = []  # the old key dropped too soon
+        book(alice, model="l4", count=1, period="day")
+        second = WebhookDelivery.objects.exclude(pk=first.pk).get()
+        attempt = delivery_attempt(delivery_id=second.pk)
+    assert attempt.status == DeliveryStatus.PENDING and attempt.retry_in == 0.2
+    second.refresh_from_db()
+    assert "cannot unseal" in second.last_error and len(receiver.requests) == 1
