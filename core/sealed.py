@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 
-__all__ = ["InvalidToken", "seal", "unseal"]
+__all__ = ["InvalidToken", "reseal", "seal", "unseal"]
 
 
 def _derived(secret_key: str) -> Fernet:
@@ -33,6 +33,11 @@ def _current() -> MultiFernet:
 
 def seal(plain: str) -> str:
     return _current().encrypt(plain.encode()).decode()
+
+
+def reseal(token: str) -> str:
+    """The same text sealed under the current key (InvalidToken as for `unseal`)."""
+    return _current().rotate(token.encode()).decode()
 
 
 def unseal(token: str) -> str:

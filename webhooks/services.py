@@ -23,7 +23,7 @@ from standardwebhooks.webhooks import Webhook
 
 from accounts.access import Acting, Action, NotAllowed
 from core.db import db_now
-from core.sealed import InvalidToken, seal, unseal
+from core.sealed import InvalidToken, reseal, seal, unseal
 from rentals.services import webhook_disabled_notice_record
 from webhooks import messages
 from webhooks.models import (
@@ -310,6 +310,23 @@ def _disable(endpoint: WebhookEndpoint, now: datetime) -> None:
     endpoint.is_active, endpoint.disabled_at = False, now
     _abandon_pending(endpoint, _("The endpoint was disabled after failing for a day."))
     webhook_disabled_notice_record(user=endpoint.created_by, url=endpoint.url, at=now)
+
+
+def secrets_reseal() -> tuple[int, int]:
+    """Seal every endpoint's secret under the current SECRET_KEY, so a key kept in
+    SECRET_KEY_FALLBACKS after a rotation can be dropped: (resealed, not openable)."""
+    resealed, lost = 0, 0
+    for pk in WebhookEndpoint.objects.values_list("pk", flat=True):
+        with transaction.atomic():
+            endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=pk)
+            try:
+                endpoint.secret_sealed = reseal(endpoint.secret_sealed)
+            except InvalidToken:
+                lost += 1
+                continue
+            endpoint.save(update_fields=["secret_sealed"])
+            resealed += 1
+    return resealed, lost
 
 
 def deliveries_due(*, limit: int = 500) -> list[int]:

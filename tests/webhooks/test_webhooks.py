@@ -1,11 +1,13 @@
 """Webhooks end to end: a real receiver on loopback, a real Celery worker, the Standard
 Webhooks library's verifier."""
 
+import io
 import json
 import threading
 from datetime import timedelta
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection, connections, transaction
 from standardwebhooks.webhooks import Webhook
 
@@ -297,10 +299,32 @@ def test_the_secret_is_sealed_at_rest_and_survives_a_key_rotation(
         headers, body = receiver.accepted()[0]
         assert _verified(secret, headers, body)["type"] == "booking.created"
 
-        settings.SECRET_KEY_FALLBACKS = []  # the old key dropped too soon
+        settings.SECRET_KEY_FALLBACKS = []  # the old key dropped too soon (no reseal)
         book(alice, model="l4", count=1, period="day")
         second = WebhookDelivery.objects.exclude(pk=first.pk).get()
         attempt = delivery_attempt(delivery_id=second.pk)
     assert attempt.status == DeliveryStatus.PENDING and attempt.retry_in == 0.2
     second.refresh_from_db()
     assert "cannot unseal" in second.last_error and len(receiver.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_reseal_the_old_key_can_go(catalog, alice, loopback, settings):
+    with Receiver() as receiver:
+        endpoint, secret = endpoint_create(
+            acting=acting_as(alice), url=receiver.url, events=["booking.created"]
+        )
+        old_key = settings.SECRET_KEY
+        settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "rotated-" + "k" * 50, [old_key]
+        out = io.StringIO()
+        call_command("webhook_secrets_reseal", stdout=out)
+        assert out.getvalue().startswith("1 webhook secrets sealed")
+        settings.SECRET_KEY_FALLBACKS = []
+        book(alice, model="l4", count=1, period="day")
+        attempt = delivery_attempt(delivery_id=WebhookDelivery.objects.get().pk)
+    assert attempt.status == DeliveryStatus.SUCCEEDED
+    headers, body = receiver.accepted()[0]
+    assert _verified(secret, headers, body)["type"] == "booking.created"
+    settings.SECRET_KEY = "another-" + "k" * 50  # now nothing opens it: the command says so
+    with pytest.raises(CommandError, match="1 secrets open under no key"):
+        call_command("webhook_secrets_reseal", stdout=io.StringIO())
