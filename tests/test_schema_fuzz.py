@@ -86,6 +86,24 @@ def two_users(db, django_user_model, keep_test_connection):
     }  # fmt: skip
 
 
+def _called_as(case, token):
+    """The case's response with this bearer token, checked for what the API promises: no
+    server error, only documented statuses, content types and bodies. (Acceptance checks
+    that treat business refusals as schema bugs are not run.)"""
+    response = case.call(headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code < 500, (case.method, case.path, response.text[:500])
+    case.validate_response(
+        response,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
+    )
+    return response
+
+
 @pytest.mark.parametrize("owner", ["own", "other"])
 @schema.parametrize()
 @settings(
@@ -97,19 +115,7 @@ def test_api_never_errors_and_documents_every_status(case, two_users, owner):
     if "{id}" in case.path and case.path_parameters is not None:
         resource = case.path.split("/")[3]  # /api/v1/<resource>/...
         case.path_parameters = {**case.path_parameters, "id": two_users[owner][resource]}
-    response = case.call(headers={"Authorization": f"Bearer {two_users['token']}"})
-    assert response.status_code < 500, (case.method, case.path, response.text[:500])
-    # What the API promises: no server error, only documented statuses, content types and
-    # bodies. (Acceptance checks that treat business refusals as schema bugs are not run.)
-    case.validate_response(
-        response,
-        checks=[
-            not_a_server_error,
-            status_code_conformance,
-            content_type_conformance,
-            response_schema_conformance,
-        ],
-    )
+    response = _called_as(case, two_users["token"])
     assert two_users["bobs"] not in response.text or response.status_code == 404
     assert Allocation.objects.filter(pk=two_users["bobs"], state="running").exists()
 
@@ -139,15 +145,5 @@ def test_staff_endpoints_never_error_for_staff(case, staff_fleet):
     customer, who is refused before any input is read)."""
     if "{id}" in case.path and case.path_parameters is not None:
         case.path_parameters = {**case.path_parameters, "id": staff_fleet["flag"]}
-    response = case.call(headers={"Authorization": f"Bearer {staff_fleet['token']}"})
-    assert response.status_code < 500, (case.method, case.path, response.text[:500])
-    case.validate_response(
-        response,
-        checks=[
-            not_a_server_error,
-            status_code_conformance,
-            content_type_conformance,
-            response_schema_conformance,
-        ],
-    )
+    response = _called_as(case, staff_fleet["token"])
     assert response.status_code != 403

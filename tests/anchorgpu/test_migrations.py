@@ -38,11 +38,17 @@ def _tables():
 
 @pytest.fixture
 def old_layout(transactional_db):
+    yield from _models_at(OLD_LAYOUT)
+
+
+def _models_at(targets):
+    """Migrate back to `targets`, yield the models as they were there, and migrate forward
+    to the latest afterwards."""
     executor = MigrationExecutor(connection)
     try:
-        executor.migrate(OLD_LAYOUT)
+        executor.migrate(targets)
         executor.loader.build_graph()
-        yield executor.loader.project_state([t for t in OLD_LAYOUT if t[1]]).apps
+        yield executor.loader.project_state([t for t in targets if t[1]]).apps
     finally:
         _migrate_to_latest()
 
@@ -118,13 +124,7 @@ BEFORE_TEAMS = [
 
 @pytest.fixture
 def before_teams(transactional_db):
-    executor = MigrationExecutor(connection)
-    try:
-        executor.migrate(BEFORE_TEAMS)
-        executor.loader.build_graph()
-        yield executor.loader.project_state(BEFORE_TEAMS).apps
-    finally:
-        _migrate_to_latest()
+    yield from _models_at(BEFORE_TEAMS)
 
 
 def test_rows_move_to_their_owners_personal_teams_with_balances_unchanged(before_teams):
@@ -190,13 +190,7 @@ BEFORE_HOURLY_FLEET_SIZE = [("telemetry", "0006_samples_partitioned_by_day")]
 
 @pytest.fixture
 def before_hourly_fleet_size(transactional_db):
-    executor = MigrationExecutor(connection)
-    try:
-        executor.migrate(BEFORE_HOURLY_FLEET_SIZE)
-        executor.loader.build_graph()
-        yield executor.loader.project_state(BEFORE_HOURLY_FLEET_SIZE).apps
-    finally:
-        _migrate_to_latest()
+    yield from _models_at(BEFORE_HOURLY_FLEET_SIZE)
 
 
 def test_every_rounds_fleet_size_folds_into_its_hour(before_hourly_fleet_size):
@@ -220,13 +214,7 @@ BEFORE_SEALED_SECRETS = [("webhooks", "0001_initial")]
 
 @pytest.fixture
 def before_sealed_secrets(transactional_db):
-    executor = MigrationExecutor(connection)
-    try:
-        executor.migrate(BEFORE_SEALED_SECRETS)
-        executor.loader.build_graph()
-        yield executor.loader.project_state(BEFORE_SEALED_SECRETS).apps
-    finally:
-        _migrate_to_latest()
+    yield from _models_at(BEFORE_SEALED_SECRETS)
 
 
 def test_plain_webhook_secrets_are_sealed(before_sealed_secrets):

@@ -1,12 +1,10 @@
 """Which notices are due, for whom, in which language, and how the console shows them."""
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
-from django.db import connections, transaction
 from django.utils import timezone
 
 from accounts.access import acting_as
@@ -20,6 +18,7 @@ from rentals.services import (
     stopped_notices_record,
 )
 from tests.rentals.helpers import book
+from tests.transactions import held_open
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
@@ -87,23 +86,6 @@ def test_warnings_are_due_while_the_owner_changes_their_profile(catalog, alice, 
     settings.ANCHORGPU = {**settings.ANCHORGPU, "NOTICE_STOPPED_HOURS": 2}
     allocation = book(alice, model="l4", count=1, period="day", periods=2)
     allocation_stop(acting=acting_as(alice), allocation=allocation)
-    held, release = threading.Event(), threading.Event()
-
-    def change_profile():
-        try:
-            with transaction.atomic():
-                User.objects.filter(pk=alice.pk).update(first_name="Alicja")
-                held.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    changer = threading.Thread(target=change_profile)
-    changer.start()
-    try:
-        assert held.wait(10)
+    with held_open(lambda: User.objects.filter(pk=alice.pk).update(first_name="Alicja")):
         assert expiry_notices_record(now=allocation.paid_until - timedelta(hours=23)) == 1
         assert stopped_notices_record(now=timezone.now() + timedelta(hours=3)) == 1
-    finally:
-        release.set()
-        changer.join(10)

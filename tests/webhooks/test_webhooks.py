@@ -3,12 +3,11 @@ Webhooks library's verifier."""
 
 import io
 import json
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from standardwebhooks.webhooks import Webhook
 
 from accounts.access import acting_as
@@ -22,6 +21,7 @@ from rentals.services import (
 )
 from tests.anchorgpu.test_celery import wait_for
 from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
+from tests.transactions import held_open
 from tests.webhooks.receiver import Receiver
 from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint
 from webhooks.selectors import teams_listening
@@ -180,26 +180,13 @@ def test_a_delivery_goes_while_the_team_records_more_events(catalog, alice, loop
         endpoint_create(acting=acting_as(alice), url=receiver.url, events=["booking.created"])
         book(alice, model="l4", count=1, period="day")
         first = WebhookDelivery.objects.get()
-        recorded, release = threading.Event(), threading.Event()
 
         def record_another():
-            try:
-                with transaction.atomic():
-                    connection.cursor().execute("SET CONSTRAINTS ALL IMMEDIATE")
-                    book(alice, model="l4", count=1, period="day")
-                    recorded.set()
-                    release.wait(10)
-            finally:
-                connections.close_all()
+            connection.cursor().execute("SET CONSTRAINTS ALL IMMEDIATE")
+            book(alice, model="l4", count=1, period="day")
 
-        recorder = threading.Thread(target=record_another)
-        recorder.start()
-        try:
-            assert recorded.wait(10)
+        with held_open(record_another):
             attempt = delivery_attempt(delivery_id=first.pk)
-        finally:
-            release.set()
-            recorder.join(10)
     assert attempt is not None and attempt.status == DeliveryStatus.SUCCEEDED
     assert len(receiver.accepted()) == 1
 
@@ -239,8 +226,6 @@ def test_a_cluster_booking_is_one_booking_created_and_a_start_per_node(catalog, 
 
 @pytest.mark.django_db
 def test_a_rolled_back_change_announces_nothing(catalog, alice, loopback):
-    from django.db import transaction
-
     endpoint_create(acting=acting_as(alice), url="http://127.0.0.1:9/a", events=ALL_EVENTS)
     with pytest.raises(RuntimeError), transaction.atomic():
         book(alice, model="l4", count=1, period="day")
