@@ -33,6 +33,9 @@
     const long = Date.parse(data.to) - Date.parse(data.from) > 86400000;
     const tick = long ? days : hours;
     for (const [id, field] of specs) {
+      // The axis spans the range asked for, so a gap in the samples shows as a gap.
+      charts[id].options.scales.x.min = Date.parse(data.from);
+      charts[id].options.scales.x.max = Date.parse(data.to);
       charts[id].options.scales.x.ticks.callback = tick;
       charts[id].options.scales.x.ticks.stepSize = axis.step(Date.parse(data.to) - Date.parse(data.from));
       const datasets = data.gpus.map((gpu, i) => ({

@@ -107,6 +107,17 @@ def test_chart_times_are_in_the_readers_zone_and_language(catalog, staff, page, 
     assert page.evaluate(f"{util}.data.datasets.map((d) => d.label)") == ["GPU 0", "GPU 1"]
     assert page.evaluate("Chart.getChart('chart-mem').data.datasets.at(-1).label") == "łącznie"
     assert page.evaluate(f"{util}.options.scales.x.ticks.callback({ten_utc})") == "15:30"
+    # no samples yet: the axis still spans the range the telemetry answered for (the hour
+    # asked for, clipped to the rental), and no figure is made up
+    answered = page.evaluate(
+        "fetch(document.getElementById('charts').dataset.url).then((r) => r.json())"
+        ".then((d) => [Date.parse(d.from), Date.parse(d.to)])"
+    )
+    axis = page.evaluate(f"[{util}.scales.x.min, {util}.scales.x.max]")
+    assert axis[0] == answered[0] and 0 < axis[1] <= answered[1]
+    peak = page.locator(".kpi", has_text="szczytowa pamięć").locator(".value")
+    assert peak.inner_text() == "—"
+    screenshot(page, "allocation-pl-zone")
     assert page.errors == []
 
     page.goto(f"{live_server.url}/usage/?days=1")
