@@ -20,7 +20,7 @@
       data: { datasets: [] },
       options: {
         animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
-        scales: { x: { type: "linear", ticks: { callback: hours } }, y },
+        scales: { x: { type: "linear", afterBuildTicks: axis.ticks, ticks: { callback: hours } }, y },
         plugins: { legend: { position: "bottom", labels: { boxWidth: 10 } } },
         elements: { point: { radius: 0 }, line: { borderWidth: 1.5 } },
       },
@@ -37,7 +37,6 @@
       charts[id].options.scales.x.min = Date.parse(data.from);
       charts[id].options.scales.x.max = Date.parse(data.to);
       charts[id].options.scales.x.ticks.callback = tick;
-      charts[id].options.scales.x.ticks.stepSize = axis.step(Date.parse(data.to) - Date.parse(data.from));
       const datasets = data.gpus.map((gpu, i) => ({
         label: root.dataset.gpu + " " + gpu.index,
         borderColor: palette[i % palette.length],

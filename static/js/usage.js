@@ -10,14 +10,15 @@
   });
   const axis = window.anchorgpuTimeAxis;
   const tick = axis.format(el.dataset.tz, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" });
-  const span = data.length ? Date.parse(data[data.length - 1].t) - Date.parse(data[0].t) : 0;
+  const first = data.length ? Date.parse(data[0].t) : 0;
+  const last = data.length ? Date.parse(data[data.length - 1].t) : 0;
   new Chart(el, {
     type: "line",
     data: { datasets: [series("total", "#94a3b8", el.dataset.total),
                        series("allocated", "#0f3d5e", el.dataset.allocated),
                        series("busy", "#0f7b6c", el.dataset.busy)] },
     options: { animation: false, parsing: false,
-      scales: { x: { type: "linear", ticks: { callback: tick, stepSize: axis.step(span) } },
+      scales: { x: { type: "linear", min: first, max: last, afterBuildTicks: axis.ticks, ticks: { callback: tick } },
                 y: { min: 0 } } },
   });
 })();
