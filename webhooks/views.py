@@ -26,7 +26,7 @@ class EndpointForm(forms.Form):
     )
     events = forms.MultipleChoiceField(
         label=gettext_lazy("Events"),
-        choices=[(value, value) for value in EventType.values],
+        choices=EventType.choices,
         widget=forms.CheckboxSelectMultiple,
         initial=list(EventType.values),
     )
