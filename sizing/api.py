@@ -133,6 +133,7 @@ class CandidateSerializer(serializers.Serializer):
 
 class CaveatSerializer(serializers.Serializer):
     code = serializers.CharField()
+    title = serializers.CharField(help_text="a few words, in the reader's language")
     text = serializers.CharField()
     glossary = serializers.CharField(allow_null=True)
 

@@ -32,19 +32,19 @@ MIB = 2**20
 GPU_COUNTS = (1, 2, 4, 8)
 MEASURED_WITHIN = timedelta(days=30)
 
-# code → (words, glossary term)
+# code → (title, words, glossary term)
 CAVEATS = {
-    "ddp_not_pooled": (gettext_lazy("DDP keeps a whole copy of the model on every GPU: memory is not pooled. Only FSDP/ZeRO-3 or tensor parallelism split the weights."), "ddp"),
-    "tp_heads_indivisible": (gettext_lazy("Tensor parallelism needs the attention heads divisible by its degree: this split is not possible."), "tensor-parallelism"),
-    "tp_without_fast_link": (gettext_lazy("This card has no NVLink or Infinity Fabric: tensor parallelism over PCIe is slow (two all-reduces per layer)."), "tensor-parallelism"),
-    "kv_heads_replicated": (gettext_lazy("More GPUs than KV heads: the KV heads are replicated, so the KV cache does not shrink further."), "kv-cache"),
-    "moe_experts_resident": (gettext_lazy("Mixture of experts: every expert stays in memory, although each token uses only a few."), "vram"),
-    "fp8_needs_sm89": (gettext_lazy("FP8 W8A8 needs compute capability 8.9 or newer (or an MI300); here FP8 checkpoints run as weight-only W8A16."), "quantization"),
-    "fp8_fnuz": (gettext_lazy("MI300X FP8 is the FNUZ variant: OCP FP8 checkpoints need converting."), "quantization"),
-    "quantized_kernel": (gettext_lazy("A quantized format fits only if a kernel exists for this GPU and the checkpoint carries its metadata; AWQ, GPTQ and bitsandbytes coverage lags on ROCm."), "quantization"),
-    "rocm_gfx_target": (gettext_lazy("ROCm: your wheels must include this GPU's gfx target."), "rocm"),
-    "parameters_only": (gettext_lazy("Only a parameter count was given: weights and model states are sized, the KV cache and activations are not."), "vram"),
-    "vae_decode_peak": (gettext_lazy("Diffusion pipelines: a VAE decode can peak on its own, above the denoiser's use."), "vae"),
+    "ddp_not_pooled": (gettext_lazy("DDP does not pool memory"), gettext_lazy("DDP keeps a whole copy of the model on every GPU: memory is not pooled. Only FSDP/ZeRO-3 or tensor parallelism split the weights."), "ddp"),
+    "tp_heads_indivisible": (gettext_lazy("Heads do not divide"), gettext_lazy("Tensor parallelism needs the attention heads divisible by its degree: this split is not possible."), "tensor-parallelism"),
+    "tp_without_fast_link": (gettext_lazy("Tensor parallelism over PCIe"), gettext_lazy("This card has no NVLink or Infinity Fabric: tensor parallelism over PCIe is slow (two all-reduces per layer)."), "tensor-parallelism"),
+    "kv_heads_replicated": (gettext_lazy("KV heads replicated"), gettext_lazy("More GPUs than KV heads: the KV heads are replicated, so the KV cache does not shrink further."), "kv-cache"),
+    "moe_experts_resident": (gettext_lazy("Every expert in memory"), gettext_lazy("Mixture of experts: every expert stays in memory, although each token uses only a few."), "vram"),
+    "fp8_needs_sm89": (gettext_lazy("FP8 runs weight-only here"), gettext_lazy("FP8 W8A8 needs compute capability 8.9 or newer (or an MI300); here FP8 checkpoints run as weight-only W8A16."), "quantization"),
+    "fp8_fnuz": (gettext_lazy("FP8 is FNUZ on MI300X"), gettext_lazy("MI300X FP8 is the FNUZ variant: OCP FP8 checkpoints need converting."), "quantization"),
+    "quantized_kernel": (gettext_lazy("Quantized kernels"), gettext_lazy("A quantized format fits only if a kernel exists for this GPU and the checkpoint carries its metadata; AWQ, GPTQ and bitsandbytes coverage lags on ROCm."), "quantization"),
+    "rocm_gfx_target": (gettext_lazy("ROCm gfx target"), gettext_lazy("ROCm: your wheels must include this GPU's gfx target."), "rocm"),
+    "parameters_only": (gettext_lazy("Weights only"), gettext_lazy("Only a parameter count was given: weights and model states are sized, the KV cache and activations are not."), "vram"),
+    "vae_decode_peak": (gettext_lazy("VAE decode peak"), gettext_lazy("Diffusion pipelines: a VAE decode can peak on its own, above the denoiser's use."), "vae"),
 }  # fmt: skip
 
 
@@ -178,7 +178,13 @@ def size(
         "kv_cache_bytes_per_token": kv_per_token,
         "candidates": candidates,
         "caveats": [
-            {"code": c, "text": str(CAVEATS[c][0]), "glossary": CAVEATS[c][1]} for c in codes
+            {
+                "code": c,
+                "title": str(CAVEATS[c][0]),
+                "text": str(CAVEATS[c][1]),
+                "glossary": CAVEATS[c][2],
+            }
+            for c in codes
         ],
         "disclaimer": disclaimer(get_language() or "en"),
     }

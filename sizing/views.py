@@ -6,20 +6,21 @@ from django.utils.translation import gettext_lazy as _
 
 from sizing.api import sizing_answer
 from sizing.forms import SizingForm
-from sizing.services import smallest_fits
+from sizing.services import CAVEATS, smallest_fits
 
 GIB = 2**30
 PARALLELISM = {
     "single": _("one GPU"), "tp": _("tensor parallel (TP)"), "ddp": "DDP", "fsdp": "FSDP",
     "zero2": "ZeRO-2", "zero3": "ZeRO-3",
 }  # fmt: skip
+# (figure, CSS class, the words the legend uses)
 PARTS = [
-    ("weights_bytes", "weights"),
-    ("kv_cache_bytes", "kv"),
-    ("gradients_bytes", "gradients"),
-    ("optimizer_bytes", "optimizer"),
-    ("activations_bytes", "activations"),
-    ("overhead_bytes", "overhead"),
+    ("weights_bytes", "weights", _("weights")),
+    ("kv_cache_bytes", "kv", _("KV cache")),
+    ("gradients_bytes", "gradients", _("gradients")),
+    ("optimizer_bytes", "optimizer", _("optimizer state")),
+    ("activations_bytes", "activations", _("activations")),
+    ("overhead_bytes", "overhead", _("overhead")),
 ]
 
 
@@ -28,9 +29,9 @@ def _bar(candidate: dict) -> list[dict]:
     usable = candidate["usable_bytes_per_gpu"] or 1
     scale = max(usable, candidate["per_gpu"]["total_bytes"])
     return [
-        {"part": css, "gib": candidate["per_gpu"][key] / GIB,
+        {"part": css, "label": label, "gib": candidate["per_gpu"][key] / GIB,
          "pct": candidate["per_gpu"][key] / scale * 100}
-        for key, css in PARTS
+        for key, css, label in PARTS
         if candidate["per_gpu"][key]
     ]  # fmt: skip
 
@@ -49,6 +50,7 @@ def sizing_page(request):
             rows.append(
                 {**candidate, "bar": _bar(candidate),
                  "parallelism_label": PARALLELISM[candidate["parallelism"]],
+                 "caveat_titles": [(c, CAVEATS[c][0]) for c in candidate["caveats"]],
                  "usable_pct": candidate["usable_bytes_per_gpu"] / total * 100,
                  "total_gib": candidate["per_gpu"]["total_bytes"] / GIB,
                  "usable_gib": candidate["usable_bytes_per_gpu"] / GIB,

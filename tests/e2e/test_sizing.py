@@ -55,5 +55,10 @@ def test_llama_3_70b_needs_two_h200s_at_bf16_and_one_at_fp8_then_books(
     page.get_by_role("link", name="Czy się zmieści?").first.click()
     page.get_by_role("button", name="Policz").click()
     assert page.get_by_text("Warto wiedzieć").is_visible()
+    # caveats and the bar's parts named in Polish, the codes only beside them
+    mi300x = page.locator("#fits tr[data-model='mi300x']")
+    assert mi300x.get_by_role("link", name="Target gfx dla ROCm").is_visible()
+    assert mi300x.locator(".seg.weights").get_attribute("title").startswith("wagi: ")
+    assert page.locator("#caveat-rocm_gfx_target strong").inner_text() == "Target gfx dla ROCm"
     screenshot(page, "sizing-pl")
     assert axe_serious(page) == []
