@@ -61,15 +61,20 @@ GROUP BY a.gpu_model_id, d
 """
 
 
-# The page's top line in one statement: GPUs in the fleet, allocated and busy now, GPU-hours
+# The page's top line in one statement: GPUs in the fleet, allocated, busy and answering
+# telemetry now (samples of the last two minutes), GPU-hours
 # paid but stopped within the range (each stop to the next event leaving "stopped", or to
 # the end of the paid period; clipped to the range) and nodes per health.
 _NOW = """
+WITH recent AS MATERIALIZED (
+    SELECT gpu_id, utilization FROM telemetry_gpusample WHERE at >= %(since)s
+)
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = 'active'),
        (SELECT count(*) FROM rentals_allocationgpu
         WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s),
-       (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample
-        WHERE at >= %(since)s AND utilization > %(threshold)s),
+       (SELECT count(DISTINCT gpu_id) FILTER (WHERE utilization > %(threshold)s)
+        FROM recent),
+       (SELECT count(DISTINCT gpu_id) FROM recent),
        (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
                     least(coalesce(back.at, a.paid_until), %(now)s) - greatest(stop.at, %(start)s))),
                 0) / 3600
@@ -161,9 +166,10 @@ def step_for(days: float) -> timedelta:
 
 @reporting_reads()
 def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[dict]:
-    """Per step: the fleet's size as recorded then (None where nothing was recorded),
-    GPUs allocated, and GPUs busy (average utilisation over the threshold). Steps the
-    rollups have not closed yet, the current one included, are read live."""
+    """Per step: the fleet's size as recorded then and the fewest of its GPUs whose
+    telemetry answered a round (both None where nothing was recorded), GPUs allocated, and
+    GPUs busy (average utilisation over the threshold, so at most those answering). Steps
+    the rollups have not closed yet, the current one included, are read live."""
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
     with reads_cursor() as cursor:
         cursor.execute(
@@ -178,9 +184,11 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
             busy[h] = busy_gpus(start=max(h, start), end=min(h + step, end))
     sizes = fleet_sizes(start=min(allocated, default=start), end=end, step=step)
     return [
-        {"t": h.isoformat(), "total": sizes.get(h), "allocated": n, "busy": busy.get(h, 0)}
+        {"t": h.isoformat(), "total": size[0], "reporting": size[1], "allocated": n,
+         "busy": busy.get(h, 0)}
         for h, n in allocated.items()
-    ]
+        for size in [sizes.get(h, (None, None))]
+    ]  # fmt: skip
 
 
 @reporting_reads()
@@ -241,7 +249,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
             {"now": now, "start": start, "since": now - timedelta(minutes=2),
              "threshold": threshold},
         )  # fmt: skip
-        total, allocated_now, busy_now, stopped_hours, health = cursor.fetchone()
+        total, allocated_now, busy_now, reporting_now, stopped_hours, health = cursor.fetchone()
     health = health or {}
     by_model, by_region = use_by_model_and_region(start=start, end=now)
     charges, refunds = revenue(start=start, end=now)
@@ -255,6 +263,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "total": total,
         "allocated_now": allocated_now,
         "busy_now": busy_now,
+        "reporting_now": reporting_now,
         "over_time": fleet_over_time(start=start, end=now, step=step_for(days)),
         "by_model": by_model,
         "by_region": by_region,
@@ -313,8 +322,9 @@ def use_by_model_and_region(*, start, end):
 def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
     """Each dashboard table as (header, rows), for CSV downloads."""
     tables = {
-        "over_time": (["hour_utc", "total", "allocated", "busy"],
-                      [(r["t"], r["total"], r["allocated"], r["busy"]) for r in context["over_time"]]),
+        "over_time": (["hour_utc", "total", "reporting", "allocated", "busy"],
+                      [(r["t"], r["total"], r["reporting"], r["allocated"], r["busy"])
+                       for r in context["over_time"]]),
         "by_model": (["model", "avg_utilisation_pct", "gpu_hours"],
                      [(r["name"], round(r["util"] or 0, 1), r["hours"]) for r in context["by_model"]]),
         "by_region": (["region", "avg_utilisation_pct", "gpu_hours"],

@@ -96,11 +96,10 @@ def seed_history(*, days: int = 30, now=None) -> bool:
     )
     _rollups_backfill(start=start, end=this_hour, busy_of=busy_of)
     fleet_rollups_refresh()
-    FleetSize.objects.bulk_create(
-        FleetSize(at=start + i * hour, gpus=Gpu.objects.filter(node__state=NodeState.ACTIVE).count(),
-                  reporting=0)
-        for i in range(days * 24)
-    )  # fmt: skip
+    gpus = Gpu.objects.filter(node__state=NodeState.ACTIVE).count()
+    FleetSize.objects.bulk_create(  # every GPU answered: each has its rollups above
+        FleetSize(at=start + i * hour, gpus=gpus, reporting=gpus) for i in range(days * 24)
+    )
     return True
 
 

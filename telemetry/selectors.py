@@ -325,19 +325,22 @@ def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
 
 
 _SIZES = """
-SELECT date_trunc(%(unit)s, at), max(gpus) FROM telemetry_fleetsize
+SELECT date_trunc(%(unit)s, at), max(gpus), min(reporting) FROM telemetry_fleetsize
 WHERE at >= %(start)s AND at <= %(end)s
 GROUP BY 1
 """
 
 
-def fleet_sizes(*, start: datetime, end: datetime, step: timedelta) -> dict[datetime, int]:
-    """The fleet's size per hour or day from what the polling rounds recorded (the largest
-    in each step). A step with no record is missing, not guessed from today's fleet."""
+def fleet_sizes(
+    *, start: datetime, end: datetime, step: timedelta
+) -> dict[datetime, tuple[int, int]]:
+    """Per hour or day, from what the polling rounds recorded: the fleet's size (the
+    largest in the step) and the GPUs whose telemetry answered (the fewest in a round). A
+    step with no record is missing, not guessed from today's fleet."""
     unit = {timedelta(hours=1): "hour", timedelta(days=1): "day"}[step]
     with reads_cursor() as cursor:
         cursor.execute(_SIZES, {"unit": unit, "start": start, "end": end})
-        return dict(cursor.fetchall())
+        return {at: (gpus, reporting) for at, gpus, reporting in cursor.fetchall()}
 
 
 def flag_list(*, state: str = "open", kind=None, severity=None, node=None):

@@ -102,6 +102,11 @@ class AllocationUsageApi(APIView):
 class FleetPointSerializer(serializers.Serializer):
     t = serializers.DateTimeField()
     total = serializers.IntegerField(allow_null=True, help_text="null: no record then")
+    reporting = serializers.IntegerField(
+        allow_null=True,
+        help_text="the fewest GPUs whose telemetry answered a polling round in the step "
+        "(busy counts only these); null: no record then",
+    )
     allocated = serializers.IntegerField()
     busy = serializers.IntegerField()
 

@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
 from accounts.access import acting_as
-from catalog.models import Node, NodeHealth
+from catalog.models import Gpu, Node, NodeHealth
 from rentals.dashboard import (
     dashboard_tables,
     fleet_dashboard,
@@ -18,7 +18,7 @@ from rentals.models import AllocationGpu
 from rentals.services import allocation_cancel, allocation_start, allocation_stop
 from rentals.templatetags.heatmap import heat_cells
 from rentals.usage import allocation_usage, stopped_spans
-from telemetry.models import Flag, FlagKind, GpuSample, Severity
+from telemetry.models import Flag, FlagKind, FleetSize, GpuSample, Severity
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -205,3 +205,35 @@ def test_the_dashboard_lists_what_needs_a_look(catalog, alice, staff, client):
         assert f"/allocations/{busy.pk}/" in page  # expiring within 48 hours
     csv = client.get("/usage/?csv=flags").content.decode()
     assert f"{node.hostname},{gpu.index},xid,critical,XID 79" in csv
+
+
+def test_busy_is_shown_against_the_gpus_whose_telemetry_answered(catalog, staff, client):
+    """Two GPUs of the fleet answered in the last minutes, one of them busy: the page says
+    busy is of those two, not of the fleet; each step over time carries the fewest GPUs
+    that answered a round of it, as the polling rounds recorded them."""
+    now = timezone.now()
+    gpus = list(Gpu.objects.order_by("pk")[:2])
+    for gpu, utilization in zip(gpus, (90, 0), strict=True):
+        GpuSample.objects.create(gpu=gpu, at=now - timedelta(seconds=30), utilization=utilization)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    FleetSize.objects.create(at=hour - timedelta(hours=2), gpus=32, reporting=30)
+    FleetSize.objects.create(at=hour, gpus=32, reporting=2)
+
+    dashboard = fleet_dashboard(days=1, now=now)
+    assert (dashboard["total"], dashboard["busy_now"], dashboard["reporting_now"]) == (32, 1, 2)
+    points = {p["t"]: p for p in dashboard["over_time"]}
+    assert points[(hour - timedelta(hours=2)).isoformat()]["reporting"] == 30
+    assert points[hour.isoformat()] | {"total": 32, "reporting": 2} == points[hour.isoformat()]
+    assert points[(hour - timedelta(hours=1)).isoformat()]["reporting"] is None  # no record
+    header, rows = dashboard_tables(dashboard)["over_time"]
+    assert header[:3] == ["hour_utc", "total", "reporting"] and rows[-1][:3] == (
+        hour.isoformat(),
+        32,
+        2,
+    )
+
+    client.force_login(staff)
+    page = client.get("/usage/?days=1", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "of 2 GPUs answering telemetry" in page
+    api = client.get("/api/v1/usage/fleet/?step=hour").json()
+    assert api[-1]["reporting"] == 2
