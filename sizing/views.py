@@ -59,5 +59,18 @@ def sizing_page(request):
     return render(
         request,
         "sizing/sizing.html",
-        {"form": form, "answer": answer, "rows": rows, "nav": "sizing", **facts},
-    )
+        {"form": form, "answer": answer, "rows": rows, "caveats": _caveats_shown(answer, rows),
+         "nav": "sizing", **facts},
+    )  # fmt: skip
+
+
+def _caveats_shown(answer: dict | None, rows: list[dict]) -> list[dict]:
+    """The answer's caveats about the model and workload, and those of the configurations
+    on the page: not those of the larger ones tried and not shown."""
+    if answer is None:
+        return []
+    per_configuration = {c for candidate in answer["candidates"] for c in candidate["caveats"]}
+    shown = {c for row in rows for c in row["caveats"]}
+    return [
+        c for c in answer["caveats"] if c["code"] in shown or c["code"] not in per_configuration
+    ]

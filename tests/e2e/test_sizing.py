@@ -60,5 +60,7 @@ def test_llama_3_70b_needs_two_h200s_at_bf16_and_one_at_fp8_then_books(
     assert mi300x.get_by_role("link", name="Target gfx dla ROCm").is_visible()
     assert mi300x.locator(".seg.weights").get_attribute("title").startswith("wagi: ")
     assert page.locator("#caveat-rocm_gfx_target strong").inner_text() == "Target gfx dla ROCm"
+    # every card holds it on one GPU: the larger configurations' caveats are not listed
+    assert page.locator("#caveat-tp_without_fast_link").count() == 0
     screenshot(page, "sizing-pl")
     assert axe_serious(page) == []
