@@ -20,7 +20,7 @@
       data: { datasets: [] },
       options: {
         animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
-        scales: { x: { type: "linear", afterBuildTicks: axis.ticks, ticks: { callback: hours } }, y },
+        scales: { x: { type: "linear", afterBuildTicks: axis.ticks(root.dataset.tz), ticks: { callback: hours } }, y },
         plugins: { legend: { position: "bottom", labels: { boxWidth: 10 } } },
         elements: { point: { radius: 0 }, line: { borderWidth: 1.5 } },
       },

@@ -19,7 +19,7 @@
                        series("allocated", "#0f3d5e", el.dataset.allocated),
                        series("busy", "#0f7b6c", el.dataset.busy)] },
     options: { animation: false, parsing: false,
-      scales: { x: { type: "linear", min: first, max: last, afterBuildTicks: axis.ticks, ticks: { callback: tick } },
+      scales: { x: { type: "linear", min: first, max: last, afterBuildTicks: axis.ticks(el.dataset.tz), ticks: { callback: tick } },
                 y: { min: 0 } } },
   });
 })();

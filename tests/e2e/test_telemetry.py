@@ -131,8 +131,9 @@ def test_chart_times_are_in_the_readers_zone_and_language(catalog, staff, page, 
     assert labels == ["we flocie", "z działającą telemetrią", "przydzielone", "zajęte"]
     tick = page.evaluate(f"{fleet}.options.scales.x.ticks.callback({ten_utc})")
     assert "sty" in tick and "15:30" in tick, tick
+    # ticks at whole hours of the reader's clock: Kolkata is 5:30 ahead of UTC
     ticks = page.evaluate(f"{fleet}.scales.x.ticks.map((t) => t.value)")
-    assert len(ticks) >= 4 and all(t % 3_600_000 == 0 for t in ticks)  # whole hours (UTC)
+    assert len(ticks) >= 4 and all((t + 19_800_000) % 10_800_000 == 0 for t in ticks), ticks
     assert page.get_by_text("nieznany: 5").is_visible()  # node health, named in Polish
     screenshot(page, "dashboard-pl-zone")
     assert page.errors == []
