@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from accounts.services import account_preferences_set
 from catalog.demo import seed_catalog, seed_users
@@ -102,7 +103,10 @@ def test_chart_times_are_in_the_readers_zone_and_language(catalog, staff, page, 
 
     page.goto(f"{live_server.url}/allocations/{allocation.pk}/")
     assert page.get_by_text("Czas na wykresach podano w strefie Asia/Kolkata.").is_visible()
-    page.wait_for_function("Chart.getChart('chart-util').data.datasets.length === 2")
+    # the charts' first refresh has drawn once it sets data-points (Playwright's expect
+    # polls from its own script: the page's CSP refuses the string eval that
+    # page.wait_for_function needs, so that failed whenever the first check was too early)
+    expect(page.locator("#charts")).to_have_attribute("data-points", "0")
     util = "Chart.getChart('chart-util')"
     assert page.evaluate(f"{util}.data.datasets.map((d) => d.label)") == ["GPU 0", "GPU 1"]
     assert page.evaluate("Chart.getChart('chart-mem').data.datasets.at(-1).label") == "łącznie"
