@@ -2,21 +2,22 @@
 //   <form data-confirm="Question?">   asks before submitting;
 //   <select data-autosubmit>          submits its form when changed;
 //   <button data-use-earliest>        picks "later" and copies the earliest start into the form;
-//   [data-shape-field="gpus|nodes"]   shown only while the form's `shape` radio says so.
+//   [data-shown-when="shape=nodes"]   shown only while the form's radio `shape` is `nodes`
+//                                     (without script, every such field shows).
 (function () {
   "use strict";
-  function showShape(form) {
-    var chosen = form.querySelector("[name=shape]:checked");
-    if (!chosen) return;
-    form.querySelectorAll("[data-shape-field]").forEach(function (field) {
-      field.hidden = field.getAttribute("data-shape-field") !== chosen.value;
+  function showChosen(form) {
+    form.querySelectorAll("[data-shown-when]").forEach(function (field) {
+      var rule = field.getAttribute("data-shown-when").split("=");
+      var chosen = form.querySelector("[name='" + rule[0] + "']:checked");
+      if (chosen) field.hidden = chosen.value !== rule[1];
     });
   }
   document.addEventListener("DOMContentLoaded", function () {
-    document.querySelectorAll("form").forEach(showShape);
+    document.querySelectorAll("form").forEach(showChosen);
   });
   document.addEventListener("change", function (event) {
-    if (event.target.name === "shape" && event.target.form) showShape(event.target.form);
+    if (event.target.type === "radio" && event.target.form) showChosen(event.target.form);
   });
   document.addEventListener("submit", function (event) {
     var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
@@ -33,5 +34,6 @@
     var form = button.form;
     form.querySelector("[name=start][value=later]").checked = true;
     form.starts_at.value = form.earliest.value;
+    showChosen(form);
   });
 })();

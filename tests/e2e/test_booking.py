@@ -217,6 +217,14 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
     page.locator("#start-then").click()
     page.wait_for_url(re.compile(r"node_count=2"))
     assert page.get_by_label("A cluster: whole nodes on one fabric").is_checked()
+    # the fields the choices ask for show, the others hide
+    assert (
+        page.locator("#id_starts_at").is_visible() and page.locator("#id_node_count").is_visible()
+    )
+    assert not page.locator("#id_gpu_count").is_visible()
+    page.get_by_label("Now", exact=True).check()
+    assert not page.locator("#id_starts_at").is_visible()
+    page.get_by_label("At a date and time").check()
     screenshot(page, "cluster-booking-form")
     page.get_by_role("button", name="Get a quote").click()
     page.wait_for_url(re.compile(r"/quotes/"))
