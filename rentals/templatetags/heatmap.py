@@ -2,8 +2,6 @@
 the 30 cells of each model cost about 80 µs apiece (three localised numbers each), most of
 the dashboard's rendering."""
 
-import math
-
 from django import template
 from django.utils.formats import get_format
 from django.utils.html import escape
@@ -15,16 +13,19 @@ register = template.Library()
 
 @register.filter
 def heat_cells(days: list[dict]) -> SafeString:
-    """Each day shaded by its share booked, its GPU-days (one decimal, in the page's
-    language) in the title and rounded half up in the cell, as `floatformat:"0"` would.
-    Only the unit is text; the rest are numbers."""
+    """Each day shaded by its share booked, with its GPU-days to one decimal in the page's
+    language, as `floatformat:"-1"` would ("2", "0,4"; "<0,1" for less): a part of a day
+    booked never reads 0. Only the unit is text; the rest are numbers."""
     separator = escape(get_format("DECIMAL_SEPARATOR"))
     unit = escape(_("GPU-days"))
     cells = []
     for d in days:
-        exact = f"{d['gpu_days']:.1f}".replace(".", separator)
+        tenths = f"{d['gpu_days']:.1f}"
+        if tenths == "0.0" and d["gpu_days"] > 0:
+            tenths = "<0.1"  # an hour of one GPU is 0.04 GPU-days: booked, not nothing
+        shown = escape(tenths.removesuffix(".0")).replace(".", separator)
         cells.append(
             f'<td style="background: color-mix(in srgb, #0f3d5e {int(d["shade"])}%, white)"'
-            f' title="{exact} {unit}">{math.floor(d["gpu_days"] + 0.5)}</td>'
+            f' title="{shown} {unit}">{shown}</td>'
         )
     return mark_safe("".join(cells))  # noqa: S308 - numbers and the escaped unit only

@@ -124,14 +124,17 @@ def test_heatmap_cells_show_gpu_days_in_the_page_language():
         {"gpu_days": 0.2, "shade": 1},
         {"gpu_days": 2.5, "shade": 12},
         {"gpu_days": 0.0, "shade": 0},
+        {"gpu_days": 1 / 24, "shade": 0},
     ]
     with translation.override("en"):
         cells = heat_cells(days)
-    assert cells.count("<td") == 3
-    assert 'color-mix(in srgb, #0f3d5e 12%, white)" title="2.5 GPU-days">3</td>' in cells
-    assert 'title="0.2 GPU-days">0</td>' in cells
+    assert cells.count("<td") == 4
+    assert 'title="0 GPU-days">0</td>' in cells and "&lt;0.1 GPU-days" in cells
+    assert 'color-mix(in srgb, #0f3d5e 12%, white)" title="2.5 GPU-days">2.5</td>' in cells
+    assert 'title="0.2 GPU-days">0.2</td>' in cells  # a part of a day never reads 0
     with translation.override("pl"):
-        assert 'title="2,5 GPU-dni">3</td>' in heat_cells(days)
+        assert 'title="2,5 GPU-dni">2,5</td>' in heat_cells(days)
+        assert ">&lt;0,1</td>" in heat_cells(days)
 
 
 def test_stopped_gpu_hours_are_the_stopped_spans_within_the_range(catalog, alice):
