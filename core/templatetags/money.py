@@ -21,3 +21,9 @@ def money(amount, currency=""):
 def period_name(period):
     """A rental period's name in the page's language (admins may add untranslated ones)."""
     return gettext(period.name)
+
+
+@register.simple_tag
+def deployment_currency():
+    """`{% deployment_currency %}` → "USD": the currency prices and limits are kept in."""
+    return default_currency()

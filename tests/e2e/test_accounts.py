@@ -66,6 +66,7 @@ def test_an_invited_colleague_stops_the_teams_allocation(catalog, alice, bob, pa
     page.wait_for_load_state()
     link = page.locator("#invitation-link").inner_text()
     assert link in mail.outbox[-1].body
+    assert page.get_by_label("Monthly spend limit (USD)").is_visible()  # in which currency
     screenshot(page, "team")
     assert axe_serious(page) == []
     get_quote(page, live_server)
