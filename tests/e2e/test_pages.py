@@ -10,6 +10,7 @@ def test_home_page_shows_the_catalog(catalog, page, live_server):
     assert page.title() == "GPU catalog · AnchorGPU"
     assert page.get_by_role("heading", name="H100 SXM").is_visible()
     assert page.get_by_text("per week: 362.88 USD").is_visible()
+    assert page.get_by_label("Max price per GPU per week (USD)").is_visible()
     path = screenshot(page, "home")
     assert path.stat().st_size > 10_000
     assert page.errors == []
