@@ -1,6 +1,7 @@
 """The sizing assistant against our catalog: every GPU model at 1, 2, 4 and 8 GPUs on one
 node, sized against the memory the fleet's devices report, with the caveats that apply."""
 
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -44,6 +45,7 @@ CAVEATS = {
     "quantized_kernel": (gettext_lazy("Quantized kernels"), gettext_lazy("A quantized format fits only if a kernel exists for this GPU and the checkpoint carries its metadata; AWQ, GPTQ and bitsandbytes coverage lags on ROCm."), "quantization"),
     "rocm_gfx_target": (gettext_lazy("ROCm gfx target"), gettext_lazy("ROCm: your wheels must include this GPU's gfx target."), "rocm"),
     "parameters_only": (gettext_lazy("Weights only"), gettext_lazy("Only a parameter count was given: weights and model states are sized, the KV cache and activations are not."), "vram"),
+    "mig_slices": (gettext_lazy("MIG slices are smaller"), gettext_lazy("Run in a MIG slice (or an MI300X compute partition), a job gets the slice's memory, not the card's: size it against the slice."), "vram"),
     "vae_decode_peak": (gettext_lazy("VAE decode peak"), gettext_lazy("Diffusion pipelines: a VAE decode can peak on its own, above the denoiser's use."), "vae"),
 }  # fmt: skip
 
@@ -108,7 +110,7 @@ def _gpu_caveats(gpu: GpuModel, *, count, model: Model, weights_dtype, workload,
         codes.append("kv_heads_replicated")
     if workload == "training" and training.strategy == "ddp" and count > 1:
         codes.append("ddp_not_pooled")
-    if weights_dtype == "fp8" and gpu.vendor == "nvidia" and gpu.compute_target < "8.9":
+    if weights_dtype == "fp8" and gpu.vendor == "nvidia" and _sm(gpu) < (8, 9):
         codes.append("fp8_needs_sm89")
     if weights_dtype == "fp8" and gpu.vendor == "amd":
         codes.append("fp8_fnuz")
@@ -116,7 +118,22 @@ def _gpu_caveats(gpu: GpuModel, *, count, model: Model, weights_dtype, workload,
         codes.append("quantized_kernel")
     if gpu.stack == "rocm":
         codes.append("rocm_gfx_target")
+    if _partitions(gpu):
+        codes.append("mig_slices")
     return codes
+
+
+def _sm(gpu: GpuModel) -> tuple[int, ...]:
+    """An NVIDIA card's compute capability as numbers ("10.0" is after "8.9")."""
+    return tuple(int(part) for part in re.findall(r"\d+", gpu.compute_target)[:2])
+
+
+def _partitions(gpu: GpuModel) -> bool:
+    """Cards that can be cut into slices with memory of their own: MIG on the data-centre
+    NVIDIA generations (A100/A30, H100/H200, B200) and compute partitions on the MI300."""
+    if gpu.vendor == "nvidia":
+        return _sm(gpu)[:2] in {(8, 0), (9, 0), (10, 0)}
+    return gpu.compute_target == "gfx942"
 
 
 def size(

@@ -137,3 +137,22 @@ def test_the_page_answers_in_polish(client):
     assert "Czy się zmieści?" in page
     assert "/book/h200/?gpu_count=2" in page
     assert "Definicje" in page or "definicj" in page.lower()
+
+
+def test_cards_that_can_be_sliced_say_to_size_against_the_slice(api):
+    """MIG (A100, H100, H200, and a Blackwell added by an admin) and MI300X partitions: the
+    caveat shows on those cards only. The Blackwell's compute capability 10.0 comes after
+    8.9, so its FP8 is not sent to the W8A16 fallback."""
+    _h200_catalog()
+    from catalog.models import GpuModel
+
+    h200 = GpuModel.objects.get(slug="h200")
+    GpuModel.objects.create(**{
+        f.name: getattr(h200, f.name) for f in GpuModel._meta.concrete_fields if f.name != "id"
+    } | {"slug": "b200", "name": "NVIDIA B200", "compute_target": "10.0"})  # fmt: skip
+    body = api.post("/api/v1/sizing/", {**LLAMA_70B_32K, "weights_dtype": "fp8"}, format="json")
+    sliced = {c["gpu_model"] for c in body.json()["candidates"] if "mig_slices" in c["caveats"]}
+    assert sliced == {"a100-80gb", "h100-sxm", "h200", "b200", "mi300x"}
+    b200 = [c for c in body.json()["candidates"] if c["gpu_model"] == "b200"]
+    assert b200 and not any("fp8_needs_sm89" in c["caveats"] for c in b200)
+    assert "mig_slices" in {c["code"] for c in body.json()["caveats"]}
