@@ -137,7 +137,9 @@ class FleetSize(models.Model):
 
     at = models.DateTimeField(unique=True, help_text="the hour's start")
     gpus = models.PositiveIntegerField(help_text="most GPUs on active nodes in a round")
-    reporting = models.PositiveIntegerField(help_text="fewest GPUs that answered a round")
+    reporting = models.PositiveIntegerField(
+        null=True, help_text="fewest GPUs that answered a round; null: no round polled yet"
+    )
 
     def __str__(self):
         return f"{self.gpus} GPUs at {self.at}"

@@ -409,11 +409,16 @@ def flags_sync(
 
 # One row per hour, however often the rounds run: a 90-day chart reads 2,160 rows, not the
 # half a million rounds of 15 seconds.
+# Answering is only known once a round has polled: before that (a fresh start, or the
+# first round after the workers were down) it is NULL, which least() passes over.
 _RECORD_SIZE = """
 INSERT INTO telemetry_fleetsize (at, gpus, reporting)
 SELECT date_trunc('hour', %(now)s::timestamptz, 'UTC'),
        (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = 'active'),
-       (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample WHERE at >= %(recent)s)
+       CASE WHEN EXISTS (SELECT 1 FROM catalog_node
+                         WHERE state = 'active' AND last_poll_at >= %(recent)s)
+            THEN (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample WHERE at >= %(recent)s)
+       END
 ON CONFLICT (at) DO UPDATE
     SET gpus = greatest(telemetry_fleetsize.gpus, excluded.gpus),
         reporting = least(telemetry_fleetsize.reporting, excluded.reporting)
@@ -422,8 +427,9 @@ RETURNING id, at, gpus, reporting
 
 
 def fleet_size_record(*, now: datetime | None = None) -> FleetSize:
-    """This polling round's fleet size and how many of its GPUs answered lately, folded
-    into the hour's row: the largest size and the fewest answering of its rounds."""
+    """This polling round's fleet size and how many of its GPUs answered lately (None when
+    no node was polled lately), folded into the hour's row: the largest size and the fewest
+    answering of its rounds that polled."""
     now = now or timezone.now()
     recent = now - timedelta(seconds=2 * settings.ANCHORGPU["POLL_INTERVAL"])
     with connection.cursor() as cursor:
