@@ -49,6 +49,11 @@ class ConsoleCollector:
         busy = GaugeMetricFamily(
             "anchorgpu_gpus_busy", "GPUs over the activity threshold lately", labels=labels
         )
+        reporting = GaugeMetricFamily(
+            "anchorgpu_gpus_reporting",
+            "GPUs whose telemetry answered lately (busy counts only these)",
+            labels=labels,
+        )
         keys = ("node__gpu_model__slug", "node__region__slug")
         for row in (
             Gpu.objects.filter(node__state=NodeState.ACTIVE).values(*keys).annotate(n=Count("id"))
@@ -64,12 +69,18 @@ class ConsoleCollector:
         threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
         recent = now - timedelta(seconds=2 * settings.ANCHORGPU["POLL_INTERVAL"])
         for row in (
-            GpuSample.objects.filter(at__gte=recent, utilization__gt=threshold)
+            GpuSample.objects.filter(at__gte=recent)
             .values(*(f"gpu__{k}" for k in keys))
-            .annotate(n=Count("gpu_id", distinct=True))
+            .annotate(
+                answered=Count("gpu_id", distinct=True),
+                busy=Count("gpu_id", distinct=True, filter=Q(utilization__gt=threshold)),
+            )
         ):
-            busy.add_metric([row[f"gpu__{k}"] for k in keys], row["n"])
-        yield from (total, allocated, busy)
+            group = [row[f"gpu__{k}"] for k in keys]
+            reporting.add_metric(group, row["answered"])
+            if row["busy"]:
+                busy.add_metric(group, row["busy"])
+        yield from (total, allocated, busy, reporting)
 
     @staticmethod
     def _health():

@@ -77,6 +77,8 @@ def test_staff_read_the_dashboard_figures(catalog, alice, staff_api, alice_api):
 def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, client, settings):
     allocation = book(alice, model="h100", count=2)
     _busy_now(allocation)
+    idle = allocation.node.gpus.exclude(pk__in=[h.gpu_id for h in allocation.held.all()]).first()
+    GpuSample.objects.create(gpu=idle, at=allocation.paid_from, utilization=0.0)
     assert client.get("/metrics").status_code == 401
     raw = api_token_create(user=alice, name="ci")
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
@@ -93,6 +95,8 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
     h100 = (("model", "h100"), ("region", catalog.nodes[0].region.slug))
     assert value[("anchorgpu_gpus_allocated", h100)] == 2
     assert value[("anchorgpu_gpus_busy", h100)] == 2
+    h100_here = (("model", "h100"), ("region", allocation.node.region.slug))
+    assert value[("anchorgpu_gpus_reporting", h100_here)] == 3  # the idle one answered too
     assert value[("anchorgpu_bookings_total", ())] == 1
     assert value[("anchorgpu_charged_total", (("currency", "USD"),))] == 725.76
     assert {"anchorgpu_nodes", "anchorgpu_flags_open", "anchorgpu_celery_queue_depth",
