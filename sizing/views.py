@@ -59,7 +59,7 @@ def sizing_page(request):
     return render(
         request,
         "sizing/sizing.html",
-        {"form": form, "answer": answer, "rows": rows, "caveats": _caveats_shown(answer, rows),
+        {"form": form, "answer": answer, "rows": rows, "caveats": _caveats_shown(answer, rows), "parts": PARTS,
          "nav": "sizing", **facts},
     )  # fmt: skip
 
