@@ -17,5 +17,7 @@ urlpatterns = [
     path("", include("anchorgpu.web_urls")),
 ]
 
+handler400 = "core.errors_views.bad_request"
+handler403 = "core.errors_views.permission_denied"
 handler404 = "core.errors_views.not_found"
 handler500 = "core.errors_views.server_error"

@@ -2,6 +2,7 @@
 
 from django.http import JsonResponse
 from django.shortcuts import render
+from django.views import defaults
 
 from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE
 
@@ -18,6 +19,18 @@ def _problem(status, title, code):
         status=status,
         content_type=PROBLEM_CONTENT_TYPE,
     )
+
+
+def bad_request(request, exception=None):
+    if request.path.startswith("/api/"):
+        return _problem(400, "The request could not be read.", "invalid")
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request, exception=None):
+    if request.path.startswith("/api/"):
+        return _problem(403, "Not allowed.", "permission_denied")
+    return defaults.permission_denied(request, exception)
 
 
 def not_found(request, exception=None):

@@ -1,4 +1,5 @@
-"""Refuse control characters in a request before any view or query sees them.
+"""Refuse control characters, and bodies too large to read, before any view or query sees
+them.
 
 PostgreSQL text cannot hold NUL, and no field of ours means to hold the other C0 controls
 (tab, line feed and carriage return excepted), so such a request is the client's error: 400.
@@ -6,8 +7,11 @@ PostgreSQL text cannot hold NUL, and no field of ours means to hold the other C0
 
 import re
 
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.http import HttpResponse, JsonResponse, UnreadablePostError
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from core.errors import DomainError
 from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE
@@ -34,21 +38,64 @@ def _has_control(request) -> bool:
     return False
 
 
+def _too_large(request) -> bool:
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return False
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return limit is not None and length > limit
+
+
 class RefuseControlCharacters:
+    """Also the first reader of a body: one too large or unreadable is refused here, in
+    words (problem details under /api/), before a view or a parser meets it."""
+
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if _has_control(request):
-            detail = (
-                "The request contains control characters (such as NUL), which no field accepts."
+        try:
+            if _too_large(request):
+                raise RequestDataTooBig
+            control = _has_control(request)
+        except RequestDataTooBig:
+            return refusal(
+                request,
+                status=413,
+                code="too_large",
+                title=_("Request body too large"),
+                detail=_("The body is over %(limit)s bytes, the most a request may send.")
+                % {"limit": settings.DATA_UPLOAD_MAX_MEMORY_SIZE},
             )
-            if request.path.startswith("/api/"):
-                body = {"type": f"{TYPE_BASE}invalid", "title": "Invalid input", "status": 400,
-                        "detail": detail, "code": "invalid"}  # fmt: skip
-                return JsonResponse(body, status=400, content_type=PROBLEM_CONTENT_TYPE)
-            return HttpResponseBadRequest(detail)
+        except (SuspiciousOperation, UnreadablePostError):
+            return refusal(
+                request,
+                status=400,
+                code="invalid",
+                title=_("Invalid input"),
+                detail=_("The request body could not be read."),
+            )
+        if control:
+            return refusal(
+                request,
+                status=400,
+                code="invalid",
+                title=_("Invalid input"),
+                detail=_(
+                    "The request contains control characters (such as NUL), which no field accepts."
+                ),
+            )
         return self.get_response(request)
+
+
+def refusal(request, *, status: int, code: str, title, detail):
+    """A refused request in words: problem details under /api/, plain text elsewhere."""
+    if request.path.startswith("/api/"):
+        body = {"type": f"{TYPE_BASE}{code}", "title": str(title), "status": status,
+                "detail": str(detail), "code": code}  # fmt: skip
+        return JsonResponse(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
+    return HttpResponse(str(detail), status=status, content_type="text/plain; charset=utf-8")
 
 
 class RefusalPage:

@@ -119,3 +119,50 @@ def test_an_accept_header_we_cannot_satisfy_gets_json_not_406(catalog, alice_api
     response = alice_api.get("/api/v1/gpu-models/", HTTP_ACCEPT=accept)
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
+
+
+TEN_MB = 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("url", "content_type"),
+    [
+        ("/api/v1/quotes/", "application/json"),
+        ("/api/v1/auth/token/", "application/x-www-form-urlencoded"),
+        ("/api/v1/sizing/", "text/plain"),
+    ],
+)
+def test_a_ten_megabyte_api_body_is_a_413_problem(catalog, alice_api, url, content_type):
+    response = alice_api.generic("POST", url, "x" * TEN_MB, content_type=content_type)
+    assert response.status_code == 413 and response["Content-Type"] == "application/problem+json"
+    assert response.json()["code"] == "too_large" and "bytes" in response.json()["detail"]
+    assert Quote.objects.count() == 0
+
+
+def test_a_ten_megabyte_multipart_body_is_a_413_problem(alice_api):
+    from django.test.client import MULTIPART_CONTENT, encode_multipart
+
+    body = encode_multipart("BoUnDaRy", {"name": "x" * TEN_MB})
+    response = alice_api.generic(
+        "POST",
+        "/api/v1/quotes/",
+        body,
+        content_type=MULTIPART_CONTENT.replace("BoUnDaRy", "BoUnDaRy"),
+    )
+    assert response.status_code == 413 and response.json()["code"] == "too_large"
+
+
+def test_a_ten_megabyte_form_on_a_page_is_a_413_in_words(alice, client):
+    client.force_login(alice)
+    response = client.generic(
+        "POST", "/teams/", "name=" + "x" * TEN_MB, content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 413 and "bytes" in response.content.decode()
+
+
+def test_unparsable_json_is_a_400_problem(alice_api):
+    response = alice_api.generic(
+        "POST", "/api/v1/quotes/", "{not json", content_type="application/json"
+    )
+    assert response.status_code == 400 and response["Content-Type"] == "application/problem+json"
+    assert response.json()["detail"]
