@@ -1,14 +1,17 @@
 """Who may do what, in one place: the acting person, the team they act for, and what their
-role there allows. Every page, API view, CSV, htmx part and telemetry read of rentals asks
-this module, and every service takes the `Acting` it returns.
+role there allows. Every page, API view, CSV, htmx part and telemetry read of rentals, and
+every team-management action, asks this module; every service takes the `Acting` it returns.
 
-| action        | owner | member | billing | viewer |
-|---------------|:-----:|:------:|:-------:|:------:|
-| read rentals  |   ✓   |   ✓    |    ✓    |   ✓    |
-| book, extend  |   ✓   |   ✓    |         |        |
-| stop, start, cancel | ✓ | ✓    |         |        |
-| read ledger   |   ✓   |   ✓    |    ✓    |        |
-| manage team   |   ✓   |        |         |        |
+The role matrix is `TABLE` below, as data: the tests generate every action × role ×
+credential case from it (tests/accounts/test_role_matrix.py).
+
+What a credential brings:
+- a session acts with the member's role, for the team chosen in the header's switcher (or
+  the team a team URL names);
+- an API token acts for its own team only, with its role, which can only narrow the
+  member's role at the moment of use (a demoted or removed member's token shrinks or dies);
+- a team that requires two-factor sign-in refuses everything but reading the team and
+  leaving it to a member without a second factor.
 
 Staff also read every team's rentals, and change none but their own team's.
 """
@@ -21,31 +24,69 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from accounts.models import ApiToken, Membership, Role, Team
+from accounts.signin import has_second_factor
 from core.errors import DomainError
 
 TEAM_SESSION_KEY = "team_id"
 
 
 class Action(StrEnum):
-    READ = "read"
-    BOOK = "book"
-    ACT = "act"
-    READ_LEDGER = "read_ledger"
-    MANAGE_TEAM = "manage_team"
+    READ = "read"  # quotes, allocations, clusters, telemetry, usage, webhook endpoints
+    BOOK = "book"  # quote, book, extend: purchases
+    ACT = "act"  # stop, start, cancel; webhook endpoints
+    READ_LEDGER = "read_ledger"  # statement, CSV, ledger API
+    READ_TEAM = "read_team"  # the team, its members
+    INVITE = "invite"  # invite, list and revoke invitations
+    SET_ROLE = "set_role"
+    REMOVE_MEMBER = "remove_member"  # somebody else; anyone may leave
+    SET_SPEND_LIMIT = "set_spend_limit"
+    TRANSFER = "transfer"  # hand the ownership to another member
+    REQUIRE_SECOND_FACTOR = "require_second_factor"
 
 
-ALLOWED = {
-    Role.OWNER: frozenset(Action),
-    Role.MEMBER: frozenset({Action.READ, Action.BOOK, Action.ACT, Action.READ_LEDGER}),
-    Role.BILLING: frozenset({Action.READ, Action.READ_LEDGER}),
-    Role.VIEWER: frozenset({Action.READ}),
+# The role matrix: who may do what. Tests generate every case from this table.
+ROLES = (Role.OWNER, Role.MEMBER, Role.BILLING, Role.VIEWER)
+YES, NO = True, False
+# fmt: off
+TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
+    #                              owner member billing viewer
+    Action.READ:                  (YES,  YES,   YES,    YES),
+    Action.BOOK:                  (YES,  YES,   NO,     NO),
+    Action.ACT:                   (YES,  YES,   NO,     NO),
+    Action.READ_LEDGER:           (YES,  YES,   YES,    NO),
+    Action.READ_TEAM:             (YES,  YES,   YES,    YES),
+    Action.INVITE:                (YES,  NO,    NO,     NO),
+    Action.SET_ROLE:              (YES,  NO,    NO,     NO),
+    Action.REMOVE_MEMBER:         (YES,  NO,    NO,     NO),
+    Action.SET_SPEND_LIMIT:       (YES,  NO,    NO,     NO),
+    Action.TRANSFER:              (YES,  NO,    NO,     NO),
+    Action.REQUIRE_SECOND_FACTOR: (YES,  NO,    NO,     NO),
 }
+# fmt: on
+
+
+def allowed_by(table: dict[Action, tuple[bool, ...]]) -> dict[Role, frozenset[Action]]:
+    """The table read by role: what each role may do."""
+    return {
+        role: frozenset(action for action, row in table.items() if row[column])
+        for column, role in enumerate(ROLES)
+    }
+
+
+ALLOWED = allowed_by(TABLE)
+# What a member without a second factor may still do in a team that requires one.
+WITHOUT_SECOND_FACTOR = frozenset({Action.READ_TEAM})
 
 
 class NotAllowed(DomainError):
     status = 403
     code = "not_allowed"
     title = gettext_lazy("Your role in this team does not allow this")
+
+
+class SecondFactorRequired(NotAllowed):
+    code = "second_factor_required"
+    title = gettext_lazy("This team requires two-factor sign-in")
 
 
 @dataclass(frozen=True)
@@ -57,16 +98,29 @@ class Acting:
     team: Team
     role: str
     allowed: frozenset
+    token: ApiToken | None = None
+    second_factor_missing: bool = False
 
     def can(self, action: Action) -> bool:
+        if self.second_factor_missing and action not in WITHOUT_SECOND_FACTOR:
+            return False
         return action in self.allowed
 
     def require(self, action: Action) -> None:
-        if not self.can(action):
-            raise NotAllowed(
-                _("As %(role)s of %(team)s you cannot do this.")
-                % {"role": Role(self.role).label, "team": self.team.name}
+        if self.can(action):
+            return
+        if self.second_factor_missing and action in self.allowed:
+            raise SecondFactorRequired(
+                _(
+                    "%(team)s requires two-factor sign-in: turn it on under Account → "
+                    "Two-factor, then try again."
+                )
+                % {"team": self.team.name}
             )
+        raise NotAllowed(
+            _("As %(role)s of %(team)s you cannot do this.")
+            % {"role": Role(self.role).label, "team": self.team.name}
+        )
 
     @property
     def sees_every_team(self) -> bool:
@@ -116,7 +170,9 @@ def _personal_team_and_role(user) -> tuple[Team, str | None]:
     return Team.from_db(connection.alias, _TEAM_FIELDS, found[:-1]), found[-1]
 
 
-def acting_as(user, team: Team | None = None, role: str | None = None) -> Acting:
+def acting_as(
+    user, team: Team | None = None, role: str | None = None, *, token: ApiToken | None = None
+) -> Acting:
     """`user` acting for `team` (their personal team by default), as their membership allows
     and, for a token, no more than `role`."""
     if team is None:
@@ -128,7 +184,14 @@ def acting_as(user, team: Team | None = None, role: str | None = None) -> Acting
     allowed = ALLOWED[Role(member_role)]
     if role is not None:
         allowed = allowed & ALLOWED[Role(role)]
-    return Acting(user=user, team=team, role=role or member_role, allowed=allowed)
+    return Acting(
+        user=user,
+        team=team,
+        role=role or member_role,
+        allowed=allowed,
+        token=token,
+        second_factor_missing=team.require_second_factor and not has_second_factor(user),
+    )
 
 
 def operator_acting(user, team: Team) -> Acting:
@@ -146,10 +209,31 @@ def acting_for_request(request) -> Acting:
         return cached
     auth = getattr(request, "auth", None)
     if isinstance(auth, ApiToken):
-        acting = acting_as(request.user, auth.team, auth.role)
+        acting = acting_as(request.user, auth.team, auth.role, token=auth)
     else:
         team_id = request.session.get(TEAM_SESSION_KEY) if hasattr(request, "session") else None
         team = Team.objects.filter(pk=team_id, memberships__user=request.user).first()
         acting = acting_as(request.user, team)
     request._acting = acting
     return acting
+
+
+def acting_for_team(request, team_id: int) -> Acting:
+    """Whom a request acts as in the team a URL names: a session for any team the person
+    belongs to, a token for its own team only. Not a member: the team is not found, as for
+    anyone else."""
+    team = Team.objects.filter(pk=team_id, memberships__user=request.user).first()
+    if team is None:
+        raise TeamNotFound(_("No such team among yours."))
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiToken):
+        if auth.team_id != team.pk:
+            raise NotAllowed(_("This API token acts for %(team)s only.") % {"team": auth.team.name})
+        return acting_for_request(request)
+    return acting_as(request.user, team)
+
+
+class TeamNotFound(DomainError):
+    status = 404
+    code = "not_found"
+    title = gettext_lazy("Not found")

@@ -1,4 +1,5 @@
-"""How allauth's flows meet ours: the one sign-in lockout, and who may sign up."""
+"""How allauth's flows meet ours: the one sign-in lockout for passwords and second factors,
+the sign-in history, and who may sign up."""
 
 from urllib.parse import urlsplit
 
@@ -8,8 +9,16 @@ from django.conf import settings
 from django.urls import reverse
 
 from accounts.middleware import preferences_remember
+from accounts.models import SignInMethod
 from accounts.selectors import profile_for
-from accounts.signin import BadCredentials, LockedOut, sign_in
+from accounts.signin import (
+    BadCredentials,
+    LockedOut,
+    has_second_factor,
+    password_check,
+    sign_in_record,
+)
+from accounts.teams import invitation_usable
 
 INVITATION_SESSION_KEY = "invitation_token"
 
@@ -19,14 +28,19 @@ class AccountAdapter(DefaultAccountAdapter):
         """Every password check goes through accounts.signin (counted, per address)."""
         username = credentials.get("username") or credentials.get("email") or ""
         try:
-            return sign_in(request, username=username, password=credentials.get("password", ""))
+            return password_check(
+                request, username=username, password=credentials.get("password", "")
+            )
         except LockedOut as exc:
             raise forms.ValidationError(exc.detail, code="locked") from exc
         except BadCredentials:
             return None
 
     def login(self, request, user):
+        """Every stage passed (the second factor included): the sign-in is recorded."""
         super().login(request, user)
+        method = SignInMethod.SECOND_FACTOR if has_second_factor(user) else SignInMethod.PASSWORD
+        sign_in_record(request, user=user, method=method)
         profile = profile_for(user=user)
         preferences_remember(request, language=profile.language, time_zone=profile.time_zone)
 
@@ -41,3 +55,23 @@ class AccountAdapter(DefaultAccountAdapter):
         if settings.SIGNUP_MODE == "open":
             return True
         return bool(request.session.get(INVITATION_SESSION_KEY))
+
+    # Back to the invitation that brought the person here, after signing in, signing up or
+    # confirming the address, while it can still be used.
+    def get_login_redirect_url(self, request):
+        return _invitation_url(request) or super().get_login_redirect_url(request)
+
+    def get_signup_redirect_url(self, request):
+        return _invitation_url(request) or super().get_signup_redirect_url(request)
+
+    def get_email_verification_redirect_url(self, email_address):
+        return _invitation_url(self.request) or super().get_email_verification_redirect_url(
+            email_address
+        )
+
+
+def _invitation_url(request) -> str | None:
+    secret = request.session.get(INVITATION_SESSION_KEY)
+    if secret and invitation_usable(secret=secret):
+        return reverse("invitation", args=[secret])
+    return None

@@ -19,9 +19,10 @@ class SpendLimitChangeInline(ReadOnlyInline):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["name", "personal_for", "monthly_spend_limit", "created_at"]
+    list_display = ["name", "personal_for", "monthly_spend_limit", "require_second_factor",
+                    "created_at"]  # fmt: skip
     search_fields = ["name", "memberships__user__username"]
-    list_filter = [("personal_for", admin.EmptyFieldListFilter)]
+    list_filter = [("personal_for", admin.EmptyFieldListFilter), "require_second_factor"]
     readonly_fields = ["personal_for", "created_at"]
     inlines = [MembershipInline, SpendLimitChangeInline]
 

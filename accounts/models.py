@@ -93,7 +93,9 @@ class Profile(models.Model):
 
 class SignInMethod(models.TextChoices):
     PASSWORD = "password", _("password")
+    SECOND_FACTOR = "2fa", _("password and second factor")
     API = "api", _("password, for an API token")
+    API_SECOND_FACTOR = "api_2fa", _("password and second factor, for an API token")
 
 
 class SignIn(models.Model):
@@ -132,6 +134,9 @@ class Team(models.Model):
     )
     # Optional: most the team may be charged per calendar month (UTC), in the catalog currency.
     monthly_spend_limit = MoneyField(null=True, blank=True)
+    # Every member must sign in with a second factor to act for the team (an owner's
+    # setting; staff may set it in the admin).
+    require_second_factor = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["name"]

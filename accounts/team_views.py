@@ -4,6 +4,7 @@ limit, and accepting an invitation."""
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -13,14 +14,20 @@ from django.views.decorators.http import require_POST
 
 from accounts.access import TEAM_SESSION_KEY, Action, acting_as
 from accounts.adapter import INVITATION_SESSION_KEY
-from accounts.models import Invitation, Membership, Role, Team
+from accounts.models import Membership, Role, Team
 from accounts.teams import (
+    email_mask,
     invitation_accept,
+    invitation_addressed_to,
     invitation_create,
     invitation_find,
+    invitation_revoke,
+    invitations_waiting,
     membership_remove,
     membership_role_set,
     team_create,
+    team_ownership_transfer,
+    team_second_factor_require,
     team_spend_limit_set,
     teams_of,
 )
@@ -44,6 +51,14 @@ class RoleForm(forms.Form):
 
 class RemoveForm(forms.Form):
     membership = forms.IntegerField(min_value=1)
+
+
+class RevokeInvitationForm(forms.Form):
+    invitation = forms.IntegerField(min_value=1)
+
+
+class SecondFactorRuleForm(forms.Form):
+    required = forms.BooleanField(required=False)
 
 
 class SpendLimitForm(forms.Form):
@@ -106,21 +121,21 @@ def team_page(request, pk):
             new_link = _team_post(request, acting, forms_)
         except DomainError as exc:
             messages.error(request, exc.detail)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
         if new_link is None and not any(f.errors for f in forms_.values()):
             return redirect("team", pk=pk)
     members = Membership.objects.filter(team=team).select_related("user").order_by("user__username")
-    invitations = Invitation.objects.filter(
-        team=team, accepted_at__isnull=True, revoked_at__isnull=True
-    )
     return render(
         request,
         "accounts/team.html",
         {
             "team": team,
             "acting": acting,
-            "manages": acting.can(Action.MANAGE_TEAM),
+            "may": {action.value: acting.can(action) for action in Action},
+            "second_factor_missing": acting.second_factor_missing,
             "members": members,
-            "invitations": invitations,
+            "invitations": invitations_waiting(team=team) if acting.can(Action.INVITE) else (),
             "roles": Role.choices,
             "new_link": new_link,
             "changes": team.spend_limit_changes.select_related("by")[:10],
@@ -161,22 +176,60 @@ def _team_post(request, acting, forms_):
             )
             membership_remove(acting=acting, membership=membership)
             messages.success(request, _("Removed from the team."))
+    elif "transfer" in request.POST:
+        form = RemoveForm(request.POST)
+        if form.is_valid():
+            membership = get_object_or_404(
+                Membership, pk=form.cleaned_data["membership"], team=acting.team
+            )
+            team_ownership_transfer(acting=acting, membership=membership)
+            messages.success(
+                request,
+                _("%(user)s now owns the team; you are a member.")
+                % {"user": membership.user.get_username()},
+            )
+    elif "revoke_invitation" in request.POST:
+        form = RevokeInvitationForm(request.POST)
+        if form.is_valid():
+            invitation_revoke(acting=acting, invitation_id=form.cleaned_data["invitation"])
+            messages.success(request, _("Invitation revoked."))
     elif "spend_limit" in request.POST:
         form = forms_["limit"] = SpendLimitForm(request.POST)
         if form.is_valid():
             team_spend_limit_set(acting=acting, limit=form.cleaned_data["limit"])
             messages.success(request, _("Spend limit saved."))
+    elif "second_factor_rule" in request.POST:
+        form = SecondFactorRuleForm(request.POST)
+        if form.is_valid():
+            required = form.cleaned_data["required"]
+            team_second_factor_require(acting=acting, required=required)
+            messages.success(
+                request,
+                _("Every member now signs in with a second factor.")
+                if required
+                else _("A second factor is no longer required."),
+            )
     return None
 
 
 def invitation_page(request, secret):
-    """Shown to whoever follows the link: sign in or sign up first, then accept."""
+    """Shown to whoever follows the link: sign in or sign up (with the invited address)
+    first, then accept. Only the confirmed owner of the invited address can join."""
     try:
         invitation = invitation_find(secret=secret)
     except DomainError as exc:
         return render(request, "accounts/invitation.html", {"error": exc.detail}, status=410)
+    request.session[INVITATION_SESSION_KEY] = secret  # lets an invite-only sign-up through
     if request.method == "POST" and request.user.is_authenticated:
-        membership = invitation_accept(user=request.user, secret=secret)
+        try:
+            membership = invitation_accept(user=request.user, secret=secret)
+        except DomainError as exc:
+            return render(
+                request,
+                "accounts/invitation.html",
+                {"invitation": invitation, "error": exc.detail, "nav": "teams"},
+                status=exc.status,
+            )
         request.session[TEAM_SESSION_KEY] = membership.team_id
         request.session.pop(INVITATION_SESSION_KEY, None)
         messages.success(
@@ -185,5 +238,18 @@ def invitation_page(request, secret):
             % {"team": membership.team.name, "role": Role(membership.role).label},
         )
         return redirect("home")
-    request.session[INVITATION_SESSION_KEY] = secret  # lets an invite-only sign-up through
-    return render(request, "accounts/invitation.html", {"invitation": invitation, "nav": "teams"})
+    addressed = (
+        invitation_addressed_to(user=request.user, invitation=invitation)
+        if request.user.is_authenticated
+        else None
+    )
+    return render(
+        request,
+        "accounts/invitation.html",
+        {
+            "invitation": invitation,
+            "addressed": addressed,
+            "masked_email": email_mask(invitation.email),
+            "nav": "teams",
+        },
+    )

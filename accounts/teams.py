@@ -9,6 +9,7 @@ import secrets
 from datetime import timedelta
 from decimal import Decimal
 
+from allauth.account.models import EmailAddress
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
@@ -17,8 +18,17 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from accounts.access import Acting, Action
-from accounts.models import Invitation, Membership, Role, SpendLimitChange, Team, token_hash
+from accounts.access import Acting, Action, SecondFactorRequired
+from accounts.models import (
+    ApiToken,
+    Invitation,
+    Membership,
+    Role,
+    SpendLimitChange,
+    Team,
+    token_hash,
+)
+from accounts.signin import has_second_factor
 from core.errors import Conflict, DomainError
 from core.money import amount_check, default_currency
 
@@ -32,8 +42,25 @@ class LastOwner(Conflict):
 
 
 class InvitationInvalid(DomainError):
+    status = 410
     code = "invitation_invalid"
     title = gettext_lazy("This invitation cannot be used")
+
+
+class InvitationNotYours(DomainError):
+    status = 403
+    code = "invitation_not_yours"
+    title = gettext_lazy("This invitation is for another e-mail address")
+
+
+class AlreadyMember(Conflict):
+    code = "already_member"
+    title = gettext_lazy("Already a member")
+
+
+class PersonalTeam(DomainError):
+    code = "personal_team"
+    title = gettext_lazy("A personal team has one member")
 
 
 @transaction.atomic
@@ -43,12 +70,28 @@ def team_create(*, user, name: str) -> Team:
     return team
 
 
+def email_mask(email: str) -> str:
+    """Enough of an address for its owner to recognise it, not enough to harvest it."""
+    local, _at, domain = email.partition("@")
+    return f"{local[:1]}{'•' * max(len(local) - 1, 2)}@{domain}"
+
+
 @transaction.atomic
 def invitation_create(
     *, acting: Acting, email: str, role: str, accept_url
 ) -> tuple[Invitation, str]:
     """An invitation and its secret (shown once, and mailed after commit)."""
-    acting.require(Action.MANAGE_TEAM)
+    acting.require(Action.INVITE)
+    if acting.team.personal_for_id is not None:
+        raise PersonalTeam(_("Nobody joins a personal team; make a team to invite colleagues."))
+    if EmailAddress.objects.filter(
+        email__iexact=email, verified=True, user__memberships__team=acting.team
+    ).exists():
+        raise AlreadyMember(
+            _("%(email)s is already a member of %(team)s.")
+            % {"email": email, "team": acting.team.name},
+            field="email",
+        )
     secret = secrets.token_urlsafe(32)
     invitation = Invitation.objects.create(
         team=acting.team,
@@ -78,6 +121,16 @@ def invitation_create(
     return invitation, secret
 
 
+@transaction.atomic
+def invitation_revoke(*, acting: Acting, invitation_id: int) -> None:
+    acting.require(Action.INVITE)
+    revoked = Invitation.objects.filter(
+        pk=invitation_id, team=acting.team, accepted_at__isnull=True, revoked_at__isnull=True
+    ).update(revoked_at=timezone.now())
+    if not revoked:
+        raise InvitationInvalid(_("This invitation was already used or revoked."))
+
+
 def invitation_find(*, secret: str) -> Invitation:
     invitation = (
         Invitation.objects.select_related("team")
@@ -91,14 +144,58 @@ def invitation_find(*, secret: str) -> Invitation:
     return invitation
 
 
+def invitation_usable(*, secret: str) -> bool:
+    try:
+        invitation_find(secret=secret)
+    except InvitationInvalid:
+        return False
+    return True
+
+
+def invitation_addressed_to(*, user, invitation: Invitation) -> str:
+    """Whether the invitation is the user's to accept: "yes"; "unverified" (one of their
+    addresses, not confirmed yet); or "no"."""
+    address = (
+        EmailAddress.objects.filter(user=user, email__iexact=invitation.email)
+        .values_list("verified", flat=True)
+        .first()
+    )
+    return "no" if address is None else "yes" if address else "unverified"
+
+
 @transaction.atomic
 def invitation_accept(*, user, secret: str) -> Membership:
+    """Join the team the link invites to, as the invited address's confirmed owner. The
+    claim is one conditional update, so one link makes at most one membership, however
+    many people post it at once."""
     invitation = invitation_find(secret=secret)
-    Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
-    membership, created = Membership.objects.get_or_create(
+    match invitation_addressed_to(user=user, invitation=invitation):
+        case "no":
+            raise InvitationNotYours(
+                _(
+                    "This invitation was sent to %(email)s. Sign in as that person, or add "
+                    "and confirm that address under Account → E-mail addresses."
+                )
+                % {"email": email_mask(invitation.email)}
+            )
+        case "unverified":
+            raise InvitationNotYours(
+                _("Confirm %(email)s first: open the link we sent to it, then come back here.")
+                % {"email": invitation.email}
+            )
+    if Membership.objects.filter(team=invitation.team, user=user).exists():
+        raise AlreadyMember(
+            _("You are already a member of %(team)s.") % {"team": invitation.team.name}
+        )
+    now = timezone.now()
+    claimed = Invitation.objects.filter(
+        pk=invitation.pk, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=now
+    ).update(accepted_at=now, accepted_by=user)
+    if not claimed:
+        raise InvitationInvalid(_("This invitation was used, revoked or has expired."))
+    membership, _created = Membership.objects.get_or_create(
         team=invitation.team, user=user, defaults={"role": invitation.role}
     )
-    Invitation.objects.filter(pk=invitation.pk).update(accepted_at=timezone.now(), accepted_by=user)
     return membership
 
 
@@ -108,7 +205,7 @@ def _owners_left(team: Team, *, without: Membership) -> int:
 
 @transaction.atomic
 def membership_role_set(*, acting: Acting, membership: Membership, role: str) -> Membership:
-    acting.require(Action.MANAGE_TEAM)
+    acting.require(Action.SET_ROLE)
     team = Team.objects.select_for_update().get(pk=acting.team.pk)
     membership = Membership.objects.select_for_update().get(pk=membership.pk, team=team)
     if (
@@ -124,9 +221,10 @@ def membership_role_set(*, acting: Acting, membership: Membership, role: str) ->
 
 @transaction.atomic
 def membership_remove(*, acting: Acting, membership: Membership) -> None:
-    """An owner removes anyone; anyone may leave (remove themselves)."""
+    """An owner removes anyone; anyone may leave (remove themselves). The tokens the person
+    made for the team die with the membership."""
     if membership.user_id != acting.user.pk:
-        acting.require(Action.MANAGE_TEAM)
+        acting.require(Action.REMOVE_MEMBER)
     team = Team.objects.select_for_update().get(pk=acting.team.pk)
     membership = Membership.objects.select_for_update().get(pk=membership.pk, team=team)
     if team.personal_for_id == membership.user_id:
@@ -134,12 +232,37 @@ def membership_remove(*, acting: Acting, membership: Membership) -> None:
     if membership.role == Role.OWNER and not _owners_left(team, without=membership):
         raise LastOwner(_("Make someone else owner before the last owner leaves."))
     membership.delete()
+    ApiToken.objects.filter(user_id=membership.user_id, team=team, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def team_ownership_transfer(*, acting: Acting, membership: Membership) -> Membership:
+    """Hand the team to another member: they become owner, the acting owner a member."""
+    acting.require(Action.TRANSFER)
+    team = Team.objects.select_for_update().get(pk=acting.team.pk)
+    if team.personal_for_id is not None:
+        raise PersonalTeam(_("A personal team stays with its person."))
+    members = {
+        m.user_id: m
+        for m in Membership.objects.select_for_update()
+        .filter(team=team, user_id__in=[membership.user_id, acting.user.pk])
+        .order_by("pk")
+    }
+    if membership.user_id == acting.user.pk or membership.user_id not in members:
+        raise ValidationError({"membership": _("Choose another member of the team.")})
+    new_owner, old_owner = members[membership.user_id], members[acting.user.pk]
+    new_owner.role, old_owner.role = Role.OWNER, Role.MEMBER
+    for member in (new_owner, old_owner):
+        member.save(update_fields=["role"])
+    return new_owner
 
 
 @transaction.atomic
 def team_spend_limit_set(*, acting: Acting, limit: Decimal | None) -> Team:
     """Set (or clear, with None) the team's monthly spend limit; the change is recorded."""
-    acting.require(Action.MANAGE_TEAM)
+    acting.require(Action.SET_SPEND_LIMIT)
     try:
         amount_check(limit, default_currency())
     except ValidationError as exc:
@@ -152,6 +275,43 @@ def team_spend_limit_set(*, acting: Acting, limit: Decimal | None) -> Team:
     team.full_clean()
     team.save(update_fields=["monthly_spend_limit"])
     return team
+
+
+@transaction.atomic
+def team_second_factor_require(*, acting: Acting, required: bool) -> Team:
+    """Require (or stop requiring) two-factor sign-in of every member. Whoever turns it on
+    has a second factor already, so nobody locks themselves out by it."""
+    acting.require(Action.REQUIRE_SECOND_FACTOR)
+    if required and not has_second_factor(acting.user):
+        raise SecondFactorRequired(
+            _("Turn on two-factor sign-in for yourself first (Account → Two-factor).")
+        )
+    team = Team.objects.select_for_update().get(pk=acting.team.pk)
+    team.require_second_factor = required
+    team.save(update_fields=["require_second_factor"])
+    return team
+
+
+_UNSET = object()
+
+
+@transaction.atomic
+def team_update(
+    *, acting: Acting, monthly_spend_limit=_UNSET, require_second_factor=_UNSET
+) -> Team:
+    """Change what is given of the team's settings, all or nothing."""
+    team = acting.team
+    if monthly_spend_limit is not _UNSET:
+        team = team_spend_limit_set(acting=acting, limit=monthly_spend_limit)
+    if require_second_factor is not _UNSET:
+        team = team_second_factor_require(acting=acting, required=require_second_factor)
+    return team
+
+
+def invitations_waiting(*, team: Team):
+    return Invitation.objects.filter(
+        team=team, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    )
 
 
 def teams_of(*, user):

@@ -1,9 +1,13 @@
 from django.urls import path
 
 from accounts.api.views import (
-    TeamInvitationCreateApi,
+    TeamDetailApi,
+    TeamInvitationListApi,
+    TeamInvitationRevokeApi,
     TeamListApi,
+    TeamMemberDetailApi,
     TeamMemberListApi,
+    TeamTransferApi,
     TokenListApi,
     TokenObtainApi,
     TokenRevokeApi,
@@ -22,11 +26,23 @@ urlpatterns = [
     path("auth/tokens/", TokenListApi.as_view(), name="api-tokens"),
     path("auth/tokens/<int:pk>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("teams/", TeamListApi.as_view(), name="api-teams"),
+    path("teams/<int:pk>/", TeamDetailApi.as_view(), name="api-team"),
     path("teams/<int:pk>/members/", TeamMemberListApi.as_view(), name="api-team-members"),
     path(
+        "teams/<int:pk>/members/<int:member>/",
+        TeamMemberDetailApi.as_view(),
+        name="api-team-member",
+    ),
+    path("teams/<int:pk>/transfer/", TeamTransferApi.as_view(), name="api-team-transfer"),
+    path(
         "teams/<int:pk>/invitations/",
-        TeamInvitationCreateApi.as_view(),
+        TeamInvitationListApi.as_view(),
         name="api-team-invitations",
+    ),
+    path(
+        "teams/<int:pk>/invitations/<int:invitation>/",
+        TeamInvitationRevokeApi.as_view(),
+        name="api-team-invitation",
     ),
     path("gpu-models/", rentals.GpuModelListApi.as_view(), name="api-gpu-models"),
     path(

@@ -166,8 +166,11 @@ ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_UNIQUE_EMAIL = True
-# Signing in works before verification; booking does not (rentals checks it).
-ACCOUNT_EMAIL_VERIFICATION = "optional"
+# The address is confirmed before the first sign-in. With enumeration prevention (allauth's
+# default) a sign-up with a registered address answers as a new one does ("we sent you a
+# link") and mails the address's owner instead; that needs mandatory verification.
+ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+ACCOUNT_PREVENT_ENUMERATION = True
 ACCOUNT_CONFIRM_EMAIL_ON_GET = False
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_LOGOUT_ON_GET = False
@@ -176,6 +179,13 @@ ACCOUNT_EMAIL_SUBJECT_PREFIX = "[AnchorGPU] "
 # allauth's own limits stay on for sign-up, password reset and confirmation mails.
 ACCOUNT_RATE_LIMITS = {"login_failed": False}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+# Second-factor codes are counted by accounts.signin (allauth's own MFA limit rides on
+# login_failed, which is off above).
+MFA_FORMS = {
+    "authenticate": "accounts.forms.SecondFactorForm",
+    "reauthenticate": "accounts.forms.SecondFactorReauthenticateForm",
+    "activate_totp": "accounts.forms.TotpActivateForm",
+}
 MFA_TOTP_ISSUER = "AnchorGPU"
 SIGNUP_MODE = _read("ANCHORGPU_SIGNUP", "str", default="open")
 if SIGNUP_MODE not in ("open", "invite"):

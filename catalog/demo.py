@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 from decimal import Decimal
 
+from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
@@ -200,8 +201,12 @@ def seed_users(*, password: str) -> None:
     for username, email, is_staff, is_superuser in USERS:
         user, _ = User.objects.get_or_create(username=username, defaults={"email": email})
         user.email, user.is_staff, user.is_superuser = email, is_staff, is_superuser
-        user.set_password(password)
+        if not user.check_password(password):  # a new salt would end every API token
+            user.set_password(password)
         user.save()
+        EmailAddress.objects.update_or_create(
+            user=user, email=email, defaults={"verified": True, "primary": True}
+        )
         if username in PRICING_USERS:
             user.groups.add(pricing)
         else:

@@ -1,4 +1,8 @@
-"""Sign-in for API clients: username + password → a personal bearer token."""
+"""Sign-in for API clients (username, password and, where the account has one, a second
+factor → a bearer token acting for one team), and the teams: members, roles, invitations,
+the spend limit, the second-factor rule and handing a team over."""
+
+from types import SimpleNamespace
 
 from django.http import Http404
 from django.urls import reverse
@@ -9,12 +13,21 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.access import NotAllowed, acting_as
-from accounts.models import ApiToken, Membership, Role, SignInMethod, Team
+from accounts.access import Action, NotAllowed, acting_for_request, acting_for_team
+from accounts.models import ApiToken, Membership, Role, Team
 from accounts.services import api_token_create, api_token_revoke
 from accounts.signin import sign_in
-from accounts.teams import invitation_create, teams_of
-from core.money import default_currency, quantize
+from accounts.teams import (
+    invitation_create,
+    invitation_revoke,
+    invitations_waiting,
+    membership_remove,
+    membership_role_set,
+    team_ownership_transfer,
+    team_update,
+    teams_of,
+)
+from core.money import DECIMAL_PLACES, MAX_DIGITS, default_currency, quantize
 from core.problems import PROBLEM
 
 
@@ -27,6 +40,11 @@ class TokenRequestSerializer(serializers.Serializer):
     )
     role = serializers.ChoiceField(
         choices=Role.choices, required=False, help_text="at most your role in that team"
+    )
+    otp = serializers.CharField(
+        max_length=64,
+        required=False,
+        help_text="for an account with two-factor sign-in: a current code or a recovery code",
     )
 
 
@@ -58,7 +76,7 @@ class TokenObtainApi(APIView):
             request,
             username=data.validated_data["username"],
             password=data.validated_data["password"],
-            method=SignInMethod.API,
+            otp=data.validated_data.get("otp"),
         )
         team = None
         if "team" in data.validated_data:
@@ -107,8 +125,9 @@ class TeamSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="team.id")
     name = serializers.CharField(source="team.name")
     personal = serializers.SerializerMethodField()
-    role = serializers.CharField()
+    role = serializers.CharField(help_text="the role this credential acts in")
     monthly_spend_limit = serializers.SerializerMethodField()
+    require_second_factor = serializers.BooleanField(source="team.require_second_factor")
 
     def get_personal(self, membership) -> bool:
         return membership.team.personal_for_id is not None
@@ -119,10 +138,33 @@ class TeamSerializer(serializers.Serializer):
         return None if limit is None else str(quantize(limit, default_currency()))
 
 
+class TeamChangeSerializer(serializers.Serializer):
+    monthly_spend_limit = serializers.DecimalField(
+        max_digits=MAX_DIGITS,
+        decimal_places=DECIMAL_PLACES,
+        min_value=0,
+        allow_null=True,
+        required=False,
+        help_text="null: no limit (owners)",
+    )
+    require_second_factor = serializers.BooleanField(
+        required=False, help_text="every member signs in with a second factor (owners)"
+    )
+
+
 class MemberSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
     user = serializers.CharField(source="user.username")
     role = serializers.CharField()
     joined_at = serializers.DateTimeField()
+
+
+class MemberChangeSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class TransferSerializer(serializers.Serializer):
+    member = serializers.IntegerField(min_value=1, help_text="the membership id of the new owner")
 
 
 class InvitationInSerializer(serializers.Serializer):
@@ -130,62 +172,160 @@ class InvitationInSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Role.choices)
 
 
-class InvitationOutSerializer(serializers.Serializer):
+class InvitationSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     email = serializers.EmailField()
     role = serializers.CharField()
     expires_at = serializers.DateTimeField()
+
+
+class InvitationOutSerializer(InvitationSerializer):
     accept_url = serializers.CharField()
 
 
-def _member_team(request, pk) -> Team:
-    team = Team.objects.filter(pk=pk, memberships__user=request.user).first()
-    if team is None:
+def _team_row(acting):
+    """The team as TeamSerializer reads it, in the credential's role."""
+    return SimpleNamespace(team=acting.team, role=acting.role)
+
+
+def _member(acting, pk) -> Membership:
+    membership = Membership.objects.filter(pk=pk, team=acting.team).first()
+    if membership is None:
         raise Http404
-    return team
+    return membership
 
 
 class TeamListApi(generics.ListAPIView):
-    """The caller's teams with their role in each."""
+    """The caller's teams with their role in each; a token sees its own team only."""
 
     serializer_class = TeamSerializer
     pagination_class = None
 
     def get_queryset(self):
+        if isinstance(self.request.auth, ApiToken):
+            return [_team_row(acting_for_request(self.request))]
         return teams_of(user=self.request.user)
 
 
-class TeamMemberListApi(APIView):
-    @extend_schema(responses={200: MemberSerializer(many=True), 401: PROBLEM, 404: PROBLEM})
+class TeamDetailApi(APIView):
+    @extend_schema(responses={200: TeamSerializer, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM})
     def get(self, request, pk):
-        team = _member_team(request, pk)
-        members = Membership.objects.filter(team=team).select_related("user").order_by("user")
+        acting = acting_for_team(request, pk)
+        acting.require(Action.READ_TEAM)
+        return Response(TeamSerializer(_team_row(acting)).data)
+
+    @extend_schema(
+        request=TeamChangeSerializer,
+        responses={200: TeamSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM},
+    )
+    def patch(self, request, pk):
+        """Change the spend limit and whether a second factor is required (owners)."""
+        acting = acting_for_team(request, pk)
+        data = TeamChangeSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        team = team_update(acting=acting, **data.validated_data)
+        return Response(TeamSerializer(SimpleNamespace(team=team, role=acting.role)).data)
+
+
+class TeamMemberListApi(APIView):
+    @extend_schema(
+        responses={200: MemberSerializer(many=True), 401: PROBLEM, 403: PROBLEM, 404: PROBLEM}
+    )
+    def get(self, request, pk):
+        acting = acting_for_team(request, pk)
+        acting.require(Action.READ_TEAM)
+        members = (
+            Membership.objects.filter(team=acting.team).select_related("user").order_by("user")
+        )
         return Response(MemberSerializer(members, many=True).data)
 
 
-class TeamInvitationCreateApi(APIView):
-    """Invite someone by e-mail (owners); the link is mailed and returned once."""
+class TeamMemberDetailApi(APIView):
+    @extend_schema(
+        request=MemberChangeSerializer,
+        responses={200: MemberSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM,
+                   404: PROBLEM, 409: PROBLEM},
+    )  # fmt: skip
+    def patch(self, request, pk, member):
+        """Change a member's role (owners)."""
+        acting = acting_for_team(request, pk)
+        data = MemberChangeSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = membership_role_set(
+            acting=acting, membership=_member(acting, member), role=data.validated_data["role"]
+        )
+        return Response(MemberSerializer(membership).data)
+
+    @extend_schema(
+        request=None, responses={204: None, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM}
+    )
+    def delete(self, request, pk, member):
+        """Remove a member (owners), or leave (your own membership)."""
+        acting = acting_for_team(request, pk)
+        membership_remove(acting=acting, membership=_member(acting, member))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TeamTransferApi(APIView):
+    @extend_schema(
+        request=TransferSerializer,
+        responses={200: MemberSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM,
+                   404: PROBLEM},
+    )  # fmt: skip
+    def post(self, request, pk):
+        """Hand the team to another member: they become owner, you a member (owners)."""
+        acting = acting_for_team(request, pk)
+        data = TransferSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        new_owner = team_ownership_transfer(
+            acting=acting, membership=_member(acting, data.validated_data["member"])
+        )
+        return Response(MemberSerializer(new_owner).data)
+
+
+class TeamInvitationListApi(APIView):
+    """Invitations waiting to be accepted, and new ones by e-mail (owners); a new one's link
+    is mailed and returned once."""
+
+    @extend_schema(
+        responses={200: InvitationSerializer(many=True), 401: PROBLEM, 403: PROBLEM,
+                   404: PROBLEM},
+    )  # fmt: skip
+    def get(self, request, pk):
+        acting = acting_for_team(request, pk)
+        acting.require(Action.INVITE)
+        return Response(InvitationSerializer(invitations_waiting(team=acting.team), many=True).data)
 
     @extend_schema(
         request=InvitationInSerializer,
         responses={201: InvitationOutSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM,
-                   404: PROBLEM},
+                   404: PROBLEM, 409: PROBLEM},
     )  # fmt: skip
     def post(self, request, pk):
-        acting = acting_as(request.user, _member_team(request, pk))
+        acting = acting_for_team(request, pk)
         data = InvitationInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        link = lambda s: request.build_absolute_uri(reverse("invitation", args=[s]))  # noqa: E731
         invitation, secret = invitation_create(
             acting=acting,
             email=data.validated_data["email"],
             role=data.validated_data["role"],
-            accept_url=lambda s: request.build_absolute_uri(reverse("invitation", args=[s])),
+            accept_url=link,
         )
         body = {
             "id": invitation.pk,
             "email": invitation.email,
             "role": invitation.role,
             "expires_at": invitation.expires_at,
-            "accept_url": request.build_absolute_uri(reverse("invitation", args=[secret])),
+            "accept_url": link(secret),
         }
         return Response(InvitationOutSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class TeamInvitationRevokeApi(APIView):
+    @extend_schema(
+        request=None, responses={204: None, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM, 410: PROBLEM}
+    )
+    def delete(self, request, pk, invitation):
+        invitation_revoke(acting=acting_for_team(request, pk), invitation_id=invitation)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -5,8 +5,11 @@ import re
 import uuid
 
 import pytest
+from allauth.account.models import EmailAddress
 from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
+from django.contrib.auth.models import User
 from django.core import mail
+from django.test import Client
 from django.utils import timezone
 
 from accounts.access import acting_as
@@ -28,23 +31,59 @@ def _link(message):
     return re.search(r"https?://[^/\s]+(/\S+)", message.body).group(1)
 
 
-def test_sign_up_then_confirm_the_address_before_the_first_booking(
-    catalog, client, django_user_model
-):
+def test_sign_up_confirms_the_address_before_the_first_sign_in(catalog, client):
     response = client.post("/account/signup/", SIGNUP)
-    assert response.status_code == 302
-    carol = django_user_model.objects.get(username="carol")
+    assert response.status_code == 302 and response.url == "/account/confirm-email/"
+    assert "_auth_user_id" not in client.session
+    signed_in = client.post("/account/login/", {"login": "carol", "password": SIGNUP["password1"]})
+    assert "_auth_user_id" not in client.session  # unconfirmed: the link is sent again
+    assert signed_in.url == "/account/confirm-email/"
+
+    client.post(_link(mail.outbox[-1]))
+    carol = User.objects.get(username="carol")
+    assert client.session["_auth_user_id"] == str(carol.pk)
     quote = quote_create(
         acting=acting_as(carol), gpu_model="l4", gpu_count=1, period="day", period_count=1
+    )
+    booked = client.post(f"/quotes/{quote.pk}/book/", {"idempotency_key": str(uuid.uuid4())})
+    assert booked.status_code == 302 and Allocation.objects.count() == 1
+
+
+def test_an_address_added_later_is_confirmed_before_a_booking_too(catalog, client):
+    """A person whose only address is unconfirmed (staff made the account with one, say)
+    buys nothing until it is confirmed."""
+    dave = User.objects.create_user("dave", "dave@example.com", "pw-dave-12345678")
+    EmailAddress.objects.create(user=dave, email="dave@example.com", verified=False, primary=True)
+    client.force_login(dave)
+    quote = quote_create(
+        acting=acting_as(dave), gpu_model="l4", gpu_count=1, period="day", period_count=1
     )
     refused = client.post(f"/quotes/{quote.pk}/book/", {"idempotency_key": str(uuid.uuid4())})
     assert refused.status_code == 403 and "Confirm your e-mail" in refused.content.decode()
     assert Allocation.objects.count() == 0
 
-    confirm = _link(mail.outbox[-1])
-    client.post(confirm)
-    booked = client.post(f"/quotes/{quote.pk}/book/", {"idempotency_key": str(uuid.uuid4())})
-    assert booked.status_code == 302 and Allocation.objects.count() == 1
+
+def test_sign_up_answers_the_same_for_a_registered_address(alice, client):
+    """Nobody learns from sign-up whether an address is registered; its owner is told."""
+    new = client.post("/account/signup/", SIGNUP)
+    new_page = client.get(new.url).content.decode()
+    other = Client()
+    taken = other.post(
+        "/account/signup/", SIGNUP | {"email": "ALICE@example.com", "username": "eve"}
+    )
+    taken_page = other.get(taken.url).content.decode()
+    assert (taken.status_code, taken.url) == (new.status_code, new.url)
+    assert _without_tokens(taken_page).replace("alice@", "@") == _without_tokens(new_page).replace(
+        "carol@", "@"
+    )
+    assert not User.objects.filter(username="eve").exists()
+    to_alice = [m for m in mail.outbox if m.to == ["alice@example.com"]]
+    assert len(to_alice) == 1 and "already" in to_alice[0].body.lower()
+    assert "password" in to_alice[0].body.lower()  # how to get in: a reset, not a new account
+
+
+def _without_tokens(page: str) -> str:
+    return re.sub(r'(csrfmiddlewaretoken" value=|nonce=)"[^"]*"', "", page)
 
 
 def test_invite_only_sign_up_is_closed_without_an_invitation(client, settings, django_user_model):
