@@ -21,7 +21,8 @@ from rest_framework import authentication, exceptions
 
 from accounts.auth import BearerTokenAuthentication
 from catalog.models import Gpu, Node, NodeState
-from rentals.models import Allocation, AllocationGpu, LedgerEntry, LedgerKind
+from rentals.models import Allocation, LedgerEntry, LedgerKind
+from rentals.selectors import holdings_at
 from telemetry.models import Flag, GpuSample, Poll, PollOutcome
 
 RECENT = timedelta(minutes=5)
@@ -59,11 +60,7 @@ class ConsoleCollector:
             Gpu.objects.filter(node__state=NodeState.ACTIVE).values(*keys).annotate(n=Count("id"))
         ):
             total.add_metric([row[k] for k in keys], row["n"])
-        held = (
-            AllocationGpu.objects.filter(released=False, starts_at__lte=now, ends_at__gt=now)
-            .values(*(f"gpu__{k}" for k in keys))
-            .annotate(n=Count("id"))
-        )
+        held = holdings_at(now).values(*(f"gpu__{k}" for k in keys)).annotate(n=Count("id"))
         for row in held:
             allocated.add_metric([row[f"gpu__{k}"] for k in keys], row["n"])
         threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]

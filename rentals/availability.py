@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from catalog.models import Gpu, GpuModel, NodeState
 from catalog.selectors import catalog_rows, gpu_model_list
-from rentals.models import AllocationGpu
+from rentals.selectors import holdings_at
 
 MAX_START_CANDIDATES = 500
 
@@ -18,9 +18,7 @@ def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None)
     """The catalog's models with `free_gpus_now`: three queries whatever the number of models
     (models with the free count, prices, periods)."""
     at = at or timezone.now()
-    busy_now = AllocationGpu.objects.filter(
-        released=False, starts_at__lte=at, ends_at__gt=at
-    ).values("gpu_id")
+    busy_now = holdings_at(at).values("gpu_id")
     return gpu_model_list(filters=filters, at=at).annotate(
         free_gpus_now=Count(
             "nodes__gpus",

@@ -97,15 +97,33 @@ def may_act_on(*, acting: Acting, allocation: Allocation) -> bool:
     return allocation.team_id == acting.team.pk and acting.can(Action.ACT)
 
 
+# Timestamps have a resolution of a microsecond, in PostgreSQL as in Python: an instant is
+# the window of one microsecond.
+INSTANT = timedelta(microseconds=1)
+
+
+def holdings_overlapping(*, starts_at: datetime, ends_at: datetime) -> QuerySet[AllocationGpu]:
+    """The live (unreleased) holdings that overlap [starts_at, ends_at): a GPU is free for
+    the window when none of them holds it. The same rule as the SQL clause
+    `rentals.sql.gpu_free` (and `gpu_held`), which placement and availability use; the
+    exclusion constraint `rentals_allocationgpu_no_overlap` guards it."""
+    return AllocationGpu.objects.filter(
+        released=False, starts_at__lt=ends_at, ends_at__gt=starts_at
+    )
+
+
+def holdings_at(at: datetime) -> QuerySet[AllocationGpu]:
+    """The live holdings at the instant `at` (starts_at ≤ at < ends_at): those overlapping
+    the window of that one instant."""
+    return holdings_overlapping(starts_at=at, ends_at=at + INSTANT)
+
+
 def gpu_states_at(at: datetime) -> dict[int, str]:
     """{gpu id: "running" | "stopped"} for GPUs held by a live allocation at `at`."""
     return dict(
-        AllocationGpu.objects.filter(
-            released=False,
-            starts_at__lte=at,
-            ends_at__gt=at,
-            allocation__state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
-        ).values_list("gpu_id", "allocation__state")
+        holdings_at(at)
+        .filter(allocation__state__in=[AllocationState.RUNNING, AllocationState.STOPPED])
+        .values_list("gpu_id", "allocation__state")
     )
 
 

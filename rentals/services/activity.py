@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db.models import Q
 
 from core.db import db_now
-from rentals.models import AllocationGpu, AllocationState
+from rentals.models import AllocationState
+from rentals.selectors import holdings_at
 from telemetry.models import ACTIVITY_FLAGS, FlagKind, GpuSample
 from telemetry.poll import flags_sync
 
@@ -28,13 +29,12 @@ def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
     if not newest:
         return 0
     held = dict(
-        AllocationGpu.objects.filter(
+        holdings_at(now)
+        .filter(
             gpu_id__any=newest,
-            released=False,
-            starts_at__lte=now,
-            ends_at__gt=now,
             allocation__state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
-        ).values_list("gpu_id", "allocation__state")
+        )
+        .values_list("gpu_id", "allocation__state")
     )
     holding = {}
     for gpu_id, (node_id, utilization) in newest.items():

@@ -36,7 +36,7 @@ from rentals.models import (
     Quote,
     QuoteKind,
 )
-from rentals.selectors import quote_options
+from rentals.selectors import holdings_overlapping, quote_options
 from rentals.services.events import event_record, events_record, raise_if_lost_race
 from rentals.services.notices import receipt_record
 from rentals.services.quotes import quote_lines, quote_store
@@ -164,12 +164,9 @@ def _next_slot_taken(members: list[Allocation], until: datetime) -> list[Gpu]:
         Gpu.objects.filter(held__allocation__in=members)
         .filter(
             Exists(
-                AllocationGpu.objects.filter(
-                    gpu=OuterRef("pk"),
-                    released=False,
-                    starts_at__lt=until,
-                    ends_at__gt=members[0].paid_until,
-                ).exclude(allocation__in=members)
+                holdings_overlapping(starts_at=members[0].paid_until, ends_at=until)
+                .filter(gpu=OuterRef("pk"))
+                .exclude(allocation__in=members)
             )
         )
         .select_related("node")
