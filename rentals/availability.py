@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from catalog.models import Gpu, GpuModel, NodeState
 from catalog.selectors import catalog_rows, gpu_model_list
+from rentals import sql
 from rentals.selectors import holdings_at
 
 MAX_START_CANDIDATES = 500
@@ -50,28 +51,13 @@ def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
     return per_node, max(groups.values(), default=0)
 
 
-# Per active node of the model, how many of its GPUs no live allocation holds in the period,
-# where that is at least `count`: placement's candidates and a quote's yes or no.
-ROOM = """
-SELECT g.node_id, count(*) AS free
-FROM catalog_gpu g
-JOIN catalog_node m ON m.id = g.node_id
-WHERE m.gpu_model_id = %(model)s AND m.state = 'active'
-  AND NOT EXISTS (
-      SELECT 1 FROM rentals_allocationgpu ag
-      WHERE ag.gpu_id = g.id AND NOT ag.released
-        AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
-GROUP BY g.node_id
-HAVING count(*) >= %(count)s
-"""
-
-
-def _room_read(sql: str, *, gpu_model, gpu_count, starts_at, ends_at) -> list[tuple]:
+def _room_read(statement: str, *, gpu_model, gpu_count, starts_at, ends_at) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(
-            sql,
-            {"model": gpu_model.pk, "count": gpu_count, "starts_at": starts_at, "ends_at": ends_at},
-        )
+            statement,
+            {"model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
+             "starts_at": starts_at, "ends_at": ends_at},
+        )  # fmt: skip
         return cursor.fetchall()
 
 
@@ -82,7 +68,7 @@ def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) 
     on the Python side.
     """
     rows = _room_read(
-        f"SELECT node_id FROM ({ROOM}) AS room ORDER BY free, node_id",
+        sql.ROOM_NODES,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
     )  # fmt: skip
     return [node_id for (node_id,) in rows]
@@ -91,7 +77,7 @@ def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) 
 def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
     """Whether some node has room: a yes or no, not the candidate list (every quote asks)."""
     rows = _room_read(
-        f"SELECT EXISTS ({ROOM})",
+        sql.ROOM_EXISTS,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
     )  # fmt: skip
     return rows[0][0]
@@ -111,35 +97,6 @@ def earliest_start(
     return windows[0]["starts_at"] if windows else None
 
 
-_DAYS = """
-WITH days AS (
-    SELECT d FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz, interval '1 day') AS d
-), nodes AS (
-    SELECT n.id, count(g.id) AS gpus
-    FROM catalog_node n JOIN catalog_gpu g ON g.node_id = n.id
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
-    GROUP BY n.id
-), held AS (
-    -- GPUs held at some moment of each day (from now on, for today)
-    SELECT days.d, g.node_id, count(DISTINCT ag.gpu_id) AS busy
-    FROM days
-    JOIN rentals_allocationgpu ag
-      ON NOT ag.released AND ag.starts_at < days.d + interval '1 day'
-     AND ag.ends_at > greatest(days.d, %(now)s::timestamptz)
-    JOIN catalog_gpu g ON g.id = ag.gpu_id
-    JOIN nodes ON nodes.id = g.node_id
-    GROUP BY days.d, g.node_id
-)
-SELECT days.d,
-       coalesce(max(nodes.gpus - coalesce(held.busy, 0)), 0),
-       count(nodes.id) FILTER (WHERE coalesce(held.busy, 0) = 0),
-       coalesce(sum(nodes.gpus - coalesce(held.busy, 0)), 0)
-FROM days CROSS JOIN nodes
-LEFT JOIN held ON held.d = days.d AND held.node_id = nodes.id
-GROUP BY days.d ORDER BY days.d
-"""
-
-
 def availability_days(
     *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None
 ) -> list[dict]:
@@ -148,10 +105,9 @@ def availability_days(
     the same holds the exclusion constraint guards, so a day is never shown freer than a
     booking for it would find."""
     first = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    sql = _DAYS.format(region="AND n.region_id = %(region)s" if region_id else "")
     with connection.cursor() as cursor:
         cursor.execute(
-            sql,
+            sql.FREE_BY_DAY_IN_REGION if region_id else sql.FREE_BY_DAY,
             {
                 "first": first, "last": first + timedelta(days=days - 1), "now": start,
                 "model": gpu_model.pk, "active": NodeState.ACTIVE, "region": region_id,
@@ -169,41 +125,6 @@ def availability_days(
     ]
 
 
-_CANDIDATES = """
-SELECT %(not_before)s::timestamptz AS t
-UNION
-(SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
- JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
- WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
- ORDER BY ag.ends_at LIMIT %(limit)s)
-ORDER BY t
-"""
-
-_FITTING_AT = """
-WITH free AS (
-    SELECT n.id, n.hostname, r.slug AS region,
-           CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp, count(g.id) AS gpus,
-           count(g.id) FILTER (WHERE NOT EXISTS (
-               SELECT 1 FROM rentals_allocationgpu ag
-               WHERE ag.gpu_id = g.id AND NOT ag.released
-                 AND ag.starts_at < %(t)s::timestamptz + %(duration)s AND ag.ends_at > %(t)s
-           )) AS free
-    FROM catalog_node n
-    JOIN catalog_region r ON r.id = n.region_id
-    JOIN catalog_gpu g ON g.node_id = n.id
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
-      AND (NOT %(whole)s OR n.network_group <> '')
-    GROUP BY n.id, n.hostname, r.slug
-)
-SELECT region, grp, array_agg(hostname ORDER BY free, hostname)
-FROM free
-WHERE free >= %(count)s AND (NOT %(whole)s OR free = gpus AND gpus = %(per_node)s)
-GROUP BY region, grp
-HAVING count(*) >= %(nodes)s
-ORDER BY count(*), region, grp
-"""
-
-
 def _params(*, gpu_model, duration, gpu_count, node_count, region_id):
     per_node = cluster_shape(gpu_model=gpu_model)[0] if node_count else 0
     return {
@@ -217,8 +138,8 @@ def _params(*, gpu_model, duration, gpu_count, node_count, region_id):
 def _fitting_at(cursor, t, params) -> list[tuple]:
     """(region, network group, hostnames) where the request fits from `t`: for whole nodes,
     the groups with the fewest free whole nodes first (least fragmentation)."""
-    region = "AND n.region_id = %(region)s" if params["region"] else ""
-    cursor.execute(_FITTING_AT.format(region=region), {**params, "t": t})
+    statement = sql.FITTING_AT_IN_REGION if params["region"] else sql.FITTING_AT
+    cursor.execute(statement, {**params, "t": t})
     return cursor.fetchall()
 
 
@@ -245,7 +166,7 @@ def start_windows(
     )  # fmt: skip
     rows = []
     with connection.cursor() as cursor:
-        cursor.execute(_CANDIDATES, {**params, "not_before": not_before})
+        cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
         # In time order, one statement per candidate, until enough windows: usually the
         # first candidate (now) or one of the next few fits.
         for (t,) in cursor.fetchall():

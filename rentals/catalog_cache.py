@@ -16,21 +16,14 @@ from django.db import connection
 from django.utils import timezone
 
 from core.versions import CATALOG, version, version_key
+from rentals import sql
 
 KEEP = timedelta(hours=1)  # the longest a copy is kept even when nothing changes
-
-_NEXT_CHANGE = """
-SELECT least(
-    (SELECT min(starts_at) FROM rentals_allocationgpu WHERE NOT released AND starts_at > %(now)s),
-    (SELECT min(ends_at) FROM rentals_allocationgpu WHERE NOT released AND ends_at > %(now)s),
-    (SELECT min(effective_from) FROM catalog_gpuprice WHERE effective_from > %(now)s)
-)
-"""
 
 
 def _next_change(now: datetime) -> datetime:
     with connection.cursor() as cursor:
-        cursor.execute(_NEXT_CHANGE, {"now": now})
+        cursor.execute(sql.CATALOG_NEXT_CHANGE, {"now": now})
         upcoming = cursor.fetchone()[0]
     return min(upcoming or now + KEEP, now + KEEP)
 

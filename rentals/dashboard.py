@@ -7,15 +7,15 @@ week it reads hourly rollups; longer ranges read daily ones.
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.utils import timezone
 
-from catalog.models import NodeHealth
+from catalog.models import NodeHealth, NodeState
 from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
-from rentals.models import LedgerKind
-from telemetry.models import FleetRollup, GpuRollup
+from rentals import sql
+from rentals.models import AllocationState, LedgerKind
+from telemetry.models import FleetRollup, GpuRollup, RollupBucket
 from telemetry.selectors import (
     busy_gpus,
     fleet_busy_by_bucket,
@@ -25,138 +25,11 @@ from telemetry.selectors import (
     rolled_until,
 )
 
-# Each holding in the range counted in the steps it touches (a join of every step with
-# every holding grew with both); steps without any still come back, with 0.
-_ALLOCATED_PER_STEP = """
-WITH first AS (
-    SELECT date_trunc(%(unit)s, %(start)s::timestamptz) AS at
-), steps AS (
-    SELECT generate_series(first.at, %(end)s, %(step)s::interval) AS h FROM first
-), held AS (
-    SELECT h, count(*) AS n
-    FROM first, rentals_allocationgpu ag
-    CROSS JOIN LATERAL generate_series(
-        greatest(date_trunc(%(unit)s, ag.starts_at), first.at),
-        least(ag.ends_at - interval '1 microsecond', %(end)s), %(step)s::interval) AS h
-    WHERE NOT ag.released AND ag.ends_at > first.at
-      AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
-    GROUP BY h
-)
-SELECT steps.h, coalesce(held.n, 0) FROM steps LEFT JOIN held USING (h) ORDER BY steps.h
-"""
-
-# Each holding in the next 30 days spread over the days it touches: reads the holdings,
-# not every model × node × GPU × day.
-_BOOKED_AHEAD = """
-SELECT a.gpu_model_id, d::date,
-       sum(extract(epoch FROM least(ag.ends_at, d + interval '1 day') - greatest(ag.starts_at, d)))
-       / 86400.0
-FROM rentals_allocationgpu ag
-JOIN rentals_allocation a ON a.id = ag.allocation_id
-CROSS JOIN LATERAL generate_series(
-    greatest(date_trunc('day', ag.starts_at), %(day0)s), least(ag.ends_at, %(day_n)s) - interval '1 microsecond',
-    interval '1 day') AS d
-WHERE NOT ag.released AND ag.starts_at < %(day_n)s AND ag.ends_at > %(day0)s
-GROUP BY a.gpu_model_id, d
-"""
+_STARTED = [AllocationState.RUNNING, AllocationState.STOPPED]
 
 
-# The page's top line in one statement: GPUs in the fleet, allocated, busy and answering
-# telemetry now (samples of the last two minutes), GPU-hours
-# paid but stopped within the range (each stop to the next event leaving "stopped", or to
-# the end of the paid period; clipped to the range) and nodes per health.
-_NOW = """
-WITH recent AS MATERIALIZED (
-    SELECT gpu_id, utilization FROM telemetry_gpusample WHERE at >= %(since)s
-)
-SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = 'active'),
-       (SELECT count(*) FROM rentals_allocationgpu
-        WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s),
-       (SELECT count(DISTINCT gpu_id) FILTER (WHERE utilization > %(threshold)s)
-        FROM recent),
-       (SELECT count(DISTINCT gpu_id) FROM recent),
-       (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
-                    least(coalesce(back.at, a.paid_until), %(now)s) - greatest(stop.at, %(start)s))),
-                0) / 3600
-        FROM rentals_allocation a
-        JOIN rentals_allocationevent stop ON stop.allocation_id = a.id AND stop.to_state = 'stopped'
-        LEFT JOIN LATERAL (
-            SELECT e.at FROM rentals_allocationevent e
-            WHERE e.allocation_id = a.id AND e.from_state = 'stopped'
-              AND (e.at, e.id) > (stop.at, stop.id)
-            ORDER BY e.at, e.id LIMIT 1
-        ) AS back ON true
-        WHERE (a.state IN ('running', 'stopped') OR a.paid_until >= %(start)s)
-          AND a.paid_from <= %(now)s
-          AND least(coalesce(back.at, a.paid_until), %(now)s) > greatest(stop.at, %(start)s)),
-       (SELECT json_object_agg(health, n ORDER BY health)
-        FROM (SELECT health, count(*) AS n FROM catalog_node WHERE state <> 'retired'
-              GROUP BY health) AS h)
-"""
-
-_REVENUE = """
-SELECT l.kind, l.currency, p.name AS period_name, sum(l.amount) AS amount, count(*) AS bookings
-FROM rentals_ledgerentry l
-JOIN rentals_allocation a ON a.id = l.allocation_id
-JOIN catalog_rentalperiod p ON p.id = a.period_id
-WHERE l.at >= %(start)s AND l.at < %(end)s AND l.kind IN ('charge', 'refund')
-GROUP BY l.kind, l.currency, p.name
-ORDER BY l.currency, p.name
-"""
-
-_CAPACITY = """
-SELECT m.id, m.slug, m.name, coalesce(sum(n.gpu_count), 0) AS capacity
-FROM catalog_gpumodel m
-LEFT JOIN catalog_node n ON n.gpu_model_id = m.id AND n.state = 'active'
-WHERE m.is_active
-GROUP BY m.id
-ORDER BY m.name
-"""
-
-_NAMES = """
-SELECT 'model', id, name FROM catalog_gpumodel
-UNION ALL
-SELECT 'region', id, name FROM catalog_region
-"""
-
-_TROUBLED = """
-SELECT n.hostname, n.health, n.health_detail, n.last_good_poll_at, r.name AS region,
-       m.name AS model
-FROM catalog_node n
-JOIN catalog_region r ON r.id = n.region_id
-JOIN catalog_gpumodel m ON m.id = n.gpu_model_id
-WHERE n.state <> 'retired' AND n.health <> 'healthy'
-ORDER BY n.hostname
-LIMIT 100
-"""
-
-# Allocations as the dashboard's lists show them; `{where}` picks and orders them.
-_ALLOCATIONS = """
-SELECT a.id, a.gpu_count, a.state, a.paid_until, m.slug AS model_slug, m.name AS model,
-       u.username AS owner, n.hostname AS node
-FROM rentals_allocation a
-JOIN catalog_gpumodel m ON m.id = a.gpu_model_id
-JOIN catalog_node n ON n.id = a.node_id
-JOIN {users} u ON u.id = a.user_id
-WHERE {where}
-ORDER BY a.paid_until
-LIMIT %(limit)s
-"""
-
-_EXPIRING = "a.state IN ('running', 'stopped') AND a.paid_until <= %(soon)s"
-
-# Running since before `since` and none of its GPUs over the threshold since then.
-_IDLE = """
-a.state = 'running' AND a.paid_from <= %(since)s AND NOT EXISTS (
-    SELECT 1 FROM rentals_allocationgpu ag
-    JOIN telemetry_gpusample s ON s.gpu_id = ag.gpu_id
-    WHERE ag.allocation_id = a.id AND s.at >= %(since)s AND s.utilization > %(threshold)s)
-"""
-
-
-def _allocation_rows(where: str, **params) -> list[dict]:
-    users = get_user_model()._meta.db_table
-    return read_rows(_ALLOCATIONS.format(users=users, where=where), params)
+def _allocation_rows(which: str, **params) -> list[dict]:
+    return read_rows(sql.allocation_rows(which), params)
 
 
 def step_for(days: float) -> timedelta:
@@ -173,7 +46,7 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
     with reads_cursor() as cursor:
         cursor.execute(
-            _ALLOCATED_PER_STEP,
+            sql.ALLOCATED_PER_STEP,
             {"unit": bucket, "step": f"1 {bucket}", "start": start, "end": end},
         )
         allocated = {h: n for h, n in cursor.fetchall()}
@@ -196,7 +69,8 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
     """Charges per currency and rental period, and refunds per currency: amounts of two
     currencies are never added."""
     charges, refunds = [], {}
-    for row in read_rows(_REVENUE, {"start": start, "end": end}):
+    kinds = [LedgerKind.CHARGE, LedgerKind.REFUND]
+    for row in read_rows(sql.REVENUE, {"start": start, "end": end, "kinds": kinds}):
         kind, currency = row.pop("kind"), row["currency"]
         if kind == LedgerKind.CHARGE:
             charges.append({**row, "amount": quantize(row["amount"], currency)})
@@ -212,10 +86,13 @@ def booked_ahead(*, now: datetime) -> list[dict]:
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days = [day0.date() + timedelta(days=i) for i in range(30)]
     with reads_cursor() as cursor:
-        cursor.execute(_BOOKED_AHEAD, {"day0": day0, "day_n": day0 + timedelta(days=30)})
+        cursor.execute(
+            sql.BOOKED_AHEAD,
+            {"unit": RollupBucket.DAY, "day0": day0, "day_n": day0 + timedelta(days=30)},
+        )
         heat = {(model_id, day): float(v) for model_id, day, v in cursor.fetchall()}
     rows = []
-    for model in read_rows(_CAPACITY):
+    for model in read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE}):
         cap = model.pop("capacity")
         cells = []
         for day in days:
@@ -232,8 +109,9 @@ def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> lis
     """Running allocations whose GPUs have not been busy for `hours`, as plain rows."""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     return _allocation_rows(
-        _IDLE, since=now - timedelta(hours=hours), threshold=threshold, limit=limit
-    )
+        "idle", running=AllocationState.RUNNING, since=now - timedelta(hours=hours),
+        threshold=threshold, limit=limit,
+    )  # fmt: skip
 
 
 @reporting_reads()
@@ -245,15 +123,18 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with reads_cursor() as cursor:
         cursor.execute(
-            _NOW,
+            sql.DASHBOARD_NOW,
             {"now": now, "start": start, "since": now - timedelta(minutes=2),
-             "threshold": threshold},
+             "threshold": threshold, "active": NodeState.ACTIVE, "retired": NodeState.RETIRED,
+             "stopped": AllocationState.STOPPED, "started": _STARTED},
         )  # fmt: skip
         total, allocated_now, busy_now, reporting_now, stopped_hours, health = cursor.fetchone()
     health = health or {}
     by_model, by_region = use_by_model_and_region(start=start, end=now)
     charges, refunds = revenue(start=start, end=now)
-    troubled = read_rows(_TROUBLED)
+    troubled = read_rows(
+        sql.TROUBLED, {"retired": NodeState.RETIRED, "healthy": NodeHealth.HEALTHY}
+    )
     for node in troubled:
         node["health_label"] = NodeHealth(node["health"]).label
     heatmap = booked_ahead(now=now)
@@ -275,7 +156,9 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "troubled": troubled,
         "troubled_count": sum(n for h, n in health.items() if h != NodeHealth.HEALTHY),
         "flags": open_flag_rows(limit=200),
-        "expiring": _allocation_rows(_EXPIRING, soon=now + timedelta(hours=48), limit=100),
+        "expiring": _allocation_rows(
+            "expiring", started=_STARTED, soon=now + timedelta(hours=48), limit=100
+        ),
         "heatmap": heatmap,
         "heat_days": [d["day"] for d in heatmap[0]["days"]] if heatmap else [],
     }
@@ -299,7 +182,7 @@ def use_by_model_and_region(*, start, end):
     included."""
     per_group = fleet_totals_by_group(start=start, end=end)
     with reads_cursor() as cursor:
-        cursor.execute(_NAMES)
+        cursor.execute(sql.NAMES)
         names = {(kind, pk): name for kind, pk, name in cursor.fetchall()}
     groups = ({}, {})
     for (model_id, region_id), totals in per_group.items():

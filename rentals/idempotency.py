@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from accounts.access import Acting, acting_for_request
 from core.db import Retry, retried_transaction
 from core.errors import DomainError
+from rentals import sql
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
 from rentals.models import IdempotencyKey
 
@@ -60,34 +61,15 @@ def _replay(stored: IdempotencyKey) -> HttpResponse:
     return response
 
 
-# The stored answer and the advisory lock that tells a concurrent duplicate apart (409)
-# without blocking it, in one statement. A first request that committed in the instant
-# between this statement's snapshot and its lock is not seen here; its row then makes
-# `_CLAIM` insert nothing, and the whole transaction runs again and replays it.
-_LOOK_UP = """
-SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)s, 0)),
-       k.id, k.fingerprint, k.created_at, k.status_code, k.content_type, k.location, k.body
-FROM (VALUES (1)) AS one (x)
-LEFT JOIN rentals_idempotencykey k ON k.team_id = %(team)s AND k.key = %(key)s
-"""
-
-_CLAIM = """
-INSERT INTO rentals_idempotencykey (team_id, user_id, key, fingerprint, status_code,
-    content_type, location, body, created_at)
-VALUES (%(team)s, %(user)s, %(key)s, %(fingerprint)s, %(status_code)s, %(content_type)s,
-        %(location)s, %(body)s, %(created_at)s)
-ON CONFLICT (team_id, key) DO NOTHING
-RETURNING id
-"""
-
-
 @retried_transaction
 def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> HttpResponse:
     """The stored answer to (team, key), or `respond()`'s, stored: members of one team
     share keys, so two of them retrying the same purchase buy once."""
     team = acting.team
     with connection.cursor() as cursor:
-        cursor.execute(_LOOK_UP, {"lock": f"idem:{team.pk}:{key}", "team": team.pk, "key": key})
+        cursor.execute(
+            sql.IDEMPOTENCY_LOOK_UP, {"lock": f"idem:{team.pk}:{key}", "team": team.pk, "key": key}
+        )
         locked, *row = cursor.fetchone()
     if not locked:
         raise _in_flight()
@@ -116,7 +98,7 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
         response.render()
     with connection.cursor() as cursor:
         cursor.execute(
-            _CLAIM,
+            sql.IDEMPOTENCY_CLAIM,
             {
                 "team": team.pk, "user": acting.user.pk, "key": key, "fingerprint": fingerprint,
                 "status_code": response.status_code,

@@ -5,44 +5,16 @@ from collections import defaultdict
 from django.db import connection, transaction
 
 from catalog.models import Gpu, GpuModel, Node, NodeState, Region
-from rentals.availability import ROOM, candidate_nodes
-
-# The free GPUs of nodes already chosen (and locked) for the model: plain SQL, as this runs
-# inside every booking's transaction and the ORM's query building cost more than the query.
-_FREE_ON_NODES = """
-SELECT g.id, g.node_id, g.index, g.uuid FROM catalog_gpu g
-WHERE g.node_id = ANY(%(nodes)s)
-  AND NOT EXISTS (
-      SELECT 1 FROM rentals_allocationgpu ag
-      WHERE ag.gpu_id = g.id AND NOT ag.released
-        AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
-ORDER BY g.node_id, g.index
-"""
+from rentals import sql
+from rentals.availability import candidate_nodes
 
 
 def _free_by_node(*, starts_at, ends_at, node_ids):
     by_node = defaultdict(list)
     params = {"nodes": list(node_ids), "starts_at": starts_at, "ends_at": ends_at}
-    for gpu in Gpu.objects.raw(_FREE_ON_NODES, params):
+    for gpu in Gpu.objects.raw(sql.FREE_ON_NODES, params):
         by_node[gpu.node_id].append(gpu)
     return by_node
-
-
-_PLACE = f"""
-WITH room AS MATERIALIZED (  -- once, whatever plan the join below gets
-{ROOM}
-)
-SELECT n.*, r.slug AS region_slug, r.name AS region_name
-FROM (SELECT node_id, free FROM room ORDER BY free, node_id) AS fullest_first
-JOIN LATERAL (
-    -- a primary-key lookup per candidate, in order, until one is not held by another booking
-    SELECT * FROM catalog_node WHERE id = fullest_first.node_id AND state = %(active)s
-) n ON true
-JOIN catalog_region r ON r.id = n.region_id  -- the booking's answer names it
-ORDER BY fullest_first.free, fullest_first.node_id
-LIMIT 1
-FOR UPDATE OF n SKIP LOCKED
-"""
 
 
 def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
@@ -58,7 +30,7 @@ def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
         "starts_at": starts_at, "ends_at": ends_at,
     }  # fmt: skip
-    for node in Node.objects.raw(_PLACE, params):
+    for node in Node.objects.raw(sql.PLACE, params):
         node.region = Region.from_db(
             connection.alias,
             ["id", "slug", "name"],
@@ -107,21 +79,6 @@ def _lock_and_take(node_id, gpu_count, starts_at, ends_at, *, skip_locked=False)
     return (node, gpus[:gpu_count]) if len(gpus) >= gpu_count else None
 
 
-_WHOLE_FREE_GROUPS = """
-SELECT n.network_group, array_agg(n.id ORDER BY n.id), array_agg(n.gpu_count ORDER BY n.id)
-FROM catalog_node n
-WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
-  AND n.gpu_count = %(per_node)s
-  AND NOT EXISTS (
-      SELECT 1 FROM catalog_gpu g JOIN rentals_allocationgpu ag ON ag.gpu_id = g.id
-      WHERE g.node_id = n.id AND NOT ag.released
-        AND ag.starts_at < %(ends_at)s AND ag.ends_at > %(starts_at)s)
-GROUP BY n.network_group
-HAVING count(*) >= %(nodes)s
-ORDER BY count(*), n.network_group
-"""
-
-
 def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked):
     """`node_count` of `nodes` locked and free, or [] with none of them held: a savepoint
     rolled back lets go of the row locks taken since. Waiting (not `skip_locked`) goes in
@@ -153,7 +110,7 @@ def place_cluster_locked(
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            _WHOLE_FREE_GROUPS,
+            sql.WHOLE_FREE_GROUPS,
             {"model": gpu_model.pk, "active": NodeState.ACTIVE, "nodes": node_count,
              "per_node": gpus_per_node, "starts_at": starts_at, "ends_at": ends_at},
         )  # fmt: skip

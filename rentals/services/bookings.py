@@ -20,6 +20,7 @@ from accounts.access import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
 from core.db import retried_transaction
 from core.versions import CATALOG, bump
+from rentals import sql
 from rentals.availability import earliest_start
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
@@ -136,49 +137,9 @@ def allocation_book(
     return lead
 
 
-# Everything a booking writes, in one statement: one allocation per node, the GPUs each
-# holds for the paid period (under the exclusion constraint), the charge (on the first
-# allocation), a "booked" event per allocation and the receipt. Foreign keys between
-# these rows are checked at the end of the statement, when all of them are there.
-_WRITE = """
-WITH allocation AS (
-    INSERT INTO rentals_allocation (id, team_id, user_id, quote_id, cluster_id, gpu_model_id,
-        node_id, gpu_count, period_id, paid_from, paid_until, state, created_at)
-    SELECT a.id, %(team)s, %(user)s, %(quote)s, %(cluster)s, %(model)s, a.node_id, a.gpus,
-           %(period)s, %(paid_from)s, %(paid_until)s, %(state)s, %(created_at)s
-    FROM unnest(%(allocations)s::uuid[], %(nodes)s::int[], %(gpu_counts)s::int[])
-        AS a (id, node_id, gpus)
-), holding AS (
-    INSERT INTO rentals_allocationgpu (allocation_id, gpu_id, starts_at, ends_at, released)
-    SELECT h.allocation_id, h.gpu_id, %(paid_from)s, %(paid_until)s, false
-    FROM unnest(%(holders)s::uuid[], %(gpus)s::int[]) AS h (allocation_id, gpu_id)
-    RETURNING gpu_id, id
-), charge AS (
-    INSERT INTO rentals_ledgerentry (team_id, user_id, allocation_id, kind, amount, currency,
-        reason, period_count, at)
-    VALUES (%(team)s, %(user)s, %(lead)s, %(charge)s, %(amount)s, %(currency)s, %(reason)s,
-            %(period_count)s, %(now)s)
-), event AS (
-    INSERT INTO rentals_allocationevent (allocation_id, at, actor_id, kind, from_state,
-        to_state, note)
-    SELECT e.id, %(now)s, %(user)s, %(booked)s, '', %(state)s, ''
-    FROM unnest(%(allocations)s::uuid[]) AS e (id)
-    RETURNING allocation_id, id
-), receipt AS (
-    INSERT INTO rentals_notice (user_id, allocation_id, quote_id, endpoint_url, kind, ends_at,
-        created_at, attempts, last_error)
-    VALUES (%(user)s, %(lead)s, %(quote)s, '', %(receipt)s, %(paid_until)s, %(now)s, 0, '')
-    RETURNING id
-)
-SELECT (SELECT json_object_agg(gpu_id, id) FROM holding),
-       (SELECT json_object_agg(allocation_id, id) FROM event),
-       (SELECT id FROM receipt)
-"""
-
-
 def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, int], int]:
-    """Write the booking (`_WRITE`); back: the holdings' ids by GPU id, the events' ids by
-    allocation id, and the receipt's id."""
+    """Write the booking (`rentals.sql.BOOKING_WRITE`); back: the holdings' ids by GPU id,
+    the events' ids by allocation id, and the receipt's id."""
     lead = allocations[0]
     params = {
         "team": lead.team_id, "user": lead.user_id, "quote": quote.pk,
@@ -196,7 +157,7 @@ def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, 
         "booked": EventKind.BOOKED, "receipt": NoticeKind.BOOKED,
     }  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(_WRITE, params)
+        cursor.execute(sql.BOOKING_WRITE, params)
         holdings, events, notice_id = cursor.fetchone()
     return (
         {int(gpu): pk for gpu, pk in holdings.items()},
@@ -206,7 +167,7 @@ def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, 
 
 
 def _as_written(model, **fields):
-    """A `model` instance for a row written with SQL (`_WRITE`), as if read back."""
+    """A `model` instance for a row written with SQL (`BOOKING_WRITE`), as if read back."""
     instance = model(**fields)
     instance._state.adding, instance._state.db = False, connection.alias
     return instance

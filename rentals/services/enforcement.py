@@ -5,28 +5,11 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
+from rentals import sql
 from rentals.models import LIVE_STATES, AllocationEvent, AllocationState, EventKind
 from rentals.signals import allocation_events_recorded
 
 logger = logging.getLogger(__name__)
-
-
-_ENFORCE_SQL = """
-WITH moved AS (
-    UPDATE rentals_allocation AS a SET state = %(to)s
-    FROM (
-        SELECT id, state FROM rentals_allocation
-        WHERE state = ANY(%(from)s) AND {condition}
-        FOR UPDATE SKIP LOCKED
-    ) AS old
-    WHERE a.id = old.id
-    RETURNING a.id, old.state AS from_state
-)
-INSERT INTO rentals_allocationevent (allocation_id, at, kind, from_state, to_state, note)
-SELECT id, %(now)s, %(kind)s, from_state, %(to)s, '' FROM moved
-ORDER BY id
-RETURNING id
-"""
 
 
 def allocations_enforce(*, now: datetime | None = None) -> dict:
@@ -37,10 +20,10 @@ def allocations_enforce(*, now: datetime | None = None) -> dict:
     """
     with transaction.atomic(), connection.cursor() as cursor:
         if now is None:
-            cursor.execute("SELECT now()")
+            cursor.execute(sql.TRANSACTION_NOW)
             now = cursor.fetchone()[0]
         cursor.execute(
-            _ENFORCE_SQL.format(condition="paid_until <= %(now)s"),
+            sql.ENFORCE_EXPIRE,
             {
                 "to": AllocationState.EXPIRED,
                 "from": list(LIVE_STATES),
@@ -50,7 +33,7 @@ def allocations_enforce(*, now: datetime | None = None) -> dict:
         )
         expired_events = [row[0] for row in cursor.fetchall()]
         cursor.execute(
-            _ENFORCE_SQL.format(condition="paid_from <= %(now)s AND paid_until > %(now)s"),
+            sql.ENFORCE_START,
             {
                 "to": AllocationState.RUNNING,
                 "from": [AllocationState.SCHEDULED],

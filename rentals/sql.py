@@ -1,0 +1,452 @@
+"""Rentals' hand-written SQL, in one place: capacity (availability and placement), the
+booking's write, enforcement, idempotency, the catalog cache's clock and the staff
+dashboard.
+
+A statement with a variable part is composed with `psycopg.sql` (`SQL(...).format(...)`,
+`Identifier` for a table's name) and rendered to plain text once, at import or in a cached
+function, so Django's query log and `CaptureQueriesContext` see the text that runs. Enum
+words are parameters (`%(active)s`, `= ANY(%(states)s)`), never quoted in the text: the
+callers pass `NodeState.ACTIVE`, `AllocationState.RUNNING`, `LedgerKind.CHARGE`.
+
+"Is this GPU free in this window" is one clause, `gpu_free` (its negation `gpu_held`);
+`rentals.selectors.holdings_overlapping` is the same rule for the ORM.
+"""
+
+from functools import cache
+
+from django.contrib.auth import get_user_model
+from psycopg.sql import SQL, Composable, Composed, Identifier, Placeholder
+
+
+def gpu_held(gpu: Composable, *, starts: Composable, ends: Composable) -> Composed:
+    """Some live (unreleased) holding of `gpu` overlaps [starts, ends): the rule the
+    exclusion constraint `rentals_allocationgpu_no_overlap` guards, as a clause.
+    `rentals.selectors.holdings_overlapping` says the same for the ORM."""
+    return SQL(
+        """EXISTS (
+      SELECT 1 FROM rentals_allocationgpu ag
+      WHERE ag.gpu_id = {gpu} AND NOT ag.released
+        AND ag.starts_at < {ends} AND ag.ends_at > {starts})"""
+    ).format(gpu=gpu, starts=starts, ends=ends)
+
+
+def gpu_free(gpu: Composable, *, starts: Composable, ends: Composable) -> Composed:
+    """`gpu` is free for [starts, ends): no live holding of it overlaps the window."""
+    return SQL("NOT {}").format(gpu_held(gpu, starts=starts, ends=ends))
+
+
+_G_ID = Identifier("g", "id")
+_WINDOW = {"starts": Placeholder("starts_at"), "ends": Placeholder("ends_at")}
+
+
+# --- Availability and placement ----------------------------------------------------------
+
+# Per active node of the model, how many of its GPUs no live allocation holds in the period,
+# where that is at least `count`: placement's candidates and a quote's yes or no.
+_ROOM = SQL(
+    """
+SELECT g.node_id, count(*) AS free
+FROM catalog_gpu g
+JOIN catalog_node m ON m.id = g.node_id
+WHERE m.gpu_model_id = %(model)s AND m.state = %(active)s
+  AND {free}
+GROUP BY g.node_id
+HAVING count(*) >= %(count)s
+"""
+).format(free=gpu_free(_G_ID, **_WINDOW))
+
+# The nodes with room, fullest first (packing keeps whole nodes free for whole-node bookings).
+ROOM_NODES = (
+    SQL("SELECT node_id FROM ({}) AS room ORDER BY free, node_id").format(_ROOM).as_string()
+)
+
+# Whether some node has room: a yes or no, not the candidate list (every quote asks).
+ROOM_EXISTS = SQL("SELECT EXISTS ({})").format(_ROOM).as_string()
+
+# The free GPUs of nodes already chosen (and locked) for the model: plain SQL, as this runs
+# inside every booking's transaction and the ORM's query building cost more than the query.
+FREE_ON_NODES = (
+    SQL(
+        """
+SELECT g.id, g.node_id, g.index, g.uuid FROM catalog_gpu g
+WHERE g.node_id = ANY(%(nodes)s)
+  AND {free}
+ORDER BY g.node_id, g.index
+"""
+    )
+    .format(free=gpu_free(_G_ID, **_WINDOW))
+    .as_string()
+)
+
+# The fullest node with room that no other booking holds right now, its row locked, with its
+# region (`rentals.placement.place_locked`).
+PLACE = (
+    SQL(
+        """
+WITH room AS MATERIALIZED (  -- once, whatever plan the join below gets
+{room}
+)
+SELECT n.*, r.slug AS region_slug, r.name AS region_name
+FROM (SELECT node_id, free FROM room ORDER BY free, node_id) AS fullest_first
+JOIN LATERAL (
+    -- a primary-key lookup per candidate, in order, until one is not held by another booking
+    SELECT * FROM catalog_node WHERE id = fullest_first.node_id AND state = %(active)s
+) n ON true
+JOIN catalog_region r ON r.id = n.region_id  -- the booking's answer names it
+ORDER BY fullest_first.free, fullest_first.node_id
+LIMIT 1
+FOR UPDATE OF n SKIP LOCKED
+"""
+    )
+    .format(room=_ROOM)
+    .as_string()
+)
+
+# Network groups with at least `nodes` whole nodes of `per_node` GPUs none of whose GPUs is
+# held in the window: the fewest such nodes first (least fragmentation).
+WHOLE_FREE_GROUPS = (
+    SQL(
+        """
+SELECT n.network_group, array_agg(n.id ORDER BY n.id), array_agg(n.gpu_count ORDER BY n.id)
+FROM catalog_node n
+WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
+  AND n.gpu_count = %(per_node)s
+  AND NOT EXISTS (
+      SELECT 1 FROM catalog_gpu g
+      WHERE g.node_id = n.id AND {held})
+GROUP BY n.network_group
+HAVING count(*) >= %(nodes)s
+ORDER BY count(*), n.network_group
+"""
+    )
+    .format(held=gpu_held(_G_ID, **_WINDOW))
+    .as_string()
+)
+
+_IN_REGION = SQL("AND n.region_id = %(region)s")
+
+# Per day from `first`: the most GPUs free on one node for the whole day, the whole nodes
+# free, and the GPUs free in all (today counts from `now`); `{region}` narrows the nodes.
+_FREE_BY_DAY = SQL(
+    """
+WITH days AS (
+    SELECT d FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz, interval '1 day') AS d
+), nodes AS (
+    SELECT n.id, count(g.id) AS gpus
+    FROM catalog_node n JOIN catalog_gpu g ON g.node_id = n.id
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+    GROUP BY n.id
+), held AS (
+    -- GPUs held at some moment of each day (from now on, for today)
+    SELECT days.d, g.node_id, count(DISTINCT ag.gpu_id) AS busy
+    FROM days
+    JOIN rentals_allocationgpu ag
+      ON NOT ag.released AND ag.starts_at < days.d + interval '1 day'
+     AND ag.ends_at > greatest(days.d, %(now)s::timestamptz)
+    JOIN catalog_gpu g ON g.id = ag.gpu_id
+    JOIN nodes ON nodes.id = g.node_id
+    GROUP BY days.d, g.node_id
+)
+SELECT days.d,
+       coalesce(max(nodes.gpus - coalesce(held.busy, 0)), 0),
+       count(nodes.id) FILTER (WHERE coalesce(held.busy, 0) = 0),
+       coalesce(sum(nodes.gpus - coalesce(held.busy, 0)), 0)
+FROM days CROSS JOIN nodes
+LEFT JOIN held ON held.d = days.d AND held.node_id = nodes.id
+GROUP BY days.d ORDER BY days.d
+"""
+)
+FREE_BY_DAY = _FREE_BY_DAY.format(region=SQL("")).as_string()
+FREE_BY_DAY_IN_REGION = _FREE_BY_DAY.format(region=_IN_REGION).as_string()
+
+# The instants at which capacity can free up: `not_before` and the next `limit` ends of
+# the model's holdings.
+START_CANDIDATES = """
+SELECT %(not_before)s::timestamptz AS t
+UNION
+(SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
+ JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
+ WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
+ ORDER BY ag.ends_at LIMIT %(limit)s)
+ORDER BY t
+"""
+
+# (region, network group, hostnames) where the request fits from `t` for `duration`: GPUs
+# on one node, or (`whole`) `nodes` whole nodes of one network group, fewest first.
+_FITTING_AT = SQL(
+    """
+WITH free AS (
+    SELECT n.id, n.hostname, r.slug AS region,
+           CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp, count(g.id) AS gpus,
+           count(g.id) FILTER (WHERE {free}) AS free
+    FROM catalog_node n
+    JOIN catalog_region r ON r.id = n.region_id
+    JOIN catalog_gpu g ON g.node_id = n.id
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+      AND (NOT %(whole)s OR n.network_group <> '')
+    GROUP BY n.id, n.hostname, r.slug
+)
+SELECT region, grp, array_agg(hostname ORDER BY free, hostname)
+FROM free
+WHERE free >= %(count)s AND (NOT %(whole)s OR free = gpus AND gpus = %(per_node)s)
+GROUP BY region, grp
+HAVING count(*) >= %(nodes)s
+ORDER BY count(*), region, grp
+"""
+)
+_FITTING_FREE = gpu_free(
+    _G_ID,
+    starts=Placeholder("t"),
+    ends=SQL("{}::timestamptz + {}").format(Placeholder("t"), Placeholder("duration")),
+)
+FITTING_AT = _FITTING_AT.format(free=_FITTING_FREE, region=SQL("")).as_string()
+FITTING_AT_IN_REGION = _FITTING_AT.format(free=_FITTING_FREE, region=_IN_REGION).as_string()
+
+
+# --- Booking, enforcement, idempotency ----------------------------------------------------
+
+# Everything a booking writes, in one statement: one allocation per node, the GPUs each
+# holds for the paid period (under the exclusion constraint), the charge (on the first
+# allocation), a "booked" event per allocation and the receipt. Foreign keys between
+# these rows are checked at the end of the statement, when all of them are there.
+BOOKING_WRITE = """
+WITH allocation AS (
+    INSERT INTO rentals_allocation (id, team_id, user_id, quote_id, cluster_id, gpu_model_id,
+        node_id, gpu_count, period_id, paid_from, paid_until, state, created_at)
+    SELECT a.id, %(team)s, %(user)s, %(quote)s, %(cluster)s, %(model)s, a.node_id, a.gpus,
+           %(period)s, %(paid_from)s, %(paid_until)s, %(state)s, %(created_at)s
+    FROM unnest(%(allocations)s::uuid[], %(nodes)s::int[], %(gpu_counts)s::int[])
+        AS a (id, node_id, gpus)
+), holding AS (
+    INSERT INTO rentals_allocationgpu (allocation_id, gpu_id, starts_at, ends_at, released)
+    SELECT h.allocation_id, h.gpu_id, %(paid_from)s, %(paid_until)s, false
+    FROM unnest(%(holders)s::uuid[], %(gpus)s::int[]) AS h (allocation_id, gpu_id)
+    RETURNING gpu_id, id
+), charge AS (
+    INSERT INTO rentals_ledgerentry (team_id, user_id, allocation_id, kind, amount, currency,
+        reason, period_count, at)
+    VALUES (%(team)s, %(user)s, %(lead)s, %(charge)s, %(amount)s, %(currency)s, %(reason)s,
+            %(period_count)s, %(now)s)
+), event AS (
+    INSERT INTO rentals_allocationevent (allocation_id, at, actor_id, kind, from_state,
+        to_state, note)
+    SELECT e.id, %(now)s, %(user)s, %(booked)s, '', %(state)s, ''
+    FROM unnest(%(allocations)s::uuid[]) AS e (id)
+    RETURNING allocation_id, id
+), receipt AS (
+    INSERT INTO rentals_notice (user_id, allocation_id, quote_id, endpoint_url, kind, ends_at,
+        created_at, attempts, last_error)
+    VALUES (%(user)s, %(lead)s, %(quote)s, '', %(receipt)s, %(paid_until)s, %(now)s, 0, '')
+    RETURNING id
+)
+SELECT (SELECT json_object_agg(gpu_id, id) FROM holding),
+       (SELECT json_object_agg(allocation_id, id) FROM event),
+       (SELECT id FROM receipt)
+"""
+
+# The transaction's clock, which enforcement compares paid periods with.
+TRANSACTION_NOW = "SELECT now()"
+
+# One transition by time: the allocations in `from` states whose `{condition}` holds move to
+# `to` (rows another run holds are skipped), each with its event.
+_ENFORCE = SQL(
+    """
+WITH moved AS (
+    UPDATE rentals_allocation AS a SET state = %(to)s
+    FROM (
+        SELECT id, state FROM rentals_allocation
+        WHERE state = ANY(%(from)s) AND {condition}
+        FOR UPDATE SKIP LOCKED
+    ) AS old
+    WHERE a.id = old.id
+    RETURNING a.id, old.state AS from_state
+)
+INSERT INTO rentals_allocationevent (allocation_id, at, kind, from_state, to_state, note)
+SELECT id, %(now)s, %(kind)s, from_state, %(to)s, '' FROM moved
+ORDER BY id
+RETURNING id
+"""
+)
+ENFORCE_EXPIRE = _ENFORCE.format(condition=SQL("paid_until <= %(now)s")).as_string()
+ENFORCE_START = _ENFORCE.format(
+    condition=SQL("paid_from <= %(now)s AND paid_until > %(now)s")
+).as_string()
+
+# The stored answer and the advisory lock that tells a concurrent duplicate apart (409)
+# without blocking it, in one statement. A first request that committed in the instant
+# between this statement's snapshot and its lock is not seen here; its row then makes
+# `IDEMPOTENCY_CLAIM` insert nothing, and the whole transaction runs again and replays it.
+IDEMPOTENCY_LOOK_UP = """
+SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)s, 0)),
+       k.id, k.fingerprint, k.created_at, k.status_code, k.content_type, k.location, k.body
+FROM (VALUES (1)) AS one (x)
+LEFT JOIN rentals_idempotencykey k ON k.team_id = %(team)s AND k.key = %(key)s
+"""
+
+# The answer the client saw, stored unless a first request's row is already there.
+IDEMPOTENCY_CLAIM = """
+INSERT INTO rentals_idempotencykey (team_id, user_id, key, fingerprint, status_code,
+    content_type, location, body, created_at)
+VALUES (%(team)s, %(user)s, %(key)s, %(fingerprint)s, %(status_code)s, %(content_type)s,
+        %(location)s, %(body)s, %(created_at)s)
+ON CONFLICT (team_id, key) DO NOTHING
+RETURNING id
+"""
+
+# The next instant the catalog's figures change by time alone: a holding starting or
+# ending, a scheduled price taking effect.
+CATALOG_NEXT_CHANGE = """
+SELECT least(
+    (SELECT min(starts_at) FROM rentals_allocationgpu WHERE NOT released AND starts_at > %(now)s),
+    (SELECT min(ends_at) FROM rentals_allocationgpu WHERE NOT released AND ends_at > %(now)s),
+    (SELECT min(effective_from) FROM catalog_gpuprice WHERE effective_from > %(now)s)
+)
+"""
+
+
+# --- The staff dashboard -----------------------------------------------------------------
+
+# Each holding in the range counted in the steps it touches (a join of every step with
+# every holding grew with both); steps without any still come back, with 0.
+ALLOCATED_PER_STEP = """
+WITH first AS (
+    SELECT date_trunc(%(unit)s, %(start)s::timestamptz) AS at
+), steps AS (
+    SELECT generate_series(first.at, %(end)s, %(step)s::interval) AS h FROM first
+), held AS (
+    SELECT h, count(*) AS n
+    FROM first, rentals_allocationgpu ag
+    CROSS JOIN LATERAL generate_series(
+        greatest(date_trunc(%(unit)s, ag.starts_at), first.at),
+        least(ag.ends_at - interval '1 microsecond', %(end)s), %(step)s::interval) AS h
+    WHERE NOT ag.released AND ag.ends_at > first.at
+      AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
+    GROUP BY h
+)
+SELECT steps.h, coalesce(held.n, 0) FROM steps LEFT JOIN held USING (h) ORDER BY steps.h
+"""
+
+# Each holding in the next 30 days spread over the days it touches: reads the holdings,
+# not every model × node × GPU × day. `unit` is the day.
+BOOKED_AHEAD = """
+SELECT a.gpu_model_id, d::date,
+       sum(extract(epoch FROM least(ag.ends_at, d + interval '1 day') - greatest(ag.starts_at, d)))
+       / 86400.0
+FROM rentals_allocationgpu ag
+JOIN rentals_allocation a ON a.id = ag.allocation_id
+CROSS JOIN LATERAL generate_series(
+    greatest(date_trunc(%(unit)s, ag.starts_at), %(day0)s), least(ag.ends_at, %(day_n)s) - interval '1 microsecond',
+    interval '1 day') AS d
+WHERE NOT ag.released AND ag.starts_at < %(day_n)s AND ag.ends_at > %(day0)s
+GROUP BY a.gpu_model_id, d
+"""
+
+# The page's top line in one statement: GPUs in the fleet, allocated, busy and answering
+# telemetry now (samples of the last two minutes), GPU-hours
+# paid but stopped within the range (each stop to the next event leaving "stopped", or to
+# the end of the paid period; clipped to the range) and nodes per health.
+DASHBOARD_NOW = """
+WITH recent AS MATERIALIZED (
+    SELECT gpu_id, utilization FROM telemetry_gpusample WHERE at >= %(since)s
+)
+SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
+       (SELECT count(*) FROM rentals_allocationgpu
+        WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s),
+       (SELECT count(DISTINCT gpu_id) FILTER (WHERE utilization > %(threshold)s)
+        FROM recent),
+       (SELECT count(DISTINCT gpu_id) FROM recent),
+       (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
+                    least(coalesce(back.at, a.paid_until), %(now)s) - greatest(stop.at, %(start)s))),
+                0) / 3600
+        FROM rentals_allocation a
+        JOIN rentals_allocationevent stop ON stop.allocation_id = a.id AND stop.to_state = %(stopped)s
+        LEFT JOIN LATERAL (
+            SELECT e.at FROM rentals_allocationevent e
+            WHERE e.allocation_id = a.id AND e.from_state = %(stopped)s
+              AND (e.at, e.id) > (stop.at, stop.id)
+            ORDER BY e.at, e.id LIMIT 1
+        ) AS back ON true
+        WHERE (a.state = ANY(%(started)s) OR a.paid_until >= %(start)s)
+          AND a.paid_from <= %(now)s
+          AND least(coalesce(back.at, a.paid_until), %(now)s) > greatest(stop.at, %(start)s)),
+       (SELECT json_object_agg(health, n ORDER BY health)
+        FROM (SELECT health, count(*) AS n FROM catalog_node WHERE state <> %(retired)s
+              GROUP BY health) AS h)
+"""
+
+# Charges and refunds (`kinds`) per currency and rental period.
+REVENUE = """
+SELECT l.kind, l.currency, p.name AS period_name, sum(l.amount) AS amount, count(*) AS bookings
+FROM rentals_ledgerentry l
+JOIN rentals_allocation a ON a.id = l.allocation_id
+JOIN catalog_rentalperiod p ON p.id = a.period_id
+WHERE l.at >= %(start)s AND l.at < %(end)s AND l.kind = ANY(%(kinds)s)
+GROUP BY l.kind, l.currency, p.name
+ORDER BY l.currency, p.name
+"""
+
+# Each active model's GPUs on its active nodes.
+CAPACITY = """
+SELECT m.id, m.slug, m.name, coalesce(sum(n.gpu_count), 0) AS capacity
+FROM catalog_gpumodel m
+LEFT JOIN catalog_node n ON n.gpu_model_id = m.id AND n.state = %(active)s
+WHERE m.is_active
+GROUP BY m.id
+ORDER BY m.name
+"""
+
+# The names of models and regions by id, for the rollups' groups.
+NAMES = """
+SELECT 'model', id, name FROM catalog_gpumodel
+UNION ALL
+SELECT 'region', id, name FROM catalog_region
+"""
+
+# Nodes in service that are not healthy, as the list shows them.
+TROUBLED = """
+SELECT n.hostname, n.health, n.health_detail, n.last_good_poll_at, r.name AS region,
+       m.name AS model
+FROM catalog_node n
+JOIN catalog_region r ON r.id = n.region_id
+JOIN catalog_gpumodel m ON m.id = n.gpu_model_id
+WHERE n.state <> %(retired)s AND n.health <> %(healthy)s
+ORDER BY n.hostname
+LIMIT 100
+"""
+
+# Allocations as the dashboard's lists show them; `{where}` picks and orders them.
+_ALLOCATIONS = SQL(
+    """
+SELECT a.id, a.gpu_count, a.state, a.paid_until, m.slug AS model_slug, m.name AS model,
+       u.username AS owner, n.hostname AS node
+FROM rentals_allocation a
+JOIN catalog_gpumodel m ON m.id = a.gpu_model_id
+JOIN catalog_node n ON n.id = a.node_id
+JOIN {users} u ON u.id = a.user_id
+WHERE {where}
+ORDER BY a.paid_until
+LIMIT %(limit)s
+"""
+)
+
+_ALLOCATIONS_WHERE = {
+    # Live and paid until before `soon`.
+    "expiring": SQL("a.state = ANY(%(started)s) AND a.paid_until <= %(soon)s"),
+    # Running since before `since` and none of its GPUs over the threshold since then.
+    "idle": SQL(
+        """
+a.state = %(running)s AND a.paid_from <= %(since)s AND NOT EXISTS (
+    SELECT 1 FROM rentals_allocationgpu ag
+    JOIN telemetry_gpusample s ON s.gpu_id = ag.gpu_id
+    WHERE ag.allocation_id = a.id AND s.at >= %(since)s AND s.utilization > %(threshold)s)
+"""
+    ),
+}
+
+
+@cache
+def allocation_rows(which: str) -> str:
+    """The dashboard's list of `which` allocations ("expiring" or "idle"). Rendered on first
+    use: the users' table is the user model's, known once the apps are loaded."""
+    users = Identifier(get_user_model()._meta.db_table)
+    return _ALLOCATIONS.format(users=users, where=_ALLOCATIONS_WHERE[which]).as_string()
