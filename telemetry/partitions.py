@@ -15,14 +15,11 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from telemetry import sql
+
 TABLE = "telemetry_gpusample"
 DEFAULT = f"{TABLE}_default"
 _DAY_NAME = re.compile(rf"^{TABLE}_(\d{{8}})$")
-
-_PARTITIONS = """
-SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = %s::regclass
-"""
 
 
 def _midnight(day: date) -> datetime:
@@ -36,7 +33,7 @@ def partition_name(day: date) -> str:
 def sample_partitions() -> list[date]:
     """The days that have a partition, oldest first."""
     with connection.cursor() as cursor:
-        cursor.execute(_PARTITIONS, [TABLE])
+        cursor.execute(sql.PARTITIONS, [TABLE])
         names = [name for (name,) in cursor.fetchall()]
     return sorted(date.fromisoformat(m[1]) for name in names if (m := _DAY_NAME.match(name)))
 
@@ -49,22 +46,13 @@ def sample_partition_create(day: date) -> bool:
     start, end = _midnight(day), _midnight(day + timedelta(days=1))
     with connection.cursor() as cursor:
         # Locked first: a second run waits here, then finds the partition made.
-        cursor.execute(f"LOCK TABLE {DEFAULT} IN SHARE ROW EXCLUSIVE MODE")
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        cursor.execute(sql.table_lock(DEFAULT))
+        cursor.execute(sql.TABLE_EXISTS, [name])
         if cursor.fetchone()[0]:
             return False
-        cursor.execute(
-            f"CREATE TABLE {name} (LIKE {TABLE} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
-        )
-        cursor.execute(
-            f"WITH moved AS (DELETE FROM {DEFAULT} WHERE at >= %(start)s AND at < %(end)s"
-            f" RETURNING *) INSERT INTO {name} SELECT * FROM moved",
-            {"start": start, "end": end},
-        )
-        cursor.execute(
-            f"ALTER TABLE {TABLE} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)",
-            [start, end],
-        )
+        cursor.execute(sql.partition_create(name, like=TABLE))
+        cursor.execute(sql.partition_fill(name, default=DEFAULT), {"start": start, "end": end})
+        cursor.execute(sql.partition_attach(name, to=TABLE), [start, end])
     return True
 
 
@@ -83,11 +71,11 @@ def samples_prune(*, before: datetime) -> dict:
     with transaction.atomic(), connection.cursor() as cursor:
         # A partition with deferred foreign-key checks pending cannot be dropped: run them
         # now (only a caller's enclosing transaction that wrote samples has any).
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(sql.CONSTRAINTS_IMMEDIATE)
         for day in sample_partitions():
             if _midnight(day + timedelta(days=1)) <= before:
-                cursor.execute(f"DROP TABLE {partition_name(day)}")
+                cursor.execute(sql.table_drop(partition_name(day)))
                 dropped += 1
-        cursor.execute(f"DELETE FROM {TABLE} WHERE at < %s", [before])
+        cursor.execute(sql.rows_before_delete(TABLE), [before])
         deleted = cursor.rowcount
     return {"partitions_dropped": dropped, "samples": deleted}

@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from catalog.models import Gpu, Node, NodeHealth, NodeState
+from telemetry import sql
 from telemetry.models import (
     READING_FLAGS,
     SEVERITY,
@@ -28,6 +29,7 @@ from telemetry.models import (
     FleetSize,
     GpuSample,
     PollOutcome,
+    RollupBucket,
 )
 from telemetry.parse import Reading, Scrape, ScrapeError, parse_exporter
 
@@ -237,7 +239,7 @@ def rows_copy(table: str, columns, types, rows: list[tuple]) -> None:
     cost more than the database's work."""
     if not rows:
         return
-    statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
+    statement = sql.copy_binary(table, tuple(columns))
     with (
         connection.cursor() as cursor,
         connection.wrap_database_errors,
@@ -290,16 +292,6 @@ def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
     return {"nodes": len(results), "samples": sum(len(r.samples) for r in results)}
 
 
-_HEALTH = """
-UPDATE catalog_node n
-SET health = u.health, health_detail = u.detail, last_good_poll_at = u.last_good,
-    last_poll_at = %(now)s
-FROM unnest(%(ids)s::bigint[], %(health)s::text[], %(detail)s::text[],
-            %(last_good)s::timestamptz[]) AS u (id, health, detail, last_good)
-WHERE n.id = u.id
-"""
-
-
 def _update_health(updates, now):
     """Every node's health in one statement, the values as four array parameters."""
     if not updates:
@@ -307,7 +299,7 @@ def _update_health(updates, now):
     ids, health, detail, last_good = (list(column) for column in zip(*updates, strict=True))
     with connection.cursor() as cursor:
         cursor.execute(
-            _HEALTH,
+            sql.NODES_HEALTH,
             {"ids": ids, "health": [str(h) for h in health], "detail": detail,
              "last_good": last_good, "now": now},
         )  # fmt: skip
@@ -407,25 +399,6 @@ def flags_sync(
         Flag.objects.filter(pk__any=cleared).update(closed_at=now)
 
 
-# One row per hour, however often the rounds run: a 90-day chart reads 2,160 rows, not the
-# half a million rounds of 15 seconds.
-# Answering is only known once a round has polled: before that (a fresh start, or the
-# first round after the workers were down) it is NULL, which least() passes over.
-_RECORD_SIZE = """
-INSERT INTO telemetry_fleetsize (at, gpus, reporting)
-SELECT date_trunc('hour', %(now)s::timestamptz, 'UTC'),
-       (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = 'active'),
-       CASE WHEN EXISTS (SELECT 1 FROM catalog_node
-                         WHERE state = 'active' AND last_poll_at >= %(recent)s)
-            THEN (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample WHERE at >= %(recent)s)
-       END
-ON CONFLICT (at) DO UPDATE
-    SET gpus = greatest(telemetry_fleetsize.gpus, excluded.gpus),
-        reporting = least(telemetry_fleetsize.reporting, excluded.reporting)
-RETURNING id, at, gpus, reporting
-"""
-
-
 def fleet_size_record(*, now: datetime | None = None) -> FleetSize:
     """This polling round's fleet size and how many of its GPUs answered lately (None when
     no node was polled lately), folded into the hour's row: the largest size and the fewest
@@ -433,7 +406,10 @@ def fleet_size_record(*, now: datetime | None = None) -> FleetSize:
     now = now or timezone.now()
     recent = now - timedelta(seconds=2 * settings.ANCHORGPU["POLL_INTERVAL"])
     with connection.cursor() as cursor:
-        cursor.execute(_RECORD_SIZE, {"now": now, "recent": recent})
+        cursor.execute(
+            sql.FLEET_SIZE_RECORD,
+            {"now": now, "recent": recent, "hour": RollupBucket.HOUR, "active": NodeState.ACTIVE},
+        )
         pk, at, gpus, reporting = cursor.fetchone()
     return FleetSize(id=pk, at=at, gpus=gpus, reporting=reporting)
 

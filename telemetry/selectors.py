@@ -7,8 +7,8 @@ from django.conf import settings
 
 from catalog.models import Gpu
 from core.db import read_rows, reads_cursor
+from telemetry import sql
 from telemetry.models import Flag, FlagKind, FleetRollup, GpuRollup, GpuSample, Severity
-from telemetry.rollup import samples_with_deltas
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -109,23 +109,6 @@ def _max(a, b):
     return b if a is None else a if b is None else max(a, b)
 
 
-_ROLLED = """
-SELECT gpu_id, sum(samples), sum(utilization_avg * samples),
-       sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), max(utilization_max),
-       max(memory_used_max_mib), sum(energy_j), sum(covered_s), sum(busy_s)
-FROM telemetry_gpurollup
-WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s {gpus}
-GROUP BY gpu_id
-"""
-
-_RAW = """
-SELECT gpu_id, count(*), sum(utilization), count(utilization), max(utilization),
-       max(memory_used_mib), sum(energy_rise), sum(covered),
-       sum(covered) FILTER (WHERE utilization > %(threshold)s)
-FROM d GROUP BY gpu_id
-"""
-
-
 def _floor(at: datetime, unit: timedelta) -> datetime:
     return at - (at - EPOCH) % unit
 
@@ -163,23 +146,6 @@ def _plan(start, end, levels) -> list[tuple[str, datetime, datetime]]:
     return [*_plan(start, a, finer), (bucket, a, b), *_plan(b, end, finer)]
 
 
-# The columns of a `_part_query` row, named for queries that sum parts.
-_PART_COLUMNS = (
-    "(gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy)"
-)
-
-
-def _part_query(kind: str, gpus: str) -> str:
-    """Per GPU, the `Totals.add` columns of one part of a `_plan`."""
-    if kind == "raw":
-        return (
-            samples_with_deltas(since="%(start)s::timestamptz", until="%(end)s", where=gpus) + _RAW
-        )
-    return _ROLLED.format(gpus=gpus)
-
-
-_NEWEST = "(SELECT max(at) FROM {table} WHERE bucket = '{bucket}')"  # the (bucket, at) index
-
 _GPU_LEVELS = {"day": GpuRollup, "hour": GpuRollup, "minute": GpuRollup}
 
 
@@ -187,28 +153,14 @@ def _levels(sources: dict = _GPU_LEVELS) -> list:
     """[(bucket, unit, end of its newest rollup)], coarsest first, in one statement, for
     each bucket of `sources` read from the rollup model given for it."""
     wanted = [(bucket, unit) for bucket, unit in _LEVELS if bucket in sources]
-    newest = ", ".join(
-        _NEWEST.format(table=sources[bucket]._meta.db_table, bucket=bucket) for bucket, _ in wanted
-    )
+    tables = tuple(sources[bucket]._meta.db_table for bucket, _ in wanted)
     with reads_cursor() as cursor:
-        cursor.execute(f"SELECT {newest}")
+        cursor.execute(sql.newest_rollups(tables), [bucket for bucket, _ in wanted])
         ats = cursor.fetchone()
     return [
         (bucket, unit, at + unit if at else None)
         for (bucket, unit), at in zip(wanted, ats, strict=True)
     ]
-
-
-def _union_all(parts: list[tuple[str, dict]]) -> tuple[str, dict]:
-    """Statements with named parameters as one UNION ALL (one round trip): each part's
-    parameters renamed with its position."""
-    sqls, params = [], {}
-    for i, (sql, own) in enumerate(parts):
-        for name, value in own.items():
-            sql = sql.replace(f"%({name})s", f"%({name}{i})s")
-            params[f"{name}{i}"] = value
-        sqls.append(f"({sql})")
-    return " UNION ALL ".join(sqls), params
 
 
 def gpu_totals_by_gpu(
@@ -220,12 +172,12 @@ def gpu_totals_by_gpu(
     totals: dict[int, Totals] = {}
     if end <= start:
         return totals
-    gpus = "AND gpu_id = ANY(%(gpu_ids)s)" if gpu_ids is not None else ""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with reads_cursor() as cursor:
         for kind, a, b in _plan(start, end, _levels()):
             params = {"start": a, "end": b, "gpu_ids": gpu_ids, "bucket": kind}
-            cursor.execute(_part_query(kind, gpus), {**params, "threshold": threshold})
+            statement = sql.part_totals(kind, by_gpus=gpu_ids is not None)
+            cursor.execute(statement, {**params, "threshold": threshold})
             for gpu_id, *row in cursor.fetchall():
                 totals.setdefault(gpu_id, Totals()).add(*row)
     return totals
@@ -237,38 +189,14 @@ def busy_gpus(*, start: datetime, end: datetime) -> int:
     if end <= start:
         return 0
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    parts, params = _union_all(
-        [
-            (_part_query(kind, ""), {"start": a, "end": b, "bucket": kind, "threshold": threshold})
-            for kind, a, b in _plan(start, end, _levels())
-        ]
-    )
+    plan = _plan(start, end, _levels())
+    params = sql.numbered_params({"start": a, "end": b, "bucket": kind} for kind, a, b in plan)
     with reads_cursor() as cursor:
         cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM ({parts}) AS t {_PART_COLUMNS} GROUP BY gpu_id"
-            " HAVING sum(util_sum) / nullif(sum(util_samples), 0) > %(threshold)s) AS busy",
+            sql.busy_gpus(tuple(kind for kind, _a, _b in plan)),
             {**params, "threshold": threshold},
         )
         return cursor.fetchone()[0]
-
-
-_FLEET_ROLLED = """
-SELECT gpu_model_id, region_id, sum(samples)::bigint, sum(util_sum), sum(util_samples)::bigint,
-       NULL, NULL, sum(energy_j), sum(covered_s), sum(busy_s)
-FROM telemetry_fleetrollup
-WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
-GROUP BY gpu_model_id, region_id
-"""
-
-_BY_GROUP = """
-SELECT n.gpu_model_id, n.region_id, sum(t.samples)::bigint, sum(t.util_sum)::float8,
-       sum(t.util_samples)::bigint,
-       max(t.util_max), max(t.mem_max), sum(t.energy), sum(t.covered), sum(t.busy)
-FROM ({part}) AS t {columns}
-JOIN catalog_gpu g ON g.id = t.gpu_id
-JOIN catalog_node n ON n.id = g.node_id
-GROUP BY n.gpu_model_id, n.region_id
-"""
 
 
 def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, int], Totals]:
@@ -282,34 +210,22 @@ def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, 
         return totals
     levels = _levels({"day": FleetRollup, "hour": FleetRollup, "minute": GpuRollup})
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    parts, params = _union_all(
-        [
-            (
-                _FLEET_ROLLED if kind in ("day", "hour")
-                else _BY_GROUP.format(part=_part_query(kind, ""), columns=_PART_COLUMNS),
-                {"start": a, "end": b, "bucket": kind, "threshold": threshold},
-            )
-            for kind, a, b in _plan(start, end, levels)
-        ]
-    )  # fmt: skip
+    plan = _plan(start, end, levels)
+    params = sql.numbered_params({"start": a, "end": b, "bucket": kind} for kind, a, b in plan)
+    statement = sql.fleet_totals_by_group(
+        tuple(kind for kind, _a, _b in plan), fleet_rolled=frozenset(("day", "hour"))
+    )
     with reads_cursor() as cursor:
-        cursor.execute(parts, params)
+        cursor.execute(statement, {**params, "threshold": threshold})
         for model_id, region_id, *row in cursor.fetchall():
             totals.setdefault((model_id, region_id), Totals()).add(*row)
     return totals
 
 
-_BUSY_BY_BUCKET = """
-SELECT at, sum(busy_gpus) FROM telemetry_fleetrollup
-WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
-GROUP BY at
-"""
-
-
 def fleet_busy_by_bucket(*, bucket: str, start: datetime, end: datetime) -> dict[datetime, int]:
     """GPUs busy (average utilisation over the threshold) per rolled-up hour or day."""
     with reads_cursor() as cursor:
-        cursor.execute(_BUSY_BY_BUCKET, {"bucket": bucket, "start": start, "end": end})
+        cursor.execute(sql.FLEET_BUSY_BY_BUCKET, {"bucket": bucket, "start": start, "end": end})
         return dict(cursor.fetchall())
 
 
@@ -324,13 +240,6 @@ def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
     return total
 
 
-_SIZES = """
-SELECT date_trunc(%(unit)s, at), max(gpus), min(reporting) FROM telemetry_fleetsize
-WHERE at >= %(start)s AND at <= %(end)s
-GROUP BY 1
-"""
-
-
 def fleet_sizes(
     *, start: datetime, end: datetime, step: timedelta
 ) -> dict[datetime, tuple[int, int]]:
@@ -339,7 +248,7 @@ def fleet_sizes(
     step with no record is missing, not guessed from today's fleet."""
     unit = {timedelta(hours=1): "hour", timedelta(days=1): "day"}[step]
     with reads_cursor() as cursor:
-        cursor.execute(_SIZES, {"unit": unit, "start": start, "end": end})
+        cursor.execute(sql.FLEET_SIZES, {"unit": unit, "start": start, "end": end})
         return {at: (gpus, reporting) for at, gpus, reporting in cursor.fetchall()}
 
 
@@ -361,22 +270,10 @@ def flag_list(*, state: str = "open", kind=None, severity=None, node=None):
     return flags
 
 
-_OPEN_FLAGS = """
-SELECT f.id, f.kind, f.severity, f.detail, f.opened_at, f.last_seen_at, f.acknowledged_at,
-       n.hostname AS node, g.index AS gpu_index
-FROM telemetry_flag f
-JOIN catalog_node n ON n.id = f.node_id
-LEFT JOIN catalog_gpu g ON g.id = f.gpu_id
-WHERE f.closed_at IS NULL
-ORDER BY f.opened_at DESC, f.id DESC
-LIMIT %(limit)s
-"""
-
-
 def open_flag_rows(*, limit: int) -> list[dict]:
     """The newest open flags as plain rows (node hostname, GPU index where the flag is on
     one, kind and severity with their labels), for dashboards that keep them a minute."""
-    rows = read_rows(_OPEN_FLAGS, {"limit": limit})
+    rows = read_rows(sql.OPEN_FLAGS, {"limit": limit})
     for row in rows:
         row["kind_label"] = FlagKind(row["kind"]).label
         row["severity_label"] = Severity(row["severity"]).label

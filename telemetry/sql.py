@@ -1,0 +1,405 @@
+"""Telemetry's hand-written SQL, in one place: polling's writes, rollups, the reads that sum
+parts of a time range, and the day partitions of raw samples.
+
+A statement with a variable part is composed with `psycopg.sql` (`SQL(...).format(...)`,
+`Identifier` for a table's name, `Placeholder` for a parameter's) and rendered to plain text
+once, at import or in a cached function, so Django's query log and `CaptureQueriesContext`
+see the text that runs. Enum words (a rollup's bucket, a node's state) are parameters,
+never quoted in the text.
+"""
+
+from collections.abc import Callable, Iterable
+from functools import cache
+
+from psycopg.sql import SQL, Composable, Composed, Identifier, Literal, Placeholder
+
+Names = Callable[[str], Placeholder]  # a parameter's name → its placeholder in a statement
+
+
+def numbered(i: int) -> Names:
+    """Placeholders of the `i`-th part of a `UNION ALL`: `%(start)s` becomes `%(start<i>)s`;
+    `numbered_params` names the values the same way."""
+    return lambda name: Placeholder(name + str(i))
+
+
+def numbered_params(parts: Iterable[dict]) -> dict:
+    """The parameters of each part of a `UNION ALL` under their `numbered` names."""
+    return {name + str(i): value for i, own in enumerate(parts) for name, value in own.items()}
+
+
+def _union_all(parts: Iterable[Composable]) -> Composed:
+    """Statements as one `UNION ALL` (one round trip)."""
+    return SQL(" UNION ALL ").join(SQL("({})").format(part) for part in parts)
+
+
+# --- Polling ---------------------------------------------------------------------------
+
+
+@cache
+def copy_binary(table: str, columns: tuple[str, ...]) -> str:
+    """A binary COPY of `columns` into `table`: building INSERTs of tens of thousands of
+    literals cost more than the database's work."""
+    return (
+        SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)")
+        .format(Identifier(table), SQL(", ").join(map(Identifier, columns)))
+        .as_string()
+    )
+
+
+# Every node's health in one statement, the values as four array parameters.
+NODES_HEALTH = """
+UPDATE catalog_node n
+SET health = u.health, health_detail = u.detail, last_good_poll_at = u.last_good,
+    last_poll_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(health)s::text[], %(detail)s::text[],
+            %(last_good)s::timestamptz[]) AS u (id, health, detail, last_good)
+WHERE n.id = u.id
+"""
+
+# One row per hour (`hour`), however often the rounds run: a 90-day chart reads 2,160 rows,
+# not the half a million rounds of 15 seconds.
+# Answering is only known once a round has polled: before that (a fresh start, or the
+# first round after the workers were down) it is NULL, which least() passes over.
+FLEET_SIZE_RECORD = """
+INSERT INTO telemetry_fleetsize (at, gpus, reporting)
+SELECT date_trunc(%(hour)s, %(now)s::timestamptz, 'UTC'),
+       (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
+       CASE WHEN EXISTS (SELECT 1 FROM catalog_node
+                         WHERE state = %(active)s AND last_poll_at >= %(recent)s)
+            THEN (SELECT count(DISTINCT gpu_id) FROM telemetry_gpusample WHERE at >= %(recent)s)
+       END
+ON CONFLICT (at) DO UPDATE
+    SET gpus = greatest(telemetry_fleetsize.gpus, excluded.gpus),
+        reporting = least(telemetry_fleetsize.reporting, excluded.reporting)
+RETURNING id, at, gpus, reporting
+"""
+
+
+# --- Rollups ---------------------------------------------------------------------------
+
+# One rollup run at a time; a second one skips.
+ROLLUP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('telemetry_rollup', 0))"
+
+# Energy and time come from each sample and the one before it (looked for up to LOOKBACK
+# before the range, so a bucket's first interval is not lost): the interval belongs to the
+# later sample's minute. The energy counter's rise is its delta; a drop is a reset (the GPU
+# or exporter restarted), and the rise since the reset is the new value itself, as
+# Prometheus' increase() counts it. An interval longer than MAX_GAP covers no time (the GPU
+# was not seen), though the energy counter still tells what was used across it.
+LOOKBACK = "1 hour"
+MAX_GAP_SECONDS = 300
+
+
+_NOTHING = SQL("")
+
+
+def samples_with_deltas(
+    *, since: Composable, until: Composable, where: Composable = _NOTHING
+) -> Composed:
+    """`WITH … d AS (…)`: the raw samples in [since, until) (SQL expressions), each with its
+    `energy_rise` and `covered` seconds since the sample before it (looked for up to
+    LOOKBACK earlier). The one definition of a counter's rise, for rollups and live reads."""
+    return SQL(
+        """
+WITH s AS (
+    SELECT gpu_id, at, utilization, memory_used_mib, memory_total_mib, power_w, temperature_c,
+           energy_j, lag(energy_j) OVER w AS energy_before,
+           extract(epoch FROM at - lag(at) OVER w)::float8 AS interval_s
+    FROM telemetry_gpusample
+    WHERE at >= {since} - interval {lookback} AND at < {until} {where}
+    WINDOW w AS (PARTITION BY gpu_id ORDER BY at)
+), d AS (
+    SELECT *,
+           CASE WHEN energy_j >= energy_before THEN energy_j - energy_before
+                WHEN energy_j < energy_before THEN energy_j END AS energy_rise,
+           CASE WHEN interval_s <= {max_gap} THEN interval_s END AS covered
+    FROM s WHERE at >= {since}
+)
+"""
+    ).format(
+        since=since,
+        until=until,
+        where=where,
+        lookback=Literal(LOOKBACK),
+        max_gap=Literal(MAX_GAP_SECONDS),
+    )
+
+
+# What a rollup row's columns become when its bucket is rewritten.
+_REWRITE = SQL(
+    "samples = EXCLUDED.samples, utilization_avg = EXCLUDED.utilization_avg, "
+    "utilization_max = EXCLUDED.utilization_max, memory_used_max_mib = EXCLUDED.memory_used_max_mib, "
+    "memory_total_mib = EXCLUDED.memory_total_mib, power_avg_w = EXCLUDED.power_avg_w, "
+    "temperature_max_c = EXCLUDED.temperature_max_c, energy_j = EXCLUDED.energy_j, "
+    "covered_s = EXCLUDED.covered_s, busy_s = EXCLUDED.busy_s"
+)
+
+# Raw samples into minute rollups (`bucket`), from `since` to the start of `now`'s minute.
+ROLLUP_MINUTES = (
+    SQL(
+        """{samples}
+INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j, covered_s,
+    busy_s)
+SELECT gpu_id, %(bucket)s, date_trunc(%(bucket)s, at), count(*), avg(utilization), max(utilization),
+    max(memory_used_mib), max(memory_total_mib), avg(power_w), max(temperature_c),
+    sum(energy_rise), sum(covered),
+    sum(covered) FILTER (WHERE utilization > %(threshold)s)
+FROM d
+GROUP BY gpu_id, date_trunc(%(bucket)s, at)
+ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
+"""
+    )
+    .format(
+        samples=samples_with_deltas(
+            since=SQL("%(since)s::timestamptz"),
+            until=SQL("date_trunc(%(bucket)s, %(now)s::timestamptz)"),
+        ),
+        rewrite=_REWRITE,
+    )
+    .as_string()
+)
+
+# `source` buckets rolled up into `bucket` buckets (minute → hour, hour → day), up to the
+# start of `now`'s `bucket`.
+ROLLUP_COARSER = (
+    SQL(
+        """
+INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j, covered_s,
+    busy_s)
+SELECT gpu_id, %(bucket)s, date_trunc(%(bucket)s, at), sum(samples),
+    sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
+    max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
+    max(temperature_max_c), sum(energy_j), sum(covered_s), sum(busy_s)
+FROM telemetry_gpurollup
+WHERE bucket = %(source)s AND at >= %(since)s AND at < date_trunc(%(bucket)s, %(now)s::timestamptz)
+GROUP BY gpu_id, date_trunc(%(bucket)s, at)
+ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
+"""
+    )
+    .format(rewrite=_REWRITE)
+    .as_string()
+)
+
+# Sums of the GPU rollups per model and region; the figures add up exactly as the per-GPU
+# reads add them (`telemetry.selectors.Totals`), so either source gives the same answer.
+FLEET_ROLLUP = """
+INSERT INTO telemetry_fleetrollup (bucket, at, gpu_model_id, region_id, gpus, busy_gpus, samples,
+    util_sum, util_samples, covered_s, busy_s, energy_j)
+SELECT r.bucket, r.at, n.gpu_model_id, n.region_id, count(*),
+    count(*) FILTER (WHERE r.utilization_avg > %(threshold)s), sum(r.samples),
+    coalesce(sum(r.utilization_avg * r.samples), 0),
+    coalesce(sum(r.samples) FILTER (WHERE r.utilization_avg IS NOT NULL), 0),
+    coalesce(sum(r.covered_s), 0), coalesce(sum(r.busy_s), 0), sum(r.energy_j)
+FROM telemetry_gpurollup r
+JOIN catalog_gpu g ON g.id = r.gpu_id
+JOIN catalog_node n ON n.id = g.node_id
+WHERE r.bucket = %(bucket)s AND r.at >= %(since)s
+GROUP BY r.bucket, r.at, n.gpu_model_id, n.region_id
+"""
+
+
+# --- Reads over parts of a time range (`telemetry.selectors._plan`) ----------------------
+
+
+@cache
+def newest_rollups(tables: tuple[str, ...]) -> str:
+    """The newest rollup of each (table, bucket) asked for, in one statement: one `%s` per
+    table for its bucket. Each is a max over the (bucket, at) index."""
+    newest = SQL("(SELECT max(at) FROM {} WHERE bucket = %s)")
+    return (
+        SQL("SELECT {}")
+        .format(SQL(", ").join(newest.format(Identifier(table)) for table in tables))
+        .as_string()
+    )
+
+
+# The columns of a `part_totals` row, named for queries that sum parts.
+_PART_COLUMNS = SQL(
+    "(gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy)"
+)
+
+# Per GPU, what the rollups of one bucket hold in [start, end).
+_ROLLED = SQL(
+    """
+SELECT gpu_id, sum(samples), sum(utilization_avg * samples),
+       sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), max(utilization_max),
+       max(memory_used_max_mib), sum(energy_j), sum(covered_s), sum(busy_s)
+FROM telemetry_gpurollup
+WHERE bucket = {bucket} AND at >= {start} AND at < {end} {gpus}
+GROUP BY gpu_id
+"""
+)
+
+# Per GPU, what the raw samples of `samples_with_deltas` say.
+_RAW = SQL(
+    """
+SELECT gpu_id, count(*), sum(utilization), count(utilization), max(utilization),
+       max(memory_used_mib), sum(energy_rise), sum(covered),
+       sum(covered) FILTER (WHERE utilization > %(threshold)s)
+FROM d GROUP BY gpu_id
+"""
+)
+
+
+def _part_totals(kind: str, names: Names = Placeholder, *, by_gpus: bool = False) -> Composed:
+    """Per GPU, the `Totals.add` columns of one part of a plan: raw samples (`kind` "raw") or
+    one bucket of rollups, over [start, end), of the GPUs in `gpu_ids` where `by_gpus`."""
+    gpus = SQL("AND gpu_id = ANY({})").format(names("gpu_ids")) if by_gpus else _NOTHING
+    if kind == "raw":
+        deltas = samples_with_deltas(
+            since=SQL("{}::timestamptz").format(names("start")), until=names("end"), where=gpus
+        )
+        return SQL("{}{}").format(deltas, _RAW)
+    return _ROLLED.format(bucket=names("bucket"), start=names("start"), end=names("end"), gpus=gpus)
+
+
+@cache
+def part_totals(kind: str, *, by_gpus: bool) -> str:
+    """`_part_totals` as a statement of its own (parameters start, end, bucket, threshold
+    and gpu_ids)."""
+    return _part_totals(kind, by_gpus=by_gpus).as_string()
+
+
+@cache
+def busy_gpus(kinds: tuple[str, ...]) -> str:
+    """How many GPUs averaged over `threshold` across the parts `kinds` (their parameters
+    `numbered`), counted by the database: one number, not a row per GPU."""
+    parts = _union_all(_part_totals(kind, numbered(i)) for i, kind in enumerate(kinds))
+    return (
+        SQL(
+            "SELECT count(*) FROM (SELECT 1 FROM ({parts}) AS t {columns} GROUP BY gpu_id"
+            " HAVING sum(util_sum) / nullif(sum(util_samples), 0) > %(threshold)s) AS busy"
+        )
+        .format(parts=parts, columns=_PART_COLUMNS)
+        .as_string()
+    )
+
+
+# Per model and region, what the fleet rollups of one bucket hold in [start, end).
+_FLEET_ROLLED = SQL(
+    """
+SELECT gpu_model_id, region_id, sum(samples)::bigint, sum(util_sum), sum(util_samples)::bigint,
+       NULL, NULL, sum(energy_j), sum(covered_s), sum(busy_s)
+FROM telemetry_fleetrollup
+WHERE bucket = {bucket} AND at >= {start} AND at < {end}
+GROUP BY gpu_model_id, region_id
+"""
+)
+
+# A per-GPU part summed per model and region.
+_BY_GROUP = SQL(
+    """
+SELECT n.gpu_model_id, n.region_id, sum(t.samples)::bigint, sum(t.util_sum)::float8,
+       sum(t.util_samples)::bigint,
+       max(t.util_max), max(t.mem_max), sum(t.energy), sum(t.covered), sum(t.busy)
+FROM ({part}) AS t {columns}
+JOIN catalog_gpu g ON g.id = t.gpu_id
+JOIN catalog_node n ON n.id = g.node_id
+GROUP BY n.gpu_model_id, n.region_id
+"""
+)
+
+
+@cache
+def fleet_totals_by_group(kinds: tuple[str, ...], fleet_rolled: frozenset[str]) -> str:
+    """Per (model, region), the parts `kinds` (their parameters `numbered`) as one
+    statement: the buckets in `fleet_rolled` from the fleet rollups, the others from the GPU
+    rollups and raw samples."""
+
+    def part(i: int, kind: str) -> Composed:
+        names = numbered(i)
+        if kind in fleet_rolled:
+            return _FLEET_ROLLED.format(
+                bucket=names("bucket"), start=names("start"), end=names("end")
+            )
+        return _BY_GROUP.format(part=_part_totals(kind, names), columns=_PART_COLUMNS)
+
+    return _union_all(part(i, kind) for i, kind in enumerate(kinds)).as_string()
+
+
+# GPUs busy per rolled-up bucket of the fleet.
+FLEET_BUSY_BY_BUCKET = """
+SELECT at, sum(busy_gpus) FROM telemetry_fleetrollup
+WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
+GROUP BY at
+"""
+
+# Per `unit` (hour or day), the fleet's largest size and the fewest GPUs answering.
+FLEET_SIZES = """
+SELECT date_trunc(%(unit)s, at), max(gpus), min(reporting) FROM telemetry_fleetsize
+WHERE at >= %(start)s AND at <= %(end)s
+GROUP BY 1
+"""
+
+# The newest open flags with their node's hostname and GPU's index.
+OPEN_FLAGS = """
+SELECT f.id, f.kind, f.severity, f.detail, f.opened_at, f.last_seen_at, f.acknowledged_at,
+       n.hostname AS node, g.index AS gpu_index
+FROM telemetry_flag f
+JOIN catalog_node n ON n.id = f.node_id
+LEFT JOIN catalog_gpu g ON g.id = f.gpu_id
+WHERE f.closed_at IS NULL
+ORDER BY f.opened_at DESC, f.id DESC
+LIMIT %(limit)s
+"""
+
+
+# --- Day partitions of raw samples (`telemetry.partitions`) -----------------------------
+
+# The partitions of a table (its name as the one parameter).
+PARTITIONS = """
+SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = %s::regclass
+"""
+
+# Whether a table of the name exists.
+TABLE_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
+
+# A partition with deferred foreign-key checks pending cannot be dropped: run them now.
+CONSTRAINTS_IMMEDIATE = "SET CONSTRAINTS ALL IMMEDIATE"
+
+
+def table_lock(table: str) -> str:
+    """Locked against writes and a second partitioning run, not against reads."""
+    return SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(Identifier(table)).as_string()
+
+
+def partition_create(name: str, *, like: str) -> str:
+    """A table shaped like the partitioned one, to attach as a partition."""
+    return (
+        SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+        .format(Identifier(name), Identifier(like))
+        .as_string()
+    )
+
+
+def partition_fill(name: str, *, default: str) -> str:
+    """The default partition's rows in [start, end) moved into the new partition."""
+    return (
+        SQL(
+            "WITH moved AS (DELETE FROM {default} WHERE at >= %(start)s AND at < %(end)s"
+            " RETURNING *) INSERT INTO {name} SELECT * FROM moved"
+        )
+        .format(default=Identifier(default), name=Identifier(name))
+        .as_string()
+    )
+
+
+def partition_attach(name: str, *, to: str) -> str:
+    """The new table attached as `to`'s partition for [%s, %s)."""
+    return (
+        SQL("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES FROM (%s) TO (%s)")
+        .format(Identifier(to), Identifier(name))
+        .as_string()
+    )
+
+
+def table_drop(name: str) -> str:
+    return SQL("DROP TABLE {}").format(Identifier(name)).as_string()
+
+
+def rows_before_delete(table: str) -> str:
+    """The rows of `table` older than the one parameter."""
+    return SQL("DELETE FROM {} WHERE at < %s").format(Identifier(table)).as_string()
