@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from accounts import sql
 from accounts.models import ApiToken, Membership, Role, Team
 from accounts.signin import has_second_factor
 from core.errors import DomainError
@@ -142,32 +143,21 @@ def _personal_team_create(user) -> Team:
     return team
 
 
-_ROLE = "SELECT role FROM accounts_membership WHERE team_id = %s AND user_id = %s"
-_TEAM_FIELDS = [f.attname for f in Team._meta.concrete_fields]
-# The personal team and the person's role in it, in one statement: asked on every request.
-_PERSONAL = f"""
-SELECT {", ".join(f"t.{f.column}" for f in Team._meta.concrete_fields)}, m.role
-FROM accounts_team t
-LEFT JOIN accounts_membership m ON m.team_id = t.id AND m.user_id = %s
-WHERE t.personal_for_id = %s
-"""
-
-
 def _role(team: Team, user) -> str | None:
     with connection.cursor() as cursor:
-        cursor.execute(_ROLE, [team.pk, user.pk])
+        cursor.execute(sql.ROLE, [team.pk, user.pk])
         found = cursor.fetchone()
     return found[0] if found else None
 
 
 def _personal_team_and_role(user) -> tuple[Team, str | None]:
     with connection.cursor() as cursor:
-        cursor.execute(_PERSONAL, [user.pk, user.pk])
+        cursor.execute(sql.PERSONAL, [user.pk, user.pk])
         found = cursor.fetchone()
     if found is None:
         team = _personal_team_create(user)
         return team, _role(team, user)
-    return Team.from_db(connection.alias, _TEAM_FIELDS, found[:-1]), found[-1]
+    return Team.from_db(connection.alias, sql.TEAM_FIELDS, found[:-1]), found[-1]
 
 
 def acting_as(
