@@ -213,3 +213,44 @@ class SpendLimitChange(models.Model):
 
     def __str__(self):
         return f"{self.team}: {self.old_limit} → {self.new_limit}"
+
+
+class SshKeyType(models.TextChoices):
+    ED25519 = "ssh-ed25519", "Ed25519"
+    ECDSA_P256 = "ecdsa-sha2-nistp256", "ECDSA P-256"
+    ECDSA_P384 = "ecdsa-sha2-nistp384", "ECDSA P-384"
+    ECDSA_P521 = "ecdsa-sha2-nistp521", "ECDSA P-521"
+    RSA = "ssh-rsa", "RSA"
+
+
+class SshKey(models.Model):
+    """A person's SSH public key. The nodes of the allocations it is chosen for let it in
+    while they run (the node agent writes it into the tenant's authorized_keys)."""
+
+    MAX_TEXT = 16 * 1024  # what the form and the API take of a pasted key
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys"
+    )
+    name = models.CharField(max_length=100)
+    key_type = models.CharField(max_length=24, choices=SshKeyType.choices)
+    bits = models.PositiveSmallIntegerField()
+    # The key as authorized_keys takes it: "<type> <base64>", without options or comment.
+    public_key = models.TextField()
+    fingerprint = models.CharField(max_length=60)  # "SHA256:" + unpadded base64, as ssh-keygen -l
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "fingerprint"], name="accounts_sshkey_once_per_user"
+            ),
+            choices_check("key_type", SshKeyType, name="accounts_sshkey_type_valid"),
+            models.CheckConstraint(
+                condition=Q(bits__gte=256), name="accounts_sshkey_bits_at_least_256"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.fingerprint})"

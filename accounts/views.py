@@ -1,10 +1,11 @@
-"""The account page (name, preferences, sign-in history), the language switch and the API
-tokens page. Sign-up, sign-in, e-mail, password and two-factor pages are allauth's."""
+"""The account page (name, preferences, sign-in history), the language switch, the API
+tokens page and the SSH keys page. Sign-up, sign-in, e-mail, password and two-factor pages are allauth's."""
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -14,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
 from accounts.middleware import SESSION_KEY, preferences_remember
-from accounts.models import ApiToken, Profile
+from accounts.models import ApiToken, Profile, SshKey
 from accounts.selectors import profile_for, sign_in_history
 from accounts.services import (
     TooManyTokens,
@@ -22,6 +23,7 @@ from accounts.services import (
     api_token_create,
     api_token_revoke,
 )
+from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
 
 
 class TokenForm(forms.Form):
@@ -120,3 +122,47 @@ def set_language(request):
         account_preferences_set(user=request.user, language=language)
         request.session[SESSION_KEY] = language
     return i18n.set_language(request)
+
+
+class SshKeyForm(forms.Form):
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=100, required=False)
+    public_key = forms.CharField(
+        label=gettext_lazy("Public key"),
+        max_length=SshKey.MAX_TEXT,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off"}),
+    )
+
+
+@login_required
+def ssh_keys_page(request):
+    """The person's SSH keys. A refused paste is never shown back: it may be a private key."""
+    name, key_errors, status = "", [], 200
+    if request.method == "POST":
+        if "delete" in request.POST:
+            delete = RevokeForm({"revoke": request.POST.get("delete")})
+            if delete.is_valid() and ssh_key_delete(
+                user=request.user, pk=delete.cleaned_data["revoke"]
+            ):
+                messages.success(request, _("Key removed; its nodes stop taking it."))
+            return redirect("ssh-keys")
+        form = SshKeyForm(request.POST)
+        name = str(request.POST.get("name", ""))[:100]
+        if form.is_valid():
+            try:
+                key = ssh_key_add(user=request.user, **form.cleaned_data)
+            except ValidationError as exc:
+                key_errors = exc.message_dict.get("public_key", exc.messages)
+            else:
+                messages.success(request, _("Key %(name)s added.") % {"name": key.name})
+                return redirect("ssh-keys")
+        else:
+            key_errors = [m for messages_ in form.errors.values() for m in messages_]
+        status = 400
+    return render(
+        request,
+        "accounts/ssh_keys.html",
+        {"name": name, "key_errors": key_errors, "keys": ssh_keys_of(user=request.user),
+         "nav": "account"},
+        status=status,
+    )  # fmt: skip

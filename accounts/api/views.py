@@ -14,9 +14,10 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.access import Action, NotAllowed, acting_for_request, acting_for_team
-from accounts.models import ApiToken, Membership, Role, Team
+from accounts.models import ApiToken, Membership, Role, SshKey, Team
 from accounts.services import api_token_create, api_token_revoke
 from accounts.signin import sign_in
+from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
 from accounts.teams import (
     invitation_create,
     invitation_revoke,
@@ -328,4 +329,48 @@ class TeamInvitationRevokeApi(APIView):
     )
     def delete(self, request, pk, invitation):
         invitation_revoke(acting=acting_for_team(request, pk), invitation_id=invitation)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SshKeyInSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    public_key = serializers.CharField(
+        max_length=SshKey.MAX_TEXT,
+        trim_whitespace=False,
+        help_text="one OpenSSH public key line: Ed25519, ECDSA, or RSA of at least 3072 bits",
+    )
+
+
+class SshKeySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    type = serializers.CharField(source="key_type")
+    bits = serializers.IntegerField()
+    fingerprint = serializers.CharField(help_text='"SHA256:…", as `ssh-keygen -l` prints it')
+    created_at = serializers.DateTimeField()
+
+
+class SshKeyListApi(APIView):
+    """Your SSH public keys: bookings let them in on their nodes while they run."""
+
+    @extend_schema(responses={200: SshKeySerializer(many=True), 401: PROBLEM})
+    def get(self, request):
+        return Response(SshKeySerializer(ssh_keys_of(user=request.user), many=True).data)
+
+    @extend_schema(
+        request=SshKeyInSerializer, responses={201: SshKeySerializer, 400: PROBLEM, 401: PROBLEM}
+    )
+    def post(self, request):
+        data = SshKeyInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = ssh_key_add(user=request.user, **data.validated_data)
+        return Response(SshKeySerializer(key).data, status=status.HTTP_201_CREATED)
+
+
+class SshKeyDetailApi(APIView):
+    @extend_schema(request=None, responses={204: None, 401: PROBLEM, 404: PROBLEM})
+    def delete(self, request, pk):
+        """Remove a key: the allocations it was chosen for stop taking it."""
+        if not ssh_key_delete(user=request.user, pk=pk):
+            raise Http404
         return Response(status=status.HTTP_204_NO_CONTENT)
