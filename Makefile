@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint fmt venv chromium gettext clean manage
+.PHONY: run test bench lint fmt venv chromium gettext openssh clean manage
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is needed (python3 --version)"; exit 1; }
@@ -30,6 +30,16 @@ gettext:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext >/dev/null; }
 
+# OpenSSH: the access tests log in with the real client; as root (CI) one also runs the
+# reference agent against a real sshd of its own, so the server is installed there too.
+openssh:
+	@command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    openssh-client >/dev/null; }
+	@[ "$$(id -u)" != 0 ] || test -x /usr/sbin/sshd || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
+
 run: venv
 	$(PY) -m anchorgpu.launcher run
 
@@ -38,7 +48,7 @@ run: venv
 # of their own, one at a time. PYTEST_ARGS goes to both; a pass it leaves empty (pytest's
 # exit status 5) is no failure.
 TEST_WORKERS ?= auto
-test: venv chromium gettext
+test: venv chromium gettext openssh
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
 	  pass() { $(PY) -m pytest "$$@" $(PYTEST_ARGS); rc=$$?; [ $$rc = 5 ] && return 0; return $$rc; }; \
 	  pass -n $(TEST_WORKERS) --maxprocesses 8 -m "not perf and not slow" && pass -m "slow and not perf"'

@@ -1,6 +1,8 @@
 from django.urls import path
 
 from accounts.api.views import (
+    SshKeyDetailApi,
+    SshKeyListApi,
     TeamDetailApi,
     TeamInvitationListApi,
     TeamInvitationRevokeApi,
@@ -14,7 +16,7 @@ from accounts.api.views import (
 )
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
-from rentals.api import clusters, usage
+from rentals.api import agent, clusters, usage
 from rentals.api import views as rentals
 from rentals.api.availability import AvailabilityApi
 from sizing.api import SizingApi
@@ -25,6 +27,8 @@ urlpatterns = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
     path("auth/tokens/", TokenListApi.as_view(), name="api-tokens"),
     path("auth/tokens/<int:pk>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
+    path("ssh-keys/", SshKeyListApi.as_view(), name="api-ssh-keys"),
+    path("ssh-keys/<int:pk>/", SshKeyDetailApi.as_view(), name="api-ssh-key"),
     path("teams/", TeamListApi.as_view(), name="api-teams"),
     path("teams/<int:pk>/", TeamDetailApi.as_view(), name="api-team"),
     path("teams/<int:pk>/members/", TeamMemberListApi.as_view(), name="api-team-members"),
@@ -54,6 +58,13 @@ urlpatterns = [
     path("options/", catalog.OptionListApi.as_view(), name="api-options"),
     path("regions/", catalog.RegionListApi.as_view(), name="api-regions"),
     path("nodes/", telemetry.NodeListApi.as_view(), name="api-nodes"),
+    path(
+        "nodes/<str:hostname>/agent-credential/",
+        telemetry.NodeAgentCredentialApi.as_view(),
+        name="api-node-agent-credential",
+    ),
+    path("agent/state/", agent.AgentStateApi.as_view(), name="api-agent-state"),
+    path("agent/report/", agent.AgentReportApi.as_view(), name="api-agent-report"),
     path("flags/", telemetry.FlagListApi.as_view(), name="api-flags"),
     path(
         "flags/<int:pk>/acknowledge/",
@@ -70,6 +81,11 @@ urlpatterns = [
     path("allocations/<uuid:pk>/start/", rentals.AllocationStartApi.as_view(), name="api-start"),
     path("allocations/<uuid:pk>/cancel/", rentals.AllocationCancelApi.as_view(), name="api-cancel"),
     path("allocations/<uuid:pk>/extend/", rentals.AllocationExtendApi.as_view(), name="api-extend"),
+    path(
+        "allocations/<uuid:pk>/ssh-keys/",
+        rentals.AllocationKeysApi.as_view(),
+        name="api-allocation-keys",
+    ),
     path(
         "allocations/<uuid:pk>/extension-quotes/",
         rentals.AllocationExtensionQuoteApi.as_view(),

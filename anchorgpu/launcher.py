@@ -224,7 +224,15 @@ def _serve(children, env, port):
     )  # fmt: skip
     children.start(
         "simulator",
-        [py, "manage.py", "simulate_nodes", "--port", str(sim_port)],
+        [
+            py,
+            "manage.py",
+            "simulate_nodes",
+            "--port",
+            str(sim_port),
+            "--console",
+            f"http://127.0.0.1:{port}",
+        ],
         env,
     )
     wait_for_port(port, timeout=60)

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Avg, Count, F, Max, Q, Sum
+from django.db.models import Avg, Count, F, Max, Min, Q, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
@@ -23,7 +23,8 @@ from accounts.auth import BearerTokenAuthentication
 from catalog.models import Gpu, Node, NodeState
 from rentals.models import Allocation, LedgerEntry, LedgerKind
 from rentals.selectors import holdings_at
-from telemetry.models import Flag, GpuSample, Poll, PollOutcome
+from telemetry.agents import agent_silent_after
+from telemetry.models import Flag, GpuSample, NodeAgent, Poll, PollOutcome
 
 RECENT = timedelta(minutes=5)
 QUEUES = ("celery",)
@@ -38,7 +39,36 @@ class ConsoleCollector:
         yield from self._health()
         yield from self._money()
         yield from self._polls(now)
+        yield from self._agents(now)
         yield from self._queues()
+
+    @staticmethod
+    def _agents(now):
+        """Node agents by freshness, and the longest any live one has been silent."""
+        nodes = GaugeMetricFamily(
+            "anchorgpu_node_agents",
+            "Active nodes by their agent: fresh (asked lately), silent, or none (no credential)",
+            labels=["freshness"],
+        )
+        cutoff = now - agent_silent_after()
+        live = NodeAgent.objects.filter(key_hash__isnull=False, node__state=NodeState.ACTIVE)
+        counts = live.aggregate(
+            fresh=Count("id", filter=Q(last_seen_at__gte=cutoff)),
+            silent=Count("id", filter=Q(last_seen_at__lt=cutoff) | Q(last_seen_at__isnull=True)),
+            oldest=Min("last_seen_at"),
+        )
+        active = Node.objects.filter(state=NodeState.ACTIVE).count()
+        nodes.add_metric(["fresh"], counts["fresh"])
+        nodes.add_metric(["silent"], counts["silent"])
+        nodes.add_metric(["none"], active - counts["fresh"] - counts["silent"])
+        yield nodes
+        oldest = GaugeMetricFamily(
+            "anchorgpu_node_agent_silence_seconds",
+            "Seconds since the least recently seen live agent asked for its state",
+        )
+        if counts["oldest"] is not None:
+            oldest.add_metric([], (now - counts["oldest"]).total_seconds())
+        yield oldest
 
     @staticmethod
     def _fleet(now):

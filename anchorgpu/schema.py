@@ -15,6 +15,20 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
         }
 
 
+class AgentCredentialScheme(OpenApiAuthenticationExtension):
+    target_class = "telemetry.agents.AgentAuthentication"
+    name = "agentAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "A node agent's credential, sent as `Authorization: Agent <credential>` "
+            "(issued by staff per node; docs/agent.md).",
+        }
+
+
 PROBLEM_SCHEMA = {
     "type": "object",
     "description": "RFC 9457 problem details",

@@ -345,6 +345,8 @@ ANCHORGPU = {
     ),
     "POLL_SHARD_SIZE": _read("POLL_SHARD_SIZE", "int", default=250),
     "STALE_AFTER_POLLS": _read("STALE_AFTER_POLLS", "int", default=4),
+    # A node agent that has not asked for its state this long gets a flag (it asks every 10 s).
+    "AGENT_SILENT_SECONDS": _read("AGENT_SILENT_SECONDS", "int", default=60),
     "RAW_RETENTION": timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7)),
     "PARTITIONS_AHEAD_DAYS": _read("TELEMETRY_PARTITIONS_AHEAD_DAYS", "int", default=3),
     "ROLLUP_RETENTION": timedelta(

@@ -32,6 +32,11 @@ urlpatterns = [
         name="allocation-extend",
     ),
     path(
+        "allocations/<uuid:pk>/ssh-keys/",
+        allocations.allocation_keys_page,
+        name="allocation-keys",
+    ),
+    path(
         "allocations/<uuid:pk>/<str:action>/",
         allocations.allocation_action,
         name="allocation-action",
@@ -48,6 +53,7 @@ urlpatterns = [
     path("glossary/", glossary.glossary_page, name="glossary"),
     path("glossary/<slug:slug>/", glossary.term_page, name="glossary-term"),
     path("account/tokens/", accounts.tokens_page, name="tokens"),
+    path("account/ssh-keys/", accounts.ssh_keys_page, name="ssh-keys"),
     path("account/webhooks/", webhooks.webhooks_page, name="webhooks"),
     path("account/profile/", accounts.account_page, name="account"),
     path("teams/", teams.team_list_page, name="teams"),

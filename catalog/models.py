@@ -5,6 +5,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -286,6 +287,15 @@ class Node(models.Model):
     )  # fmt: skip
     last_poll_at = models.DateTimeField(null=True, blank=True)
     last_good_poll_at = models.DateTimeField(null=True, blank=True)
+    # Where tenants reach the node's SSH server (the connection details an allocation shows).
+    ssh_host = models.CharField(
+        _("SSH host"), max_length=255, blank=True, default="", db_default="",
+        help_text="the name or address customers ssh to; empty: the hostname",
+    )  # fmt: skip
+    ssh_port = models.PositiveIntegerField(
+        _("SSH port"), default=22, db_default=22,
+        validators=[MinValueValidator(1), MaxValueValidator(65535)],
+    )  # fmt: skip
 
     class Meta:
         ordering = ["hostname"]
@@ -297,6 +307,10 @@ class Node(models.Model):
             ),
             choices_check("exporter", ExporterKind, name="catalog_node_exporter_valid"),
             choices_check("state", NodeState, name="catalog_node_state_valid"),
+            models.CheckConstraint(
+                condition=Q(ssh_port__gte=1, ssh_port__lte=65535),
+                name="catalog_node_ssh_port_valid",
+            ),
             choices_check("health", NodeHealth, name="catalog_node_health_valid"),
         ]
 

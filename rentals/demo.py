@@ -3,7 +3,10 @@
 import math
 import random
 from datetime import datetime, timedelta
+from pathlib import Path
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -11,12 +14,43 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.access import acting_as
+from accounts.models import SshKey
+from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu, NodeState
 from core.errors import DomainError
 from rentals.models import Allocation, Notice
 from rentals.services import allocation_book, allocations_enforce, quote_create
 from telemetry.models import FleetSize, GpuRollup
 from telemetry.rollup import fleet_rollups_refresh
+
+
+def seed_demo_keys(folder: Path) -> list[Path]:
+    """An SSH key for each demo customer, its private half under `folder` (made once), so
+    the demo's ssh commands work as printed: `ssh -i .data/demo-keys/alice …`."""
+    made = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for username in ("alice", "bob"):
+        user = get_user_model().objects.get(username=username)
+        private = folder / username
+        if not private.exists():
+            key = ed25519.Ed25519PrivateKey.generate()
+            private.write_bytes(
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.OpenSSH,
+                    serialization.NoEncryption(),
+                )
+            )
+            private.chmod(0o600)
+            public = key.public_key().public_bytes(
+                serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+            )
+            private.with_suffix(".pub").write_text(f"{public.decode()} {username}@demo\n")
+        line = private.with_suffix(".pub").read_text()
+        if not SshKey.objects.filter(user=user, name="demo key").exists():
+            ssh_key_add(user=user, name="demo key", public_key=line)
+        made.append(private)
+    return made
 
 
 def seed_rentals() -> None:

@@ -59,3 +59,28 @@ def ledger_entry_text(entry: LedgerEntry) -> str:
     if entry.reason == LedgerReason.EXTENSION:
         return _("Extension: %(count)s × %(model)s for %(periods)s") % facts
     return _("Booking: %(count)s × %(model)s for %(periods)s") % facts
+
+
+def access_words(state: str) -> tuple[str, str]:
+    """(label, explanation) of an allocation's access state (rentals.access)."""
+    return {
+        "scheduled": (
+            _("not yet"),
+            _("The node lets your keys in once the paid period starts."),
+        ),
+        "pending": (
+            _("getting ready"),
+            _("The node's agent has not applied this yet; it looks every few seconds."),
+        ),
+        "ready": (_("ready"), _("Log in with one of the keys below.")),
+        "revoking": (
+            _("closing"),
+            _("The node's agent has yet to take access away."),
+        ),
+        "revoked": (
+            _("closed"),
+            _(
+                "Nobody can log in: the allocation is stopped or has ended. Start it to log in again."
+            ),
+        ),
+    }[state]

@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from catalog.models import Gpu, GpuModel, Node, Region
@@ -152,6 +153,7 @@ class FlagKind(models.TextChoices):
     HOT = "hot", _("temperature over threshold")
     GPU_MISSING = "gpu_missing", _("GPU missing from the exporter")
     NODE_UNREACHABLE = "node_unreachable", _("node cannot be polled")
+    AGENT_SILENT = "agent_silent", _("node agent not heard from")
 
 
 class Severity(models.TextChoices):
@@ -167,6 +169,8 @@ SEVERITY = {
     FlagKind.HOT: Severity.WARNING,
     FlagKind.GPU_MISSING: Severity.CRITICAL,
     FlagKind.NODE_UNREACHABLE: Severity.CRITICAL,
+    # A silent agent applies no stop and no key change (it still revokes at paid_until).
+    FlagKind.AGENT_SILENT: Severity.CRITICAL,
 }
 
 # Flags a reading holds open while it lasts (closed by the first reading without it); an
@@ -224,3 +228,43 @@ class Flag(models.Model):
 
     def __str__(self):
         return f"{self.kind} on {self.gpu_id or self.node_id}"
+
+
+class NodeAgent(models.Model):
+    """A node's agent: the credential it pulls its desired state with (only the hash is
+    kept), the state it was last served and the state it last said it applied.
+
+    Desired state in, report out: AnchorGPU never needs to reach a node. An allocation's
+    access is what the applied state says of it (rentals.access)."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="agent")
+    key_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    hint = models.CharField(max_length=12, blank=True)
+    issued_at = models.DateTimeField(null=True, blank=True)
+    issued_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    # What the node was last served (its generation is the state's digest, also its ETag)…
+    served_generation = models.CharField(max_length=32, blank=True)
+    served_state = models.JSONField(null=True, blank=True)
+    served_at = models.DateTimeField(null=True, blank=True)
+    # …and what it last reported applied, with the errors it met.
+    applied_generation = models.CharField(max_length=32, blank=True)
+    applied_state = models.JSONField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    agent_version = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(key_hash__isnull=True) | Q(revoked_at__isnull=True),
+                name="telemetry_nodeagent_revoked_has_no_key",
+            )
+        ]
+
+    def __str__(self):
+        return f"agent of {self.node_id}"

@@ -4,6 +4,7 @@ from celery import shared_task
 from django.conf import settings
 
 from catalog.models import Node, NodeState
+from telemetry.agents import agents_flag_silent
 from telemetry.partitions import sample_partitions_ensure
 from telemetry.poll import fleet_size_record, nodes_mark_stale, poll_nodes
 from telemetry.rollup import telemetry_prune, telemetry_rollup
@@ -22,6 +23,7 @@ def nodes_poll_task():
             args=[ids[start : start + size]], expires=conf["POLL_INTERVAL"]
         )
     nodes_mark_stale()
+    agents_flag_silent()
     fleet_size_record()
     return len(ids)
 

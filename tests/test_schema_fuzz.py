@@ -20,11 +20,13 @@ from schemathesis.specs.openapi.checks import (
 from accounts.access import acting_as, personal_team
 from accounts.models import ApiToken
 from accounts.services import api_token_create
+from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu
 from core.sealed import seal
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from telemetry.models import SEVERITY, Flag, FlagKind
+from tests.accounts.test_ssh_keys import ed25519_key, public_line
 from tests.catalog.factories import catalog_setup
 from tests.rentals.helpers import book
 from webhooks.models import WebhookEndpoint
@@ -72,17 +74,21 @@ def two_users(db, django_user_model, keep_test_connection):
     api_token_create(user=bob, name="bobs")
     tokens = dict(ApiToken.objects.values_list("name", "pk"))
     teams = {u.username: personal_team(u).pk for u in (alice, bob)}
+    keys = {
+        u.username: ssh_key_add(user=u, public_key=public_line(ed25519_key())).pk
+        for u in (alice, bob)
+    }
     return {
         "token": token,
         "bobs": str(bobs.pk),
         "own": {"allocations": str(alices.pk), "quotes": str(alices.quote_id),
                 "auth": tokens["spare"], "teams": teams["fuzz-alice"],
                 "clusters": str(clusters["fuzz-alice"]), "webhooks": str(hooks["fuzz-alice"]),
-                "flags": 0},
+                "flags": 0, "ssh-keys": keys["fuzz-alice"]},
         "other": {"allocations": str(bobs.pk), "quotes": str(bobs.quote_id),
                   "auth": tokens["bobs"], "teams": teams["fuzz-bob"],
                   "clusters": str(clusters["fuzz-bob"]), "webhooks": str(hooks["fuzz-bob"]),
-                  "flags": 0},
+                  "flags": 0, "ssh-keys": keys["fuzz-bob"]},
     }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.core.serializers.json import DjangoJSONEncoder
 
 from core.money import quantize
+from rentals.access import connection_details, tenant_login
 from rentals.models import Allocation, AllocationEvent, EventKind, Notice, NoticeKind
 from webhooks.models import EventType
 
@@ -44,6 +45,8 @@ _BY_KIND = {
     EventKind.CANCEL: EventType.CANCELLED,
     EventKind.EXTEND: EventType.EXTENDED,
     EventKind.EXPIRE: EventType.EXPIRED,
+    EventKind.ACCESS_GRANTED: EventType.ACCESS_READY,
+    EventKind.ACCESS_REVOKED: EventType.ACCESS_REVOKED,
 }
 
 
@@ -69,8 +72,12 @@ def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
                 booked.add(allocation.quote_id)
                 messages.append(_booking_message(allocation, event.at))
             kind = EventType.SCHEDULED if event.to_state == "scheduled" else EventType.STARTED
-        else:
+        elif event.kind in _BY_KIND:
             kind = _BY_KIND[event.kind]
+            if event.kind == EventKind.ACCESS_GRANTED:
+                data["access"] = connection_details(allocation.node, tenant_login(allocation.pk))
+        else:  # a change with no message of its own (SSH keys chosen)
+            continue
         messages.append(
             Message(allocation.team_id, kind, f"evt_{event.pk}", body_text(kind, event.at, data))
         )

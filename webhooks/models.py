@@ -23,6 +23,8 @@ class EventType(models.TextChoices):
     EXPIRED = "allocation.expired", _("an allocation's paid period ended")
     CANCELLED = "allocation.cancelled", _("an allocation was cancelled and refunded")
     EXTENDED = "allocation.extended", _("an allocation was extended")
+    ACCESS_READY = "allocation.access_ready", _("the node lets the allocation's keys in")
+    ACCESS_REVOKED = "allocation.access_revoked", _("the node took the allocation's access away")
 
 
 TEST_EVENT = "webhook.test"

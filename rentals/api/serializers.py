@@ -1,10 +1,12 @@
 from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog.models import GpuModel, SoftwareStack, Vendor
 from core.fields import BoundedDateTimeField, MoneyAmountField
 from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals import limits
+from rentals.access import access_of
 from rentals.models import (
     Allocation,
     AllocationEvent,
@@ -196,6 +198,17 @@ class QuoteSerializer(serializers.ModelSerializer):
 
 class BookingInSerializer(serializers.Serializer):
     quote = serializers.UUIDField()
+    ssh_keys = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), required=False, max_length=20,
+        help_text="ids of your SSH keys the allocation lets in (default: all of yours)",
+    )  # fmt: skip
+
+
+class AllocationKeysInSerializer(serializers.Serializer):
+    ssh_keys = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), max_length=20, allow_empty=True,
+        help_text="the keys it lets in from now on: yours, or ones it already had",
+    )  # fmt: skip
 
 
 class ExtensionQuoteInSerializer(serializers.Serializer):
@@ -230,6 +243,36 @@ class GpuRefSerializer(serializers.Serializer):
     index = serializers.IntegerField(source="gpu.index")
 
 
+class AccessSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=["scheduled", "pending", "ready", "revoking", "revoked"],
+        help_text="ready once the node's agent applied what the allocation needs now; "
+        "pending until then; revoking, then revoked, after a stop, an expiry or a cancel",
+    )
+    detail = serializers.CharField(help_text="what the node's agent reported failing, if anything")
+    host = serializers.CharField()
+    port = serializers.IntegerField()
+    username = serializers.CharField(help_text="the allocation's login on its node")
+    ssh_command = serializers.CharField()
+    keys = serializers.ListField(
+        child=serializers.CharField(), help_text="fingerprints of the SSH keys it lets in"
+    )
+    agent_seen_at = serializers.DateTimeField(
+        allow_null=True, help_text="when the node's agent last asked for its state"
+    )
+
+
+class AllocationListSerializer(serializers.ListSerializer):
+    """Judges the access of every allocation listed at once (a constant number of queries)."""
+
+    def to_representation(self, data):
+        allocations = list(data.all() if hasattr(data, "all") else data)
+        known = self.child.context.get("access") or {}
+        if any(a.pk not in known for a in allocations):
+            self.child.context["access"] = known | access_of(allocations)
+        return super().to_representation(allocations)
+
+
 class AllocationSerializer(serializers.ModelSerializer):
     team = serializers.IntegerField(source="team_id", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -240,9 +283,11 @@ class AllocationSerializer(serializers.ModelSerializer):
     gpus = GpuRefSerializer(source="held", many=True, read_only=True)
     events = EventSerializer(many=True, read_only=True)
     cluster = serializers.UUIDField(source="cluster_id", read_only=True, allow_null=True)
+    access = serializers.SerializerMethodField()
 
     class Meta:
         model = Allocation
+        list_serializer_class = AllocationListSerializer
         fields = [
             "id",
             "team",
@@ -260,8 +305,15 @@ class AllocationSerializer(serializers.ModelSerializer):
             "cluster",
             "created_at",
             "events",
+            "access",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(AccessSerializer)
+    def get_access(self, allocation) -> dict:
+        known = self.context.get("access") or {}
+        access = known.get(allocation.pk) or access_of([allocation])[allocation.pk]
+        return AccessSerializer(access).data
 
 
 class BookingSerializer(serializers.Serializer):

@@ -18,8 +18,10 @@ from accounts.access import acting_for_request
 from core.problems import PROBLEM
 from core.renderers import CSVRenderer
 from rentals import selectors, services, usage
+from rentals.access import access_of
 from rentals.api.serializers import (
     AllocationFilterSerializer,
+    AllocationKeysInSerializer,
     AllocationSerializer,
     BookingInSerializer,
     BookingSerializer,
@@ -173,7 +175,11 @@ class BookingCreateApi(APIView):
         data = BookingInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         acting = acting_for_request(request)
-        allocation = services.allocation_book(acting=acting, quote=data.validated_data["quote"])
+        allocation = services.allocation_book(
+            acting=acting,
+            quote=data.validated_data["quote"],
+            ssh_keys=data.validated_data.get("ssh_keys"),
+        )
         quote = allocation.quote
         if allocation.cluster_id:
             members = selectors.cluster_get(acting=acting, pk=allocation.cluster_id)[1]
@@ -188,7 +194,8 @@ class BookingCreateApi(APIView):
             "amount": quote.total,
             "currency": quote.currency,
         }
-        return Response(BookingSerializer(body).data, status=status.HTTP_201_CREATED)
+        answer = BookingSerializer(body, context={"access": access_of(members)})
+        return Response(answer.data, status=status.HTTP_201_CREATED)
 
 
 class AllocationListApi(generics.ListAPIView):
@@ -264,6 +271,26 @@ class AllocationStartApi(_AllocationActionApi):
 
 class AllocationCancelApi(_AllocationActionApi):
     service = services.allocation_cancel
+
+
+class AllocationKeysApi(APIView):
+    @extend_schema(
+        request=AllocationKeysInSerializer,
+        responses={200: AllocationSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM,
+                   404: PROBLEM},
+    )  # fmt: skip
+    def post(self, request, pk):
+        """Choose the SSH keys a live allocation lets in (a cluster's: every node's). The
+        node's agent adds or removes them at its next look; `access.state` says when."""
+        allocation = _own_allocation(request, pk)
+        data = AllocationKeysInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.allocation_keys_set(
+            acting=acting_for_request(request),
+            allocation=allocation,
+            ssh_key_ids=data.validated_data["ssh_keys"],
+        )
+        return Response(_fresh(request, allocation))
 
 
 class AllocationExtendApi(APIView):

@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import F, Func, Q, Value
 from django.utils.translation import gettext_lazy as _
 
-from accounts.models import Team
+from accounts.models import SshKey, Team
 from catalog.models import Gpu, GpuModel, Node, RentalPeriod
 from core.db import choices_check
 from rentals.models.quotes import Quote
@@ -171,6 +171,9 @@ class EventKind(models.TextChoices):
     CANCEL = "cancel", _("cancelled, refunded")
     EXTEND = "extend", _("extended")
     EXPIRE = "expire", _("expired at paid-until")
+    KEYS = "keys", _("SSH keys changed")
+    ACCESS_GRANTED = "access_granted", _("access granted on the node")
+    ACCESS_REVOKED = "access_revoked", _("access revoked on the node")
 
 
 class AllocationEvent(models.Model):
@@ -212,3 +215,24 @@ class AllocationEvent(models.Model):
     @property
     def to_label(self):
         return self.get_to_state_display()
+
+
+class AllocationKey(models.Model):
+    """An SSH key an allocation lets in while it runs: its node's agent writes the keys of
+    the allocation's members into the tenant's authorized_keys. A key deleted by its owner
+    goes from every allocation with it."""
+
+    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="keys")
+    ssh_key = models.ForeignKey(SshKey, on_delete=models.CASCADE, related_name="+")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["allocation", "ssh_key"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["allocation", "ssh_key"], name="rentals_allocationkey_once"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.ssh_key_id} on {self.allocation_id}"

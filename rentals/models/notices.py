@@ -18,6 +18,7 @@ class NoticeKind(models.TextChoices):
     BOOKED = "booked", _("booking confirmed")
     EXTENDED = "extended", _("extension confirmed")
     WEBHOOK_DISABLED = "webhook_off", _("webhook endpoint disabled")
+    ACCESS_READY = "access_ready", _("GPUs ready to log in to")
 
 
 RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED)

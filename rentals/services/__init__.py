@@ -1,5 +1,6 @@
 """Writes of the rentals layer. Every page, API view, admin action and task calls these."""
 
+from rentals.services.access import access_report, allocation_keys_set
 from rentals.services.activity import gpu_activity_flags_update
 from rentals.services.allocations import (
     allocation_cancel,
@@ -22,6 +23,8 @@ from rentals.services.notices import (
 from rentals.services.quotes import quote_create, quotes_expired_purge
 
 __all__ = [
+    "access_report",
+    "allocation_keys_set",
     "allocation_book",
     "allocation_cancel",
     "allocation_extend",

@@ -27,6 +27,7 @@ from rentals.models import (
     Allocation,
     AllocationEvent,
     AllocationGpu,
+    AllocationKey,
     AllocationState,
     Cluster,
     EventKind,
@@ -38,6 +39,7 @@ from rentals.models import (
     QuoteKind,
 )
 from rentals.placement import place_cluster_locked, place_locked
+from rentals.services.access import allocation_keys_attach, keys_for_booking
 from rentals.services.events import events_announce, raise_if_lost_race
 from rentals.services.notices import receipt_mail
 from rentals.services.spend import spend_limit_check
@@ -45,11 +47,13 @@ from rentals.services.spend import spend_limit_check
 
 @retried_transaction
 def allocation_book(
-    *, acting: Acting, quote: Quote | UUID, now: datetime | None = None
+    *, acting: Acting, quote: Quote | UUID, now: datetime | None = None,
+    ssh_keys: list[int] | None = None,
 ) -> Allocation:
     """Turn a valid quote (or its id) into an allocation of specific GPUs and one charge of
     its total. For a cluster quote: one allocation per node, sharing a `Cluster`; the first
-    is returned and carries the charge.
+    is returned and carries the charge. The allocations let in the booker's SSH keys
+    `ssh_keys` (ids), or all the booker's keys.
 
     The allocations come back carrying what was written (their quote, model, period, node,
     GPUs and event), so a caller answers without reading them back."""
@@ -92,6 +96,7 @@ def allocation_book(
 
     if quote.team.monthly_spend_limit is not None:  # checked again under the team's lock
         spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
+    keys = keys_for_booking(acting=acting, ssh_key_ids=ssh_keys)
     cluster, placed = _place(acting, quote, paid_from, paid_until)
     state = AllocationState.RUNNING if paid_from <= now else AllocationState.SCHEDULED
     allocations = [
@@ -109,6 +114,7 @@ def allocation_book(
     except IntegrityError as exc:
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
+    allocation_keys_attach(allocations=allocations, keys=keys)
     bump(CATALOG)  # GPUs free now changed for the catalog list
     events = []
     for allocation, (_node, gpus) in zip(allocations, placed, strict=True):
@@ -125,6 +131,8 @@ def allocation_book(
         )  # fmt: skip
         _carry(allocation, "held", held)
         _carry(allocation, "events", [event])
+        allocation.live_gpus = held  # what its access is judged from (rentals.access)
+        allocation.member_keys = [AllocationKey(allocation=allocation, ssh_key=k) for k in keys]
         events.append(event)
     events_announce(events)
     lead = allocations[0]

@@ -22,6 +22,7 @@ from accounts.selectors import profile_for
 from core.dates import when_text
 from core.db import db_now
 from core.money import money_text
+from rentals.access import connection_details, tenant_login
 from rentals.models import (
     RECEIPTS,
     Allocation,
@@ -87,7 +88,7 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
                         sender=Notice, notice_ids=[n.pk for n in notices]
                     )
                 mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
-                transaction.on_commit(lambda ids=mailed: _queue(ids))
+                transaction.on_commit(lambda ids=mailed: notices_queue(ids))
                 recorded += len(due)
     return recorded
 
@@ -106,7 +107,7 @@ def _one_per_cluster(allocations: list[Allocation]) -> list[Allocation]:
     return [a for a in allocations if not a.cluster_id or a.pk == first[a.cluster_id]]
 
 
-def _queue(notice_ids):
+def notices_queue(notice_ids):
     for pk in notice_ids:
         current_app.send_task(SEND_TASK, args=[pk])
 
@@ -161,7 +162,7 @@ def receipt_mail(notice: Notice) -> None:
     """Mail a receipt just recorded once its transaction commits, to an owner with an
     address."""
     if notice.user.email:
-        transaction.on_commit(lambda: _queue([notice.pk]))
+        transaction.on_commit(lambda: notices_queue([notice.pk]))
 
 
 def notice_subject(notice: Notice) -> str:
@@ -177,6 +178,8 @@ def notice_subject(notice: Notice) -> str:
         return _("AnchorGPU extension confirmed: %(count)s × %(model)s") % facts
     if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
         return _("Your stopped AnchorGPU allocation is still being paid for")
+    if notice.kind == NoticeKind.ACCESS_READY:
+        return _("Your AnchorGPU GPUs are ready: %(count)s × %(model)s") % facts
     return _("Your AnchorGPU allocation ends at %(at)s") % {"at": when_text(notice.ends_at)}
 
 
@@ -196,6 +199,12 @@ def notice_text(notice: Notice) -> str:
         "model": allocation.gpu_model.name,
         "at": when_text(notice.ends_at),
     }
+    if notice.kind == NoticeKind.ACCESS_READY:
+        details = connection_details(allocation.node, tenant_login(allocation.pk))
+        return _(
+            "Your %(count)s × %(model)s allocation on %(node)s is ready to log in to with "
+            "the SSH keys you chose: %(command)s (paid until %(at)s)."
+        ) % {**facts, "node": allocation.node.hostname, "command": details["ssh_command"]}
     if notice.kind != NoticeKind.STOPPED_WHILE_PAID and allocation.cluster_id:
         return _(
             "Your cluster of %(nodes)s × %(model)s nodes (%(count)s GPUs) is paid until "
@@ -277,13 +286,18 @@ def stopped_notices_record(*, now: datetime | None = None) -> int:
             for a in due
         )  # fmt: skip
         mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
-        transaction.on_commit(lambda: _queue(mailed))
+        transaction.on_commit(lambda: notices_queue(mailed))
     return len(notices)
 
 
 def _with_facts(notices):
     return notices.select_related(
-        "user", "allocation__gpu_model", "allocation__quote", "quote__gpu_model", "quote__period"
+        "user",
+        "allocation__gpu_model",
+        "allocation__node",
+        "allocation__quote",
+        "quote__gpu_model",
+        "quote__period",
     ).prefetch_related("quote__lines__option")
 
 
@@ -316,5 +330,5 @@ def webhook_disabled_notice_record(*, user, url: str, at: datetime) -> Notice:
         user=user, kind=NoticeKind.WEBHOOK_DISABLED, endpoint_url=url, ends_at=at, created_at=at
     )
     if user.email:
-        transaction.on_commit(lambda: _queue([notice.pk]))
+        transaction.on_commit(lambda: notices_queue([notice.pk]))
     return notice

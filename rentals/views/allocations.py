@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from accounts.access import acting_for_request
 from core.errors import DomainError
 from rentals import limits, selectors, services, usage
+from rentals.access import access_of, key_choices
 from rentals.errors import QuoteExpired
 from rentals.forms import AllocationFilterForm, ChartRangeForm, ExtendForm, ExtensionQuoteForm
 from rentals.idempotency import idempotent
@@ -29,6 +30,7 @@ from rentals.services.notices import (
     notices_for,
     notices_mark_read,
 )
+from rentals.texts import access_words
 from rentals.views import key_refused, requoted
 
 PAGE_SIZE = 50
@@ -92,9 +94,20 @@ def paid_timeline(*, allocation: Allocation, now: datetime) -> dict:
     }
 
 
+def access_shown(allocation) -> dict:
+    """The allocation's access with its state in words, for the pages."""
+    access = access_of([allocation])[allocation.pk]
+    label, explanation = access_words(access["state"])
+    if access["state"] == "revoked" and not allocation.is_live:
+        explanation = _("The allocation has ended; its login and home on the node are gone.")
+    return {**access, "label": label, "explanation": explanation}
+
+
 def _detail_context(request, allocation, **extra):
     now = timezone.now()
     chart_range = ChartRangeForm(request.GET or None)
+    acting = acting_for_request(request)
+    is_owner = selectors.may_act_on(acting=acting, allocation=allocation)
     return {
         "chart_range": chart_range,
         "chart_query": request.GET.urlencode() if chart_range.is_valid() else "",
@@ -102,7 +115,11 @@ def _detail_context(request, allocation, **extra):
         "now": now,
         "timeline": paid_timeline(allocation=allocation, now=now),
         "summary": usage.allocation_usage(allocation=allocation, now=now),
-        "is_owner": selectors.may_act_on(acting=acting_for_request(request), allocation=allocation),
+        "is_owner": is_owner,
+        "access": access_shown(allocation),
+        "key_choices": key_choices(acting=acting, allocation=allocation)
+        if is_owner and allocation.is_live
+        else [],
         "extend_range": range(1, limits.period_count_max() + 1),
         "nav": "allocations",
         **extra,
@@ -164,6 +181,26 @@ def allocation_action(request, pk, action):
             messages.error(request, exc.detail)
         else:
             messages.success(request, done)
+    return redirect("allocation-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def allocation_keys_page(request, pk):
+    """The keys a live allocation lets in, chosen on its page."""
+    allocation = _owned(request, pk)
+    if allocation is not None:
+        chosen = [int(k) for k in request.POST.getlist("ssh_keys") if str(k).isdecimal()]
+        try:
+            services.allocation_keys_set(
+                acting=acting_for_request(request), allocation=allocation, ssh_key_ids=chosen
+            )
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        else:
+            messages.success(request, _("Keys saved; the node takes them at its next look."))
     return redirect("allocation-detail", pk=pk)
 
 
@@ -266,6 +303,9 @@ def cluster_detail_page(request, pk):
     cluster, members = _cluster_readable(request, pk)
     summary = selectors.cluster_summary(cluster, members)
     states = {m.state for m in members}
+    access = access_of(members)
+    for member in members:
+        member.access = {**access[member.pk], "label": access_words(access[member.pk]["state"])[0]}
     return render(
         request,
         "rentals/cluster_detail.html",

@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
+from accounts.ssh_keys import ssh_keys_of
 from catalog.models import GpuModel, NodeState, Region, RentalPeriod
 from catalog.selectors import gpu_price_history
 from core.dates import when_text
@@ -117,8 +118,9 @@ def quote_page(request, pk):
     return render(
         request,
         "catalog/quote.html",
-        {"quote": quote, "idempotency_key": uuid.uuid4(), "nav": "catalog"},
-    )
+        {"quote": quote, "idempotency_key": uuid.uuid4(), "nav": "catalog",
+         "ssh_keys": ssh_keys_of(user=request.user)},
+    )  # fmt: skip
 
 
 @login_required
@@ -135,8 +137,13 @@ def quote_book(request, pk):
     quote = selectors.quote_get(acting=acting_for_request(request), pk=pk)
     if quote is None:
         raise Http404
+    chosen = None  # a form without the key choice (an old page) lets in all of the booker's
+    if request.POST.get("keys_chosen"):
+        chosen = [int(k) for k in request.POST.getlist("ssh_keys") if str(k).isdecimal()]
     try:
-        allocation = services.allocation_book(acting=acting_for_request(request), quote=quote)
+        allocation = services.allocation_book(
+            acting=acting_for_request(request), quote=quote, ssh_keys=chosen
+        )
     except QuoteExpired:
         return _requote(request, quote)
     except NoCapacity as exc:
@@ -153,16 +160,23 @@ def quote_book(request, pk):
         messages.error(request, exc.detail)
         return redirect(_requote_url(quote))
     except DomainError as exc:
-        return render(
-            request,
-            "catalog/quote.html",
-            {"quote": quote, "idempotency_key": uuid.uuid4(), "refusal": exc.detail},
-            status=exc.status,
-        )
+        return _refused(request, quote, exc.detail, exc.status)
+    except ValidationError as exc:
+        return _refused(request, quote, " ".join(exc.messages), 400)
     messages.success(request, _("Booked. Your GPUs are reserved for the paid period."))
     if allocation.cluster_id:
         return redirect("cluster-detail", pk=allocation.cluster_id)
     return redirect("allocation-detail", pk=allocation.pk)
+
+
+def _refused(request, quote, words, status):
+    return render(
+        request,
+        "catalog/quote.html",
+        {"quote": quote, "idempotency_key": uuid.uuid4(), "refusal": words,
+         "ssh_keys": ssh_keys_of(user=request.user)},
+        status=status,
+    )  # fmt: skip
 
 
 def _requote(request, quote):

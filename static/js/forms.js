@@ -3,7 +3,8 @@
 //   <select data-autosubmit>          submits its form when changed;
 //   <button data-use-earliest>        picks "later" and copies the earliest start into the form;
 //   [data-shown-when="shape=nodes"]   shown only while the form's radio `shape` is `nodes`
-//                                     (without script, every such field shows).
+//                                     (without script, every such field shows);
+//   <button data-copy="#id">          copies that element's text, and says so.
 (function () {
   "use strict";
   function showChosen(form) {
@@ -27,6 +28,17 @@
     if (event.target.hasAttribute && event.target.hasAttribute("data-autosubmit")) {
       event.target.form.submit();
     }
+  });
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.getAttribute("data-copy"));
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.textContent.trim()).then(function () {
+      var label = button.textContent;
+      button.textContent = button.getAttribute("data-copied") || label;
+      setTimeout(function () { button.textContent = label; }, 2000);
+    });
   });
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-use-earliest]");

@@ -4,10 +4,36 @@ from catalog.models import Node
 from telemetry.models import Flag, FlagKind, Severity
 
 
+class NodeAgentSerializer(serializers.Serializer):
+    credential = serializers.SerializerMethodField(
+        help_text="issued (its first characters) or none"
+    )
+    last_seen_at = serializers.DateTimeField(allow_null=True)
+    served_generation = serializers.CharField()
+    applied_generation = serializers.CharField()
+    applied_at = serializers.DateTimeField(allow_null=True)
+    in_sync = serializers.SerializerMethodField(
+        help_text="the node applied what it was last served"
+    )
+    errors = serializers.JSONField()
+    version = serializers.CharField(source="agent_version")
+
+    def get_credential(self, agent) -> str | None:
+        return f"{agent.hint}…" if agent.key_hash else None
+
+    def get_in_sync(self, agent) -> bool:
+        return bool(agent.served_generation) and agent.applied_generation == agent.served_generation
+
+
 class NodeSerializer(serializers.ModelSerializer):
     region = serializers.CharField(source="region.slug")
     gpu_model = serializers.CharField(source="gpu_model.slug")
     gpu_total = serializers.IntegerField()
+    agent = serializers.SerializerMethodField()
+
+    def get_agent(self, node) -> NodeAgentSerializer(allow_null=True):
+        agent = getattr(node, "agent", None)
+        return NodeAgentSerializer(agent).data if agent else None
 
     class Meta:
         model = Node
@@ -22,6 +48,9 @@ class NodeSerializer(serializers.ModelSerializer):
             "last_poll_at",
             "last_good_poll_at",
             "gpu_total",
+            "ssh_host",
+            "ssh_port",
+            "agent",
         ]
 
 

@@ -1,14 +1,16 @@
 """Fleet health and flags, for staff."""
 
 from django.db.models import F
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, permissions
+from rest_framework import generics, permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.models import Node
 from core.problems import PROBLEM
+from telemetry.agents import agent_credential_issue, agent_credential_revoke
 from telemetry.api.serializers import (
     FlagAcknowledgeSerializer,
     FlagFilterSerializer,
@@ -26,10 +28,34 @@ class NodeListApi(generics.ListAPIView):
     permission_classes = [permissions.IsAdminUser]
     serializer_class = NodeSerializer
     queryset = (
-        Node.objects.select_related("region", "gpu_model")
+        Node.objects.select_related("region", "gpu_model", "agent")
         .annotate(gpu_total=F("gpu_count"))
         .order_by("hostname")
     )
+
+
+class AgentCredentialSerializer(serializers.Serializer):
+    credential = serializers.CharField(help_text="shown once: `Authorization: Agent <credential>`")
+
+
+class NodeAgentCredentialApi(APIView):
+    """A node agent's credential (staff): a new one replaces the old; DELETE revokes it."""
+
+    permission_classes = [permissions.IsAdminUser]
+
+    @extend_schema(request=None, responses={201: AgentCredentialSerializer, 403: PROBLEM,
+                                            404: PROBLEM})  # fmt: skip
+    def post(self, request, hostname):
+        node = get_object_or_404(Node, hostname=hostname)
+        secret = agent_credential_issue(node=node, by=request.user)
+        return Response({"credential": secret}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={204: None, 403: PROBLEM, 404: PROBLEM})
+    def delete(self, request, hostname):
+        node = get_object_or_404(Node, hostname=hostname)
+        if not agent_credential_revoke(node=node):
+            raise Http404
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class FlagListApi(generics.ListAPIView):

@@ -1,7 +1,8 @@
 """The layers point one way (docs/architecture.md), read from the code's own import graph.
 
 anchorgpu → rentals → telemetry → catalog → core, with accounts and glossary beside them
-and sizing beside rentals (its estimator imports nothing of Django at all):
+and sizing beside rentals (its estimator imports nothing of Django at all); nodeagent, the
+agent that runs on the nodes, imports nothing of ours and only the standard library:
 a module imports only its own layer and those below it, and never from inside a function
 (where an import hides a dependency or dodges a cycle).
 """
@@ -14,15 +15,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing",
-    "webhooks",
+    "webhooks", "nodeagent",
 }  # fmt: skip
 # What each package may import of ours (besides itself).
 ALLOWED = {
     "core": set(),
     "accounts": {"core"},
     "catalog": {"core"},
-    "telemetry": {"core", "catalog"},
-    "rentals": {"core", "accounts", "catalog", "telemetry"},
+    "telemetry": {"core", "catalog", "nodeagent"},
+    "rentals": {"core", "accounts", "catalog", "telemetry", "nodeagent"},
+    # The reference agent runs on the nodes: nothing of the console's, not even Django.
+    "nodeagent": set(),
     "glossary": {"core"},
     "sizing": {"core", "catalog", "telemetry", "glossary"},
     "webhooks": {"core", "accounts", "catalog", "rentals"},
@@ -95,3 +98,14 @@ def test_migrations_never_name_a_higher_apps_table(package):
                 if f"{name}_" in line and ("SELECT" in line or "FROM" in line or "JOIN" in line):
                     offending.append(f"{path.relative_to(ROOT)}:{line_no}")
     assert offending == []
+
+
+def test_the_node_agent_needs_only_the_standard_library():
+    import sys
+
+    outside = []
+    for path in sorted((ROOT / "nodeagent").rglob("*.py")):
+        for target, line, _in_function in _imports(ast.parse(path.read_text(), str(path))):
+            if target != "nodeagent" and target not in sys.stdlib_module_names:
+                outside.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert outside == []

@@ -4,7 +4,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from catalog.demo import seed_catalog, seed_users
-from rentals.demo import seed_history, seed_rentals
+from rentals.demo import seed_demo_keys, seed_history, seed_rentals
+from rentals.simulation import nodes_root
 
 
 class Command(BaseCommand):
@@ -19,9 +20,11 @@ class Command(BaseCommand):
         seed_catalog(simulator_url=simulator)
         if settings.ANCHORGPU["DEMO"]:
             seed_users(password=os.environ.get("DEMO_PASSWORD") or "anchorgpu-demo")
+            keys = seed_demo_keys(nodes_root().parent / "demo-keys")
             seed_rentals()
             if seed_history():
                 self.stdout.write("30 days of demo history backfilled")
             self.stdout.write("demo catalog, fleet, accounts and rentals ready")
+            self.stdout.write("demo SSH keys (private halves): " + ", ".join(str(k) for k in keys))
         else:
             self.stdout.write("demo catalog and fleet ready (no accounts: ANCHORGPU_DEMO is off)")

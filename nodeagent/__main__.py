@@ -1,0 +1,5 @@
+import sys
+
+from nodeagent.agent import main
+
+sys.exit(main())

@@ -1,0 +1,218 @@
+"""The reconcile loop: desired state in, report out.
+
+Each round fetches the node's state (an ETag makes an unchanged one a 304), keeps it on
+disk, makes the machine match it and reports what it did. It trusts nothing it remembers:
+every round starts from the state file and from what the machine has, so a crash at any
+point is repaired by the next round. When AnchorGPU cannot be reached it goes on with the
+last state it read, and still takes access away at `paid_until` by its own clock.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from nodeagent import TENANT_PREFIX, VERSION
+from nodeagent.hosts import FolderHost, Grant, HostError, LinuxHost
+
+logger = logging.getLogger("nodeagent")
+
+
+@dataclass
+class Round:
+    """What one round did: the generation it worked from, the allocations now in place,
+    the errors it met, and whether the state came fresh from AnchorGPU."""
+
+    generation: str = ""
+    applied: list[str] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+    fetched: bool = False
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _write(path: Path, data) -> None:
+    """Whole or not at all: a crash never leaves half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.")
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+class Agent:
+    def __init__(self, *, url: str, credential: str, host, state_dir: Path, clock=time.time,
+                 timeout: float = 10.0):  # fmt: skip
+        self.url = url.rstrip("/")
+        self.credential = credential
+        self.host = host
+        self.state_file = Path(state_dir) / "state.json"
+        self.reported_file = Path(state_dir) / "reported.json"
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self.timeout = timeout
+
+    # --- talking to AnchorGPU -----------------------------------------------------------------
+    def _request(self, path: str, *, body: dict | None = None, etag: str = ""):
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            method="POST" if body is not None else "GET",
+            headers={"Authorization": f"Agent {self.credential}", "Accept": "application/json",
+                     "User-Agent": VERSION, "Content-Type": "application/json"},
+        )  # fmt: skip
+        if etag:
+            request.add_header("If-None-Match", f'"{etag}"')
+        return urllib.request.urlopen(request, timeout=self.timeout)
+
+    def _cached(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def fetch(self) -> tuple[dict | None, bool]:
+        """(state, fresh): AnchorGPU's answer, or the last one kept when it cannot answer."""
+        cached = self._cached()
+        try:
+            with self._request(
+                "/api/v1/agent/state/", etag=(cached or {}).get("generation", "")
+            ) as r:
+                state = json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 304 and cached is not None:
+                return cached, True
+            logger.warning("state: HTTP %s; going on with the last state kept", exc.code)
+            return cached, False
+        except (OSError, ValueError) as exc:
+            logger.warning("state: %s; going on with the last state kept", exc)
+            return cached, False
+        _write(self.state_file, state)
+        return state, True
+
+    def report(self, result: Round) -> None:
+        """Say what this round did, unless it is exactly what was last said (an unchanged
+        state, applied the same way: most rounds). A lost record only means saying it again."""
+        body = {"generation": result.generation, "applied": result.applied,
+                "errors": result.errors, "agent": VERSION}  # fmt: skip
+        try:
+            if json.loads(self.reported_file.read_text()) == body:
+                return
+        except (OSError, ValueError):
+            pass
+        try:
+            with self._request("/api/v1/agent/report/", body=body):
+                pass
+        except (OSError, urllib.error.HTTPError) as exc:
+            logger.warning("report: %s", exc)
+            return
+        _write(self.reported_file, body)
+
+    # --- making the machine match ---------------------------------------------------------------
+    def reconcile(self, state: dict | None) -> Round:
+        """Make the host match `state` as of now. With no state at all (first start in an
+        outage, the state file lost) every access is taken away and nothing is wiped: a
+        node that cannot hear from AnchorGPU grants nothing, and deletes nobody's data on a
+        guess."""
+        now = self.clock()
+        result = Round(generation=(state or {}).get("generation", ""))
+        if state is None:
+            for login in sorted(self.host.accounts()):
+                self._step(result, None, self.host.revoke, login)
+            return result
+        wanted = {}
+        for entry in (state or {}).get("allocations", []):
+            if _when(entry["paid_until"]) > now:  # past paid_until it goes, whatever was said
+                wanted[entry["login"]] = entry
+        variable = (state or {}).get("gpu_variable", "CUDA_VISIBLE_DEVICES")
+        for login in sorted(set(self.host.accounts()) - set(wanted)):
+            self._step(result, None, self.host.wipe, login)
+        for login, entry in sorted(wanted.items()):
+            if not self._step(result, entry, self.host.create, login, entry["id"]):
+                continue
+            live = entry["granted"] and _when(entry["paid_from"]) <= now
+            if live:
+                grant = Grant(keys=entry["keys"], gpu_indices=[g["index"] for g in entry["gpus"]],
+                              variable=variable)  # fmt: skip
+                done = self._step(result, entry, self.host.grant, login, grant)
+            else:
+                done = self._step(result, entry, self.host.revoke, login)
+            if done:
+                result.applied.append(entry["id"])
+        return result
+
+    @staticmethod
+    def _step(result: Round, entry, action, *args) -> bool:
+        try:
+            action(*args)
+            return True
+        except (HostError, OSError) as exc:
+            allocation = entry["id"] if entry else None
+            result.errors.append({"allocation": allocation, "detail": str(exc)[:500]})
+            logger.error("%s %s: %s", action.__name__, args[0], exc)
+            return False
+
+    def run_once(self) -> Round:
+        state, fresh = self.fetch()
+        result = self.reconcile(state)
+        result.fetched = fresh
+        if fresh and state is not None:
+            self.report(result)
+        return result
+
+    def run(self, *, interval: float = 10.0, stop=None) -> None:
+        while not (stop and stop.is_set()):
+            started = self.clock()
+            try:
+                self.run_once()
+            except Exception:  # a round that fails is retried; the agent never stops
+                logger.exception("round failed")
+            pause = max(0.5, interval - (self.clock() - started))
+            if stop:
+                stop.wait(pause)
+            else:
+                time.sleep(pause)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nodeagent", description=__doc__)
+    parser.add_argument("--url", required=True, help="AnchorGPU's address, https://console…")
+    parser.add_argument("--credential-file", required=True, type=Path,
+                        help="the node's agent credential (issued by staff), one line")  # fmt: skip
+    parser.add_argument("--state-dir", type=Path, default=Path("/var/lib/anchorgpu-agent"))
+    parser.add_argument("--interval", type=float, default=10.0)
+    parser.add_argument("--prefix", default=TENANT_PREFIX, help="the tenants' login prefix")
+    parser.add_argument("--simulated-root", type=Path,
+                        help="manage a simulated node in this folder instead of this machine")  # fmt: skip
+    parser.add_argument("--once", action="store_true", help="one round, then exit")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    host = (
+        FolderHost(args.simulated_root, prefix=args.prefix)
+        if args.simulated_root
+        else LinuxHost(prefix=args.prefix)
+    )
+    agent = Agent(
+        url=args.url, credential=args.credential_file.read_text().strip(), host=host,
+        state_dir=args.state_dir,
+    )  # fmt: skip
+    if args.once:
+        result = agent.run_once()
+        return 0 if not result.errors else 1
+    agent.run(interval=args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Access to what was sold: each allocation's tenant on its node, as the node's agent is to
+make it (the desired state) and as the agent last said it made it (the applied state).
+
+A node's desired state lists every allocation that holds GPUs on it now or starts within
+`SCHEDULED_LEAD`: its tenant login, its GPUs, whether access is granted (running only) and
+the keys of its team's members that were chosen for it. Its generation is the digest of
+its contents, so any change by any path (a stop, an expiry, a key deleted, a member
+removed) is a new generation, and an unchanged state is the same one (the ETag).
+
+An allocation's access is judged from both: `ready` once the node applied exactly what
+the allocation now needs, `pending` until then; `revoking` then `revoked` after a stop, an
+expiry or a cancel; `scheduled` before its start.
+"""
+
+import copy
+import hashlib
+import json
+from datetime import datetime, timedelta
+
+from django.db.models import F, Prefetch, Q, prefetch_related_objects
+
+from accounts.models import SshKey
+from catalog.models import ExporterKind, Node
+from nodeagent import TENANT_PREFIX
+from rentals.models import LIVE_STATES, Allocation, AllocationGpu, AllocationKey, AllocationState
+from telemetry.models import NodeAgent
+
+SCHEDULED_LEAD = timedelta(minutes=5)  # a scheduled tenant's account is made this early
+
+
+class AccessState:
+    SCHEDULED = "scheduled"
+    PENDING = "pending"
+    READY = "ready"
+    REVOKING = "revoking"
+    REVOKED = "revoked"
+
+
+def tenant_login(allocation_id) -> str:
+    """The allocation's account on its node: the same on every read, so an agent that
+    crashed recognises what it made."""
+    return f"{TENANT_PREFIX}{allocation_id.hex[:10]}"
+
+
+def gpu_variable(exporter: str) -> str:
+    return "ROCR_VISIBLE_DEVICES" if exporter == ExporterKind.AMD else "CUDA_VISIBLE_DEVICES"
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def _keys_of_members():
+    """An allocation's chosen keys whose owners are still in its team: a removed member's
+    keys stop working with the membership."""
+    return AllocationKey.objects.filter(
+        ssh_key__user__memberships__team_id=F("allocation__team_id")
+    ).select_related("ssh_key")
+
+
+_ACCESS_FACTS = (
+    Prefetch(
+        "held", AllocationGpu.objects.filter(released=False).select_related("gpu"),
+        to_attr="live_gpus",
+    ),
+    Prefetch("keys", _keys_of_members(), to_attr="member_keys"),
+)  # fmt: skip
+
+
+def _with_access_facts(allocations):
+    return allocations.prefetch_related(*_ACCESS_FACTS)
+
+
+def desired_entry(allocation: Allocation) -> dict:
+    """What the node should make of one allocation (`_with_access_facts` loaded)."""
+    granted = allocation.state == AllocationState.RUNNING
+    gpus = sorted((h.gpu for h in allocation.live_gpus), key=lambda g: g.index)
+    return {
+        "id": str(allocation.pk),
+        "login": tenant_login(allocation.pk),
+        "state": allocation.state,
+        "granted": granted,
+        "paid_from": _iso(allocation.paid_from),
+        "paid_until": _iso(allocation.paid_until),
+        "gpus": [{"index": g.index, "uuid": g.uuid} for g in gpus],
+        "keys": sorted({k.ssh_key.public_key for k in allocation.member_keys}) if granted else [],
+    }
+
+
+def _on_node_now(node: Node, now: datetime):
+    return Allocation.objects.filter(node=node, state__in=LIVE_STATES, paid_until__gt=now).filter(
+        ~Q(state=AllocationState.SCHEDULED) | Q(paid_from__lte=now + SCHEDULED_LEAD)
+    )
+
+
+def node_desired_state(*, node: Node, now: datetime) -> dict:
+    """The node's desired state with its generation (the digest of the rest)."""
+    entries = [desired_entry(a) for a in _with_access_facts(_on_node_now(node, now))]
+    body = {
+        "node": node.hostname,
+        "gpu_variable": gpu_variable(node.exporter),
+        "allocations": sorted(entries, key=lambda e: e["id"]),
+    }
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+    return {"generation": digest.hexdigest()[:32], **body}
+
+
+def _applied_entries(agent: NodeAgent | None) -> dict[str, dict]:
+    state = agent.applied_state if agent else None
+    return {e["id"]: e for e in (state or {}).get("allocations", [])}
+
+
+def _failed(agent: NodeAgent | None) -> dict[str, str]:
+    errors = agent.errors if agent else []
+    return {e["allocation"]: e.get("detail", "") for e in errors if e.get("allocation")}
+
+
+def access_of(allocations: list[Allocation]) -> dict:
+    """{allocation id: access} for allocations (of any nodes, their nodes loaded): their
+    state as judged from what each node's agent applied, and how to connect. At most three
+    queries for any number (one where the GPUs and keys came with them: a booking's)."""
+    bare = [copy.copy(a) for a in allocations if not hasattr(a, "member_keys")]
+    prefetch_related_objects(bare, *_ACCESS_FACTS)  # on copies: the callers' stay as they were
+    by_id = {a.pk: a for a in allocations} | {a.pk: a for a in bare}
+    nodes = {a.node_id for a in allocations}
+    agents = {a.node_id: a for a in NodeAgent.objects.filter(node_id__in=nodes)}
+    out = {}
+    for allocation in allocations:
+        loaded = by_id[allocation.pk]
+        agent = agents.get(allocation.node_id)
+        applied = _applied_entries(agent).get(str(allocation.pk))
+        detail = _failed(agent).get(str(allocation.pk), "")
+        desired = desired_entry(loaded)
+        out[allocation.pk] = {
+            "state": _state(loaded, desired, applied, detail),
+            "detail": detail,
+            **connection_details(allocation.node, tenant_login(allocation.pk)),
+            "keys": [k.ssh_key.fingerprint for k in loaded.member_keys],
+            "agent_seen_at": agent.last_seen_at if agent else None,
+        }
+    return out
+
+
+def _state(allocation, desired, applied, detail) -> str:
+    if allocation.state == AllocationState.SCHEDULED:
+        return AccessState.SCHEDULED
+    if allocation.state == AllocationState.RUNNING:
+        return AccessState.READY if applied == desired and not detail else AccessState.PENDING
+    if allocation.state == AllocationState.STOPPED:
+        return AccessState.REVOKING if applied and applied["granted"] else AccessState.REVOKED
+    return AccessState.REVOKING if applied else AccessState.REVOKED
+
+
+def connection_details(node: Node, login: str) -> dict:
+    host, port = node.ssh_host or node.hostname, node.ssh_port
+    command = f"ssh {login}@{host}" if port == 22 else f"ssh -p {port} {login}@{host}"
+    return {"host": host, "port": port, "username": login, "ssh_command": command}
+
+
+def key_choices(*, acting, allocation: Allocation) -> list[dict]:
+    """The keys the acting person may choose for an allocation: their own, and any already
+    chosen (a colleague's stays or goes, nobody adds it), each marked whether chosen."""
+    chosen = {
+        k.ssh_key_id: k.ssh_key for k in allocation.keys.select_related("ssh_key", "ssh_key__user")
+    }
+    own = {k.pk: k for k in SshKey.objects.filter(user=acting.user)}
+    keys = {**own, **chosen}
+    return [
+        {"key": key, "chosen": pk in chosen, "mine": key.user_id == acting.user.pk}
+        for pk, key in sorted(keys.items())
+    ]

@@ -1,0 +1,100 @@
+"""The node agent protocol: desired state in, report out. A node's agent pulls its state
+(an unchanged one answers 304 to its ETag) and says what it applied; AnchorGPU never needs
+to reach a node. An agent credential sees its own node only."""
+
+from django.http import HttpResponseNotModified
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.db import db_now
+from core.problems import PROBLEM
+from rentals.access import node_desired_state
+from rentals.services.access import access_report
+from telemetry.agents import AgentAuthentication, IsNodeAgent, agent_state_served
+
+MAX_ENTRIES = 256
+
+
+class AgentGpuSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    uuid = serializers.CharField()
+
+
+class AgentAllocationSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    login = serializers.CharField(help_text="the tenant's account on the node")
+    state = serializers.CharField()
+    granted = serializers.BooleanField(help_text="true only while running: keys in, GPUs usable")
+    paid_from = serializers.DateTimeField()
+    paid_until = serializers.DateTimeField(help_text="revoke at this instant, reachable or not")
+    gpus = AgentGpuSerializer(many=True)
+    keys = serializers.ListField(child=serializers.CharField(), help_text="authorized_keys lines")
+
+
+class AgentStateSerializer(serializers.Serializer):
+    generation = serializers.CharField(help_text="the state's digest, also its ETag")
+    node = serializers.CharField()
+    gpu_variable = serializers.CharField(help_text="CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES")
+    allocations = AgentAllocationSerializer(many=True)
+
+
+class AgentErrorSerializer(serializers.Serializer):
+    allocation = serializers.UUIDField(required=False, allow_null=True)
+    detail = serializers.CharField(max_length=500)
+
+
+class AgentReportSerializer(serializers.Serializer):
+    generation = serializers.CharField(max_length=64)
+    applied = serializers.ListField(
+        child=serializers.UUIDField(), max_length=MAX_ENTRIES,
+        help_text="the allocations of that state now in place on the node",
+    )  # fmt: skip
+    errors = AgentErrorSerializer(many=True, required=False, default=list, max_length=MAX_ENTRIES)
+    agent = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+
+
+class _AgentApi(APIView):
+    authentication_classes = [AgentAuthentication]
+    permission_classes = [IsNodeAgent]
+    throttle_classes = []  # one node, every few seconds: its credential is the limit
+
+
+class AgentStateApi(_AgentApi):
+    @extend_schema(
+        responses={200: AgentStateSerializer, 304: OpenApiResponse(description="unchanged"),
+                   401: PROBLEM, 403: PROBLEM},
+    )  # fmt: skip
+    def get(self, request):
+        """The node's desired state; send its ETag back in `If-None-Match`."""
+        agent = request.auth
+        now = db_now()
+        state = node_desired_state(node=agent.node, now=now)
+        agent_state_served(agent=agent, generation=state["generation"], state=state, at=now)
+        etag = f'"{state["generation"]}"'
+        if etag in request.headers.get("If-None-Match", ""):
+            response = HttpResponseNotModified()
+            response["ETag"] = etag
+            return response
+        return Response(state, headers={"ETag": etag, "Cache-Control": "no-cache"})
+
+
+class AgentReportApi(_AgentApi):
+    @extend_schema(
+        request=AgentReportSerializer,
+        responses={204: None, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM},
+    )
+    def post(self, request):
+        """What the agent applied of the state it last fetched, and what failed."""
+        data = AgentReportSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        report = data.validated_data
+        access_report(
+            agent=request.auth,
+            generation=report["generation"],
+            applied=report["applied"],
+            errors=report["errors"],
+            version=report["agent"],
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)

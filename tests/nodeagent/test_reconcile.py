@@ -1,0 +1,104 @@
+"""The reference agent's reconcile on a simulated machine (a folder): accounts made, keys
+written with the GPUs pinned, revoke and wipe, and the rules that keep it safe: paid_until
+by its own clock, nothing done to an account it did not make, nothing wiped on a guess."""
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from nodeagent.agent import Agent
+from nodeagent.hosts import FolderHost
+
+NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk5m2jXbB1b0mGRs3c0xXn5xkq0V3YH1xQkz3x3x3x3"
+
+
+def _iso(at):
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def entry(*, granted=True, until=NOW + timedelta(days=1), gpus=(0, 1), keys=(KEY,)):
+    allocation = uuid.uuid4()
+    return {
+        "id": str(allocation), "login": f"agpu-{allocation.hex[:10]}", "state": "running",
+        "granted": granted, "paid_from": _iso(NOW - timedelta(hours=1)),
+        "paid_until": _iso(until), "gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in gpus],
+        "keys": list(keys) if granted else [],
+    }  # fmt: skip
+
+
+def state(*entries):
+    return {"generation": uuid.uuid4().hex, "node": "n1", "gpu_variable": "CUDA_VISIBLE_DEVICES",
+            "allocations": list(entries)}  # fmt: skip
+
+
+def _agent(tmp_path, at=NOW):
+    host = FolderHost(tmp_path / "node")
+    return Agent(url="http://unused", credential="x", host=host, state_dir=tmp_path / "agent",
+                 clock=lambda: at.timestamp()), host  # fmt: skip
+
+
+def test_a_granted_allocation_gets_an_account_with_its_keys_pinned_to_its_gpus(tmp_path):
+    agent, host = _agent(tmp_path)
+    running = entry()
+    result = agent.reconcile(state(running))
+    assert result.applied == [running["id"]] and result.errors == []
+    assert host.accounts() == {running["login"]: running["id"]}
+    assert host.authorized_keys(running["login"]) == [
+        f'environment="CUDA_VISIBLE_DEVICES=0,1" {KEY}'
+    ]
+    assert host.granted() == {running["login"]: [0, 1]}
+
+
+def test_revoked_takes_the_keys_away_and_wiped_leaves_nothing(tmp_path):
+    agent, host = _agent(tmp_path)
+    running = entry()
+    agent.reconcile(state(running))
+    (host.home(running["login"]) / "results.txt").write_text("work")
+    agent.reconcile(state({**running, "granted": False, "keys": []}))
+    assert host.authorized_keys(running["login"]) == [] and host.granted() == {}
+    assert (host.home(running["login"]) / "results.txt").exists()  # stopped: data stays
+    agent.reconcile(state())
+    assert host.accounts() == {} and not host.home(running["login"]).exists()
+
+
+def test_paid_until_is_enforced_by_the_agents_own_clock(tmp_path):
+    ending = entry(until=NOW + timedelta(minutes=1))
+    agent, host = _agent(tmp_path)
+    agent.reconcile(state(ending))
+    later, _ = _agent(tmp_path, at=NOW + timedelta(minutes=2))
+    later.reconcile(state(ending))  # the same state, kept through an outage
+    assert host.accounts() == {}
+
+
+def test_an_account_it_did_not_make_is_never_touched(tmp_path):
+    agent, host = _agent(tmp_path)
+    stranger = entry()
+    foreign = host.root / "accounts" / stranger["login"]
+    (foreign / "home").mkdir(parents=True)
+    (foreign / "account.json").write_text(json.dumps({"marker": "someone-else"}))
+    result = agent.reconcile(state(stranger))
+    assert result.applied == [] and "not made by this agent" in result.errors[0]["detail"]
+    assert result.errors[0]["allocation"] == stranger["id"]
+    agent.reconcile(state())
+    assert foreign.exists()  # not ours: not wiped either
+
+
+def test_with_no_state_at_all_access_goes_and_nothing_is_wiped(tmp_path):
+    agent, host = _agent(tmp_path)
+    running = entry()
+    agent.reconcile(state(running))
+    fresh, _ = _agent(tmp_path)
+    (tmp_path / "agent" / "state.json").unlink(missing_ok=True)
+    fresh.reconcile(None)
+    assert host.accounts() == {running["login"]: running["id"]}
+    assert host.authorized_keys(running["login"]) == [] and host.granted() == {}
+
+
+def test_amd_nodes_pin_rocr_visible_devices(tmp_path):
+    agent, host = _agent(tmp_path)
+    running = entry(gpus=(3,))
+    agent.reconcile({**state(running), "gpu_variable": "ROCR_VISIBLE_DEVICES"})
+    assert host.authorized_keys(running["login"])[0].startswith(
+        'environment="ROCR_VISIBLE_DEVICES=3" '
+    )

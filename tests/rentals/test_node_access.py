@@ -1,0 +1,159 @@
+"""What is sold is handed over: a real OpenSSH client against a simulated node whose SSH
+server takes exactly the keys the reference agent applied from AnchorGPU's desired state.
+
+Booked key in while running (and it sees exactly its GPUs), another team's key out, out
+within one agent round after stop and in again after start, out after paid_until with the
+home wiped, and a key taken off a running allocation out."""
+
+import asyncio
+import subprocess
+import threading
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.ssh_keys import ssh_key_add
+from catalog.models import Node, NodeState
+from nodeagent.agent import Agent
+from nodeagent.hosts import FolderHost
+from rentals.access import tenant_login
+from rentals.models import Allocation
+from rentals.services import allocations_enforce
+from telemetry.agents import agent_credential_issue
+from telemetry.simulated_ssh import SimulatedGpu, SimulatedShellNode, SimulatedSshServer
+from tests.rentals.helpers import end_paid_periods_a_minute_ago
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def keypair(tmp_path, name):
+    path = tmp_path / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)],
+                   check=True)  # fmt: skip
+    return path, path.with_suffix(".pub").read_text().strip()
+
+
+def ssh(key, port, login, command):
+    """The real OpenSSH client: (exit status, output)."""
+    done = subprocess.run(
+        ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
+         f"{login}@127.0.0.1", command],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return done.returncode, done.stdout
+
+
+class SimulatedNode:
+    """One node: its folder, its SSH server on a loop thread, and its agent."""
+
+    def __init__(self, node: Node, root, console_url):
+        self.node = node
+        self.host = FolderHost(root / "node")
+        shell = SimulatedShellNode(
+            hostname=node.hostname, model_name=node.gpu_model.name, vendor="nvidia",
+            gpus=[SimulatedGpu(g.index, g.uuid) for g in node.gpus.order_by("index")],
+        )  # fmt: skip
+        self.server = SimulatedSshServer(shell, self.host)
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
+        Node.objects.filter(pk=node.pk).update(ssh_host="127.0.0.1", ssh_port=self.port)
+        self.agent = Agent(url=console_url, credential=agent_credential_issue(node=node),
+                           host=self.host, state_dir=root / "agent")  # fmt: skip
+
+    def round(self):
+        result = self.agent.run_once()
+        assert result.fetched and result.errors == [], result
+        return result
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@pytest.fixture
+def h100_node(catalog, live_server, tmp_path):
+    """The one H100 node taking bookings, simulated (the others are in maintenance)."""
+    node = Node.objects.filter(gpu_model=catalog.h100).order_by("hostname").first()
+    Node.objects.filter(gpu_model=catalog.h100).exclude(pk=node.pk).update(
+        state=NodeState.MAINTENANCE
+    )
+    simulated = SimulatedNode(node, tmp_path, live_server.url)
+    yield simulated
+    simulated.close()
+
+
+def _book(api, keys=None):
+    quote = api.post("/api/v1/quotes/", {"gpu_model": "h100", "gpu_count": 2, "period": "day",
+                                         "period_count": 1}, format="json").json()  # fmt: skip
+    body = {"quote": quote["id"]} | ({"ssh_keys": keys} if keys is not None else {})
+    booked = api.post(
+        "/api/v1/bookings/", body, format="json", HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4())
+    )
+    assert booked.status_code == 201, booked.json()
+    return Allocation.objects.get(pk=booked.json()["id"])
+
+
+def test_the_booked_key_reaches_exactly_the_booked_gpus_and_no_longer(
+    h100_node, alice, bob, tmp_path
+):
+    alice_key, alice_pub = keypair(tmp_path, "alice")
+    spare_key, spare_pub = keypair(tmp_path, "alice-spare")
+    bob_key, bob_pub = keypair(tmp_path, "bob")
+    ssh_key_add(user=alice, public_key=alice_pub)
+    spare = ssh_key_add(user=alice, public_key=spare_pub)
+    ssh_key_add(user=bob, public_key=bob_pub)
+    api = APIClient()
+    api.force_authenticate(alice)
+    allocation = _book(api)  # all of alice's keys
+    login, port = tenant_login(allocation.pk), h100_node.port
+    h100_node.round()
+    assert api.get(f"/api/v1/allocations/{allocation.pk}/").json()["access"]["state"] == "ready"
+
+    status, listed = ssh(alice_key, port, login, "nvidia-smi -L")
+    booked = sorted(allocation.held.values_list("gpu__uuid", flat=True))
+    assert (
+        status == 0
+        and sorted(line.split("UUID: ")[1].rstrip(")") for line in listed.splitlines()) == booked
+    )
+    assert ssh(alice_key, port, login, "env")[1].count("CUDA_VISIBLE_DEVICES=") == 1
+    assert ssh(bob_key, port, login, "whoami")[0] == 255  # another team's key
+    ssh(alice_key, port, login, "touch results.txt")
+
+    assert api.post(f"/api/v1/allocations/{allocation.pk}/stop/").status_code == 200
+    h100_node.round()
+    assert ssh(alice_key, port, login, "whoami")[0] == 255
+    assert api.post(f"/api/v1/allocations/{allocation.pk}/start/").status_code == 200
+    h100_node.round()
+    assert ssh(alice_key, port, login, "ls") == (0, "results.txt\n")  # stopped time kept the files
+
+    keys = api.post(f"/api/v1/allocations/{allocation.pk}/ssh-keys/", {"ssh_keys": [spare.pk]},
+                    format="json")  # fmt: skip
+    assert keys.status_code == 200 and keys.json()["access"]["state"] == "pending"
+    h100_node.round()
+    assert ssh(alice_key, port, login, "whoami")[0] == 255  # taken off
+    assert ssh(spare_key, port, login, "whoami") == (0, f"{login}\n")
+
+    end_paid_periods_a_minute_ago()
+    allocations_enforce()
+    h100_node.round()
+    assert ssh(spare_key, port, login, "whoami")[0] == 255
+    assert not h100_node.host.home(login).exists() and h100_node.host.accounts() == {}
+    assert api.get(f"/api/v1/allocations/{allocation.pk}/").json()["access"]["state"] == "revoked"
+
+
+def test_a_booking_lets_in_only_the_keys_chosen(h100_node, alice, tmp_path):
+    chosen_key, chosen_pub = keypair(tmp_path, "chosen")
+    other_key, other_pub = keypair(tmp_path, "other")
+    chosen = ssh_key_add(user=alice, public_key=chosen_pub)
+    ssh_key_add(user=alice, public_key=other_pub)
+    api = APIClient()
+    api.force_authenticate(alice)
+    allocation = _book(api, keys=[chosen.pk])
+    h100_node.round()
+    login = tenant_login(allocation.pk)
+    assert ssh(chosen_key, h100_node.port, login, "whoami")[0] == 0
+    assert ssh(other_key, h100_node.port, login, "whoami")[0] == 255
