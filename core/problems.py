@@ -5,6 +5,8 @@ Django's ValidationError and our DomainError reach here too, so no service error
 becomes a 500.
 """
 
+from http import HTTPStatus
+
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
@@ -104,9 +106,12 @@ def problem_exception_handler(exc, context):
         )
     detail = exc.detail if isinstance(exc.detail, str) else _flatten(exc.detail)
     code = getattr(exc, "default_code", "error")
+    title = str(getattr(exc, "default_detail", "")) or _("Error")
+    if "{" in title:  # a template DRF fills in for the detail ("{media_type}"): not a title
+        title = HTTPStatus(response.status_code).phrase
     return problem_response(
         status_code=response.status_code,
-        title=_(str(exc.default_detail)) if hasattr(exc, "default_detail") else _("Error"),
+        title=_(title),
         detail=detail if isinstance(detail, str) else str(detail),
         code=code,
         headers={k: v for k, v in response.items() if k in ("Retry-After", "WWW-Authenticate")},

@@ -166,3 +166,13 @@ def test_unparsable_json_is_a_400_problem(alice_api):
     )
     assert response.status_code == 400 and response["Content-Type"] == "application/problem+json"
     assert response.json()["detail"]
+
+
+def test_an_unsupported_body_type_is_a_415_whose_title_is_words(api):
+    response = api.generic(
+        "POST", "/api/v1/auth/token/", "username=a&password=b",
+        content_type="application/x-www-form-urlencoded",
+    )  # fmt: skip
+    assert response.status_code == 415
+    assert response.json()["title"] == "Unsupported Media Type"
+    assert "{" not in response.json()["title"] + response.json()["detail"]
