@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from accounts.models import SshKey, SshKeyType
+from core.db import savepoint
 
 MIN_RSA_BITS = 3072
 _CURVES = {"secp256r1": 256, "secp384r1": 384, "secp521r1": 521}
@@ -111,7 +112,7 @@ def ssh_key_add(*, user, public_key: str, name: str = "") -> SshKey:
     )
     key.full_clean(validate_unique=False)
     try:
-        with transaction.atomic():
+        with savepoint():
             key.save()
     except IntegrityError as exc:  # the same key added twice at once
         raise _duplicate(parsed) from exc

@@ -1,4 +1,18 @@
-"""Database helpers every app shares: enum CHECKs and transactions that retry whole."""
+"""Database helpers every app shares: enum CHECKs, transactions, the clock, reads for reports.
+
+Conventions
+===========
+The one place these are written down (docs/architecture.md links here).
+
+Transactions. Every public write service declares its transaction where it is defined:
+`@transaction.atomic`, or `@retried_transaction` where a deadlock or a lost race should run
+the whole of it again; no service body opens one inline (`with transaction.atomic():`). A
+service whose work must commit in parts (batches that each commit, a claim that must commit
+before a mail or an HTTP call goes out) calls private steps that each declare their own, or
+are one statement. Helpers that write inside their caller's transaction say so and declare
+none. The one inline block is `savepoint()`: around one statement whose IntegrityError the
+service turns into a refusal, so that the service's own transaction stays usable.
+"""
 
 import functools
 import random
@@ -43,6 +57,21 @@ class Retry(Exception):
 
 
 _local = threading.local()  # each thread has its own database connection
+
+
+def savepoint():
+    """A savepoint around one statement whose IntegrityError the caller catches (a lost race
+    on the exclusion constraint, a duplicate row): the error rolls back that statement only,
+    and the caller's transaction goes on. Not a service's transaction: that is declared on
+    the service (see Conventions above).
+
+        try:
+            with savepoint():
+                key.save()
+        except IntegrityError as exc:
+            raise Duplicate(...) from exc
+    """
+    return transaction.atomic(savepoint=True)
 
 
 def retried_transaction(func):

@@ -48,20 +48,28 @@ def agent_credential_revoke(*, node: Node) -> bool:
     )
 
 
-SEEN_EVERY = timedelta(seconds=30)  # how stale last_seen_at may get between writes
+SEEN_EVERY = timedelta(seconds=20)  # how stale last_seen_at may get between writes
 
 
-def agent_state_served(*, agent: NodeAgent, generation: str, state: dict, at: datetime) -> None:
-    """Remember what the node was given, once per generation, and that it asked: most polls
-    change nothing and write nothing."""
-    fields = {}
-    if generation != agent.served_generation:
-        fields = {"served_generation": generation, "served_state": state, "served_at": at}
-    if fields or agent.last_seen_at is None or at - agent.last_seen_at > SEEN_EVERY:
-        fields["last_seen_at"] = at
-        NodeAgent.objects.filter(pk=agent.pk).update(**fields)
-        for name, value in fields.items():
-            setattr(agent, name, value)
+def agent_state_served(*, agent_id: int, generation: str, state: dict, at: datetime) -> None:
+    """Remember what the node was given (once per generation: most polls change nothing)."""
+    NodeAgent.objects.filter(pk=agent_id).update(
+        served_generation=generation, served_state=state, served_at=at, last_seen_at=at
+    )
+
+
+def credential_hash(request) -> str | None:
+    """The hash of the `Authorization: Agent <credential>` a request sends (None: no such
+    header); a malformed one is refused."""
+    header = authentication.get_authorization_header(request).split()
+    if not header or header[0].lower() != AgentAuthentication.keyword.lower().encode():
+        return None
+    if len(header) != 2:
+        raise exceptions.AuthenticationFailed(_("Invalid Authorization header."))
+    try:
+        return _hash(header[1].decode())
+    except UnicodeError as exc:
+        raise exceptions.AuthenticationFailed(_("Invalid agent credential.")) from exc
 
 
 @transaction.atomic
@@ -90,6 +98,7 @@ def agent_silent_after() -> timedelta:
     return timedelta(seconds=settings.ANCHORGPU["AGENT_SILENT_SECONDS"])
 
 
+@transaction.atomic
 def agents_flag_silent(*, now: datetime | None = None) -> int:
     """A flag on each node whose agent (one with a live credential) has not asked for its
     state lately, or never since its credential was issued; closed when it asks again."""
@@ -118,26 +127,24 @@ class AgentAuthentication(authentication.BaseAuthentication):
     keyword = "Agent"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        key_hash = credential_hash(request)
+        if key_hash is None:
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed(_("Invalid Authorization header."))
-        try:
-            secret = header[1].decode()
-        except UnicodeError as exc:
-            raise exceptions.AuthenticationFailed(_("Invalid agent credential.")) from exc
         agent = (
             NodeAgent.objects.select_related("node")
-            .filter(key_hash=_hash(secret), revoked_at__isnull=True)
+            .filter(key_hash=key_hash, revoked_at__isnull=True)
             .first()
         )
         if agent is None:
-            raise exceptions.AuthenticationFailed(_("Invalid or revoked agent credential."))
+            raise invalid_credential()
         return AnonymousUser(), agent
 
     def authenticate_header(self, request):
         return self.keyword
+
+
+def invalid_credential() -> exceptions.AuthenticationFailed:
+    return exceptions.AuthenticationFailed(_("Invalid or revoked agent credential."))
 
 
 class IsNodeAgent(permissions.BasePermission):

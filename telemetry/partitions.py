@@ -63,12 +63,13 @@ def sample_partitions_ensure(*, now: datetime | None = None) -> int:
     return sum(sample_partition_create(today + timedelta(days=i)) for i in range(-1, ahead + 1))
 
 
+@transaction.atomic
 def samples_prune(*, before: datetime) -> dict:
     """Drop the day partitions wholly before `before`; delete the older rows of the day
     it falls in and of the default partition. Returns the partitions dropped and the rows
     deleted (a dropped partition's rows are not counted: that would read them all)."""
     dropped = 0
-    with transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         # A partition with deferred foreign-key checks pending cannot be dropped: run them
         # now (only a caller's enclosing transaction that wrote samples has any).
         cursor.execute(sql.CONSTRAINTS_IMMEDIATE)

@@ -255,13 +255,14 @@ def samples_copy(samples: list[tuple]) -> None:
     rows_copy("telemetry_gpusample", SAMPLE_COLUMNS, SAMPLE_TYPES, samples)
 
 
+@transaction.atomic
 def _store(results: list[NodePoll], gpus_by_node, now):
-    with transaction.atomic():
-        rows_copy("telemetry_poll", POLL_COLUMNS, POLL_TYPES, [r.poll for r in results])
-        samples_copy([s for r in results for s in r.samples])
-        _update_health([r.health for r in results], now)
-        readings = {gpu: reading for r in results for gpu, reading in r.readings.items()}
-        _update_flags(gpus_by_node, readings, now)
+    """One transaction: the polls, their samples, the nodes' health and the flags."""
+    rows_copy("telemetry_poll", POLL_COLUMNS, POLL_TYPES, [r.poll for r in results])
+    samples_copy([s for r in results for s in r.samples])
+    _update_health([r.health for r in results], now)
+    readings = {gpu: reading for r in results for gpu, reading in r.readings.items()}
+    _update_flags(gpus_by_node, readings, now)
 
 
 def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:

@@ -190,29 +190,29 @@ class Attempt:
     retry_in: float | None  # seconds until the next attempt, None when none is due
 
 
+@transaction.atomic
 def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
-    with transaction.atomic():
-        delivery = (
-            # Only the delivery's row: its endpoint's is key-share locked by any transaction
-            # committing a new delivery to it, which is no reason to skip this one.
-            WebhookDelivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("endpoint")
-            .filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-            .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-            .first()
-        )
-        if delivery is None:
-            return None
-        if not delivery.endpoint.is_active:
-            delivery.status, delivery.last_error = DeliveryStatus.FAILED, "endpoint disabled"
-            delivery.next_attempt_at = None
-            delivery.save(update_fields=["status", "last_error", "next_attempt_at"])
-            return None
-        delivery.attempts += 1
-        delivery.last_attempt_at = now
-        delivery.claimed_until = now + timedelta(seconds=_conf("WEBHOOK_TIMEOUT") + 30)
-        delivery.save(update_fields=["attempts", "last_attempt_at", "claimed_until"])
-        return delivery
+    delivery = (
+        # Only the delivery's row: its endpoint's is key-share locked by any transaction
+        # committing a new delivery to it, which is no reason to skip this one.
+        WebhookDelivery.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("endpoint")
+        .filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .first()
+    )
+    if delivery is None:
+        return None
+    if not delivery.endpoint.is_active:
+        delivery.status, delivery.last_error = DeliveryStatus.FAILED, "endpoint disabled"
+        delivery.next_attempt_at = None
+        delivery.save(update_fields=["status", "last_error", "next_attempt_at"])
+        return None
+    delivery.attempts += 1
+    delivery.last_attempt_at = now
+    delivery.claimed_until = now + timedelta(seconds=_conf("WEBHOOK_TIMEOUT") + 30)
+    delivery.save(update_fields=["attempts", "last_attempt_at", "claimed_until"])
+    return delivery
 
 
 _clients: dict[int, httpx.Client] = {}
@@ -267,36 +267,40 @@ def delivery_attempt(*, delivery_id: int) -> Attempt | None:
     if delivery is None:
         return None
     code, error = _send(delivery)
-    with transaction.atomic():
-        now = db_now()
-        # No key changes: a lock that lets new deliveries to this endpoint commit meanwhile.
-        endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(
-            pk=delivery.endpoint_id
-        )
-        delivery.response_code, delivery.last_error = code, error
-        delivery.claimed_until = None
-        retry_in = None
-        if not error:
-            delivery.status, delivery.delivered_at = DeliveryStatus.SUCCEEDED, now
-            delivery.next_attempt_at = None
-            endpoint.failing_since = None
+    return _attempt_record(delivery, code, error)
+
+
+@transaction.atomic
+def _attempt_record(delivery: WebhookDelivery, code: int | None, error: str) -> Attempt:
+    """What one attempt got: done, or the next attempt scheduled, or the endpoint disabled
+    after failing for WEBHOOK_DISABLE_AFTER."""
+    now = db_now()
+    # No key changes: a lock that lets new deliveries to this endpoint commit meanwhile.
+    endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=delivery.endpoint_id)
+    delivery.response_code, delivery.last_error = code, error
+    delivery.claimed_until = None
+    retry_in = None
+    if not error:
+        delivery.status, delivery.delivered_at = DeliveryStatus.SUCCEEDED, now
+        delivery.next_attempt_at = None
+        endpoint.failing_since = None
+    else:
+        delays = _conf("WEBHOOK_RETRY_DELAYS")
+        if delivery.attempts > len(delays):
+            delivery.status, delivery.next_attempt_at = DeliveryStatus.FAILED, None
         else:
-            delays = _conf("WEBHOOK_RETRY_DELAYS")
-            if delivery.attempts > len(delays):
-                delivery.status, delivery.next_attempt_at = DeliveryStatus.FAILED, None
-            else:
-                retry_in = delays[delivery.attempts - 1]
-                delivery.next_attempt_at = now + timedelta(seconds=retry_in)
-            endpoint.failing_since = endpoint.failing_since or delivery.last_attempt_at
-        delivery.save()
-        if (
-            endpoint.is_active
-            and endpoint.failing_since
-            and (now - endpoint.failing_since >= _conf("WEBHOOK_DISABLE_AFTER"))
-        ):
-            _disable(endpoint, now)
-            retry_in = None
-        endpoint.save(update_fields=["failing_since", "is_active", "disabled_at"])
+            retry_in = delays[delivery.attempts - 1]
+            delivery.next_attempt_at = now + timedelta(seconds=retry_in)
+        endpoint.failing_since = endpoint.failing_since or delivery.last_attempt_at
+    delivery.save()
+    if (
+        endpoint.is_active
+        and endpoint.failing_since
+        and (now - endpoint.failing_since >= _conf("WEBHOOK_DISABLE_AFTER"))
+    ):
+        _disable(endpoint, now)
+        retry_in = None
+    endpoint.save(update_fields=["failing_since", "is_active", "disabled_at"])
     return Attempt(delivery.status, code, retry_in)
 
 
@@ -317,16 +321,24 @@ def secrets_reseal() -> tuple[int, int]:
     SECRET_KEY_FALLBACKS after a rotation can be dropped: (resealed, not openable)."""
     resealed, lost = 0, 0
     for pk in WebhookEndpoint.objects.values_list("pk", flat=True):
-        with transaction.atomic():
-            endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=pk)
-            try:
-                endpoint.secret_sealed = reseal(endpoint.secret_sealed)
-            except InvalidToken:
-                lost += 1
-                continue
-            endpoint.save(update_fields=["secret_sealed"])
+        if _secret_reseal(pk):
             resealed += 1
+        else:
+            lost += 1
     return resealed, lost
+
+
+@transaction.atomic
+def _secret_reseal(pk) -> bool:
+    """One endpoint's secret sealed again, in a transaction of its own (False: it cannot be
+    unsealed with any key this server has)."""
+    endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=pk)
+    try:
+        endpoint.secret_sealed = reseal(endpoint.secret_sealed)
+    except InvalidToken:
+        return False
+    endpoint.save(update_fields=["secret_sealed"])
+    return True
 
 
 def deliveries_due(*, limit: int = 500) -> list[int]:

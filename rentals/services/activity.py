@@ -5,6 +5,7 @@ were rented for, so it judges these two flags from the newest samples."""
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 
 from core.db import db_now
@@ -14,6 +15,7 @@ from telemetry.models import ACTIVITY_FLAGS, FlagKind, GpuSample
 from telemetry.poll import flags_sync
 
 
+@transaction.atomic
 def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
     """Open or close the activity flags of every GPU polled in the last two intervals."""
     now = now or db_now()

@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action, NotAllowed
 from catalog.models import Gpu, OptionBilling
-from core.db import db_now, retried_transaction
+from core.db import db_now, retried_transaction, savepoint
 from core.errors import Conflict
 from core.versions import CATALOG, bump
 from rentals import limits
@@ -53,30 +53,31 @@ def _locked(allocation, acting: Acting) -> Allocation:
 
 
 def _transition(allocation, *, acting, to_state, allowed, kind, now=None):
+    """One allocation's state change, inside the caller's transaction."""
     now = now or db_now()
-    with transaction.atomic():
-        allocation = _locked(allocation, acting)
-        if allocation.paid_until <= now:
-            raise InvalidTransition(_("The paid period has ended; the allocation has expired."))
-        if allocation.state not in allowed:
-            raise InvalidTransition(
-                _("Cannot %(action)s an allocation that is %(state)s.")
-                % {"action": kind, "state": allocation.get_state_display()}
-            )
-        from_state = allocation.state
-        allocation.state = to_state
-        allocation.save(update_fields=["state"])
-        event_record(
-            allocation,
-            kind=kind,
-            actor=acting.user,
-            from_state=from_state,
-            to_state=to_state,
-            at=now,
+    allocation = _locked(allocation, acting)
+    if allocation.paid_until <= now:
+        raise InvalidTransition(_("The paid period has ended; the allocation has expired."))
+    if allocation.state not in allowed:
+        raise InvalidTransition(
+            _("Cannot %(action)s an allocation that is %(state)s.")
+            % {"action": kind, "state": allocation.get_state_display()}
         )
+    from_state = allocation.state
+    allocation.state = to_state
+    allocation.save(update_fields=["state"])
+    event_record(
+        allocation,
+        kind=kind,
+        actor=acting.user,
+        from_state=from_state,
+        to_state=to_state,
+        at=now,
+    )
     return allocation
 
 
+@transaction.atomic
 def allocation_stop(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
     """Stop the GPUs' work. The paid period runs on: stopped time is paid time."""
     return _transition(
@@ -89,6 +90,7 @@ def allocation_stop(*, acting: Acting, allocation: Allocation, now=None) -> Allo
     )
 
 
+@transaction.atomic
 def allocation_start(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
     return _transition(
         allocation,
@@ -316,7 +318,7 @@ def allocation_extend(
     _refuse_if_taken(members, new_until)
     spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     try:
-        with transaction.atomic():
+        with savepoint():
             # One statement for every node: the exclusion constraint takes all or none.
             AllocationGpu.objects.filter(allocation__in=members).update(ends_at=new_until)
     except IntegrityError as exc:
@@ -353,21 +355,22 @@ def allocation_extend(
 
 
 def _cluster_transition(cluster, *, acting, to_state, allowed, kind, refusal, now=None):
+    """Every node of the cluster that can make the change, inside the caller's transaction."""
     now = now or db_now()
-    with transaction.atomic():
-        first = Allocation.objects.filter(cluster=cluster).order_by("id").first()
-        if first is None:
-            raise NotAllowed(_("Only the team that holds an allocation can change it."))
-        members = _members_locked(first, acting)
-        movable = [m for m in members if m.state in allowed and m.paid_until > now]
-        if not movable:
-            raise InvalidTransition(refusal)
-        return [
-            _transition(m, acting=acting, to_state=to_state, allowed=allowed, kind=kind, now=now)
-            for m in movable
-        ]
+    first = Allocation.objects.filter(cluster=cluster).order_by("id").first()
+    if first is None:
+        raise NotAllowed(_("Only the team that holds an allocation can change it."))
+    members = _members_locked(first, acting)
+    movable = [m for m in members if m.state in allowed and m.paid_until > now]
+    if not movable:
+        raise InvalidTransition(refusal)
+    return [
+        _transition(m, acting=acting, to_state=to_state, allowed=allowed, kind=kind, now=now)
+        for m in movable
+    ]
 
 
+@transaction.atomic
 def cluster_stop(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
     """Stop every running node of the cluster (the paid period runs on)."""
     return _cluster_transition(
@@ -381,6 +384,7 @@ def cluster_stop(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocati
     )
 
 
+@transaction.atomic
 def cluster_start(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
     """Start every stopped node of the cluster."""
     return _cluster_transition(

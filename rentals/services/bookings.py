@@ -12,13 +12,13 @@ the same constraint, so either every node is held for the paid period or none is
 from datetime import datetime
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 from django.db.models import DateTimeField, Exists, Func, OuterRef
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
-from core.db import retried_transaction
+from core.db import retried_transaction, savepoint
 from core.versions import CATALOG, bump
 from rentals import sql
 from rentals.availability import earliest_start
@@ -47,7 +47,10 @@ from rentals.services.spend import spend_limit_check
 
 @retried_transaction
 def allocation_book(
-    *, acting: Acting, quote: Quote | UUID, now: datetime | None = None,
+    *,
+    acting: Acting,
+    quote: Quote | UUID,
+    now: datetime | None = None,
     ssh_keys: list[int] | None = None,
 ) -> Allocation:
     """Turn a valid quote (or its id) into an allocation of specific GPUs and one charge of
@@ -109,7 +112,7 @@ def allocation_book(
         for node, gpus in placed
     ]  # fmt: skip
     try:
-        with transaction.atomic():
+        with savepoint():
             holding_ids, event_ids, notice_id = _write(allocations, placed, quote, now)
     except IntegrityError as exc:
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))

@@ -12,13 +12,14 @@ from rentals.signals import allocation_events_recorded
 logger = logging.getLogger(__name__)
 
 
+@transaction.atomic
 def allocations_enforce(*, now: datetime | None = None) -> dict:
     """Start what is due, expire what has ended: one conditional statement per transition.
 
     It compares times (the database clock unless `now` is given), never counts ticks, so
     one run after a long outage catches up; a second overlapping run finds nothing to do.
     """
-    with transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         if now is None:
             cursor.execute(sql.TRANSACTION_NOW)
             now = cursor.fetchone()[0]

@@ -54,43 +54,43 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
     now = now or db_now()
     recorded = 0
     for kind, field, ahead in WARNINGS:
-        while True:
-            with transaction.atomic():
-                # The allocations' rows only, by a lock that rows pointing at them (events,
-                # notices) can commit beside: skipped means another sweep holds it.
-                batch = list(
-                    Allocation.objects.select_for_update(
-                        skip_locked=True, no_key=True, of=("self",)
-                    )
-                    .filter(
-                        state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
-                        paid_until__gt=now,
-                        paid_until__lte=now + ahead,
-                        **{f"{field}__isnull": True},
-                    )
-                    .select_related("user")[:BATCH]
-                )
-                if not batch:
-                    break
-                due = _one_per_cluster([a for a in batch if a.paid_until - a.created_at > ahead])
-                notices = Notice.objects.bulk_create(
-                    Notice(
-                        user=a.user, allocation=a, kind=kind, ends_at=a.paid_until, created_at=now
-                    )
-                    for a in due
-                )
-                updates = {field: now}
-                if kind == NoticeKind.EXPIRY_1H:  # a 24 h warning is pointless after this one
-                    updates["warned_24h_at"] = Coalesce(F("warned_24h_at"), now)
-                Allocation.objects.filter(pk__in=[a.pk for a in batch]).update(**updates)
-                if notices:
-                    allocation_notices_recorded.send(
-                        sender=Notice, notice_ids=[n.pk for n in notices]
-                    )
-                mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
-                transaction.on_commit(lambda ids=mailed: notices_queue(ids))
-                recorded += len(due)
+        while (due := _expiry_batch_record(kind, field, ahead, now)) is not None:
+            recorded += due
     return recorded
+
+
+@transaction.atomic
+def _expiry_batch_record(kind, field: str, ahead: timedelta, now: datetime) -> int | None:
+    """One batch of one warning, in a transaction of its own: how many were recorded, or
+    None when none was left to decide."""
+    # The allocations' rows only, by a lock that rows pointing at them (events, notices)
+    # can commit beside: skipped means another sweep holds it.
+    batch = list(
+        Allocation.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
+        .filter(
+            state__in=[AllocationState.RUNNING, AllocationState.STOPPED],
+            paid_until__gt=now,
+            paid_until__lte=now + ahead,
+            **{f"{field}__isnull": True},
+        )
+        .select_related("user")[:BATCH]
+    )
+    if not batch:
+        return None
+    due = _one_per_cluster([a for a in batch if a.paid_until - a.created_at > ahead])
+    notices = Notice.objects.bulk_create(
+        Notice(user=a.user, allocation=a, kind=kind, ends_at=a.paid_until, created_at=now)
+        for a in due
+    )
+    updates = {field: now}
+    if kind == NoticeKind.EXPIRY_1H:  # a 24 h warning is pointless after this one
+        updates["warned_24h_at"] = Coalesce(F("warned_24h_at"), now)
+    Allocation.objects.filter(pk__in=[a.pk for a in batch]).update(**updates)
+    if notices:
+        allocation_notices_recorded.send(sender=Notice, notice_ids=[n.pk for n in notices])
+    mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
+    transaction.on_commit(lambda: notices_queue(mailed))
+    return len(due)
 
 
 def _one_per_cluster(allocations: list[Allocation]) -> list[Allocation]:
@@ -249,6 +249,7 @@ def _receipt_text(notice: Notice) -> str:
     return "\n".join([head, *lines, total])
 
 
+@transaction.atomic
 def stopped_notices_record(*, now: datetime | None = None) -> int:
     """Tell owners once per paid period when an allocation has been stopped longer than
     NOTICE_STOPPED_HOURS while still paid (0 turns this off)."""
@@ -261,32 +262,31 @@ def stopped_notices_record(*, now: datetime | None = None) -> int:
         .order_by("-at")
         .values("at")[:1]
     )
-    with transaction.atomic():
-        due = list(
-            Allocation.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
-            .filter(state=AllocationState.STOPPED, paid_until__gt=now)
-            .annotate(stopped_at=Subquery(stopped_since))
-            .filter(stopped_at__lte=now - timedelta(hours=hours))
-            .exclude(
-                Exists(
-                    Notice.objects.filter(
-                        allocation=OuterRef("pk"),
-                        kind=NoticeKind.STOPPED_WHILE_PAID,
-                        ends_at=OuterRef("paid_until"),
-                    )
+    due = list(
+        Allocation.objects.select_for_update(skip_locked=True, no_key=True, of=("self",))
+        .filter(state=AllocationState.STOPPED, paid_until__gt=now)
+        .annotate(stopped_at=Subquery(stopped_since))
+        .filter(stopped_at__lte=now - timedelta(hours=hours))
+        .exclude(
+            Exists(
+                Notice.objects.filter(
+                    allocation=OuterRef("pk"),
+                    kind=NoticeKind.STOPPED_WHILE_PAID,
+                    ends_at=OuterRef("paid_until"),
                 )
             )
-            .select_related("user")[:BATCH]
         )
-        notices = Notice.objects.bulk_create(
-            Notice(
-                user=a.user, allocation=a, kind=NoticeKind.STOPPED_WHILE_PAID,
-                ends_at=a.paid_until, created_at=now,
-            )
-            for a in due
-        )  # fmt: skip
-        mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
-        transaction.on_commit(lambda: notices_queue(mailed))
+        .select_related("user")[:BATCH]
+    )
+    notices = Notice.objects.bulk_create(
+        Notice(
+            user=a.user, allocation=a, kind=NoticeKind.STOPPED_WHILE_PAID,
+            ends_at=a.paid_until, created_at=now,
+        )
+        for a in due
+    )  # fmt: skip
+    mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
+    transaction.on_commit(lambda: notices_queue(mailed))
     return len(notices)
 
 
