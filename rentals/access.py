@@ -15,14 +15,19 @@ expiry or a cancel; `scheduled` before its start.
 import copy
 import hashlib
 import json
+import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.db.models import F, Prefetch, Q, prefetch_related_objects
 
 from accounts.models import SshKey
 from catalog.models import ExporterKind, Node
 from nodeagent import TENANT_PREFIX
+from rentals import sql
 from rentals.models import LIVE_STATES, Allocation, AllocationGpu, AllocationKey, AllocationState
+from telemetry.agents import SEEN_EVERY
 from telemetry.models import NodeAgent
 
 SCHEDULED_LEAD = timedelta(minutes=5)  # a scheduled tenant's account is made this early
@@ -71,20 +76,32 @@ def _with_access_facts(allocations):
     return allocations.prefetch_related(*_ACCESS_FACTS)
 
 
-def desired_entry(allocation: Allocation) -> dict:
-    """What the node should make of one allocation (`_with_access_facts` loaded)."""
-    granted = allocation.state == AllocationState.RUNNING
-    gpus = sorted((h.gpu for h in allocation.live_gpus), key=lambda g: g.index)
+def entry(*, allocation_id, state, paid_from, paid_until, gpus, keys) -> dict:
+    """What the node should make of one allocation: the one definition, whether its facts
+    came from the ORM (`desired_entry`) or from the agent's poll (`AGENT_POLL`)."""
+    granted = state == AllocationState.RUNNING
     return {
-        "id": str(allocation.pk),
-        "login": tenant_login(allocation.pk),
-        "state": allocation.state,
+        "id": str(allocation_id),
+        "login": tenant_login(allocation_id),
+        "state": state,
         "granted": granted,
-        "paid_from": _iso(allocation.paid_from),
-        "paid_until": _iso(allocation.paid_until),
-        "gpus": [{"index": g.index, "uuid": g.uuid} for g in gpus],
-        "keys": sorted({k.ssh_key.public_key for k in allocation.member_keys}) if granted else [],
+        "paid_from": _iso(paid_from),
+        "paid_until": _iso(paid_until),
+        "gpus": [{"index": index, "uuid": uuid} for index, uuid in sorted(gpus)],
+        "keys": sorted(set(keys)) if granted else [],
     }
+
+
+def desired_entry(allocation: Allocation) -> dict:
+    """An allocation's entry from the ORM (`_with_access_facts` loaded)."""
+    return entry(
+        allocation_id=allocation.pk,
+        state=allocation.state,
+        paid_from=allocation.paid_from,
+        paid_until=allocation.paid_until,
+        gpus=[(h.gpu.index, h.gpu.uuid) for h in allocation.live_gpus],
+        keys=[k.ssh_key.public_key for k in allocation.member_keys],
+    )
 
 
 def _on_node_now(node: Node, now: datetime):
@@ -94,13 +111,57 @@ def _on_node_now(node: Node, now: datetime):
 
 
 def node_desired_state(*, node: Node, now: datetime) -> dict:
-    """The node's desired state with its generation (the digest of the rest)."""
+    """The node's desired state with its generation (the digest of the rest), from the ORM
+    (the agent's own poll reads the same in one statement: `agent_poll`)."""
     entries = [desired_entry(a) for a in _with_access_facts(_on_node_now(node, now))]
-    body = {
-        "node": node.hostname,
-        "gpu_variable": gpu_variable(node.exporter),
-        "allocations": sorted(entries, key=lambda e: e["id"]),
-    }
+    return _node_state(node.hostname, node.exporter, entries)
+
+
+def _node_state(hostname: str, exporter: str, entries: list[dict]) -> dict:
+    return state_with_generation(
+        {
+            "node": hostname,
+            "gpu_variable": gpu_variable(exporter),
+            "allocations": sorted(entries, key=lambda e: e["id"]),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class AgentPoll:
+    agent_id: int
+    served_generation: str
+    now: datetime
+    state: dict
+
+
+def agent_poll(*, key_hash: str) -> AgentPoll | None:
+    """What a poll with this credential (its hash) gets: its node's desired state, read in
+    one statement with the credential's check and the agent's last sign of life; None for
+    a credential that is not (or no longer) a node's."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql.AGENT_POLL,
+            {"key_hash": key_hash, "seen_every": SEEN_EVERY, "live": list(LIVE_STATES),
+             "scheduled": AllocationState.SCHEDULED, "lead": SCHEDULED_LEAD},
+        )  # fmt: skip
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    agent_id, served, now, _node_id, hostname, exporter, allocations, _seen = row
+    entries = [
+        entry(allocation_id=uuid.UUID(str(pk)), state=state, paid_from=_when(start),
+              paid_until=_when(end), gpus=[tuple(g) for g in gpus], keys=keys)
+        for pk, state, start, end, gpus, keys in allocations
+    ]  # fmt: skip
+    return AgentPoll(agent_id, served, now, _node_state(hostname, exporter, entries))
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def state_with_generation(body: dict) -> dict:
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
     return {"generation": digest.hexdigest()[:32], **body}
 

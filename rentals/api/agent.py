@@ -4,15 +4,21 @@ to reach a node. An agent credential sees its own node only."""
 
 from django.http import HttpResponseNotModified
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import permissions, serializers, status
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.db import db_now
 from core.problems import PROBLEM
-from rentals.access import node_desired_state
+from rentals.access import agent_poll
 from rentals.services.access import access_report
-from telemetry.agents import AgentAuthentication, IsNodeAgent, agent_state_served
+from telemetry.agents import (
+    AgentAuthentication,
+    IsNodeAgent,
+    agent_state_served,
+    credential_hash,
+    invalid_credential,
+)
 
 MAX_ENTRIES = 256
 
@@ -61,23 +67,39 @@ class _AgentApi(APIView):
     throttle_classes = []  # one node, every few seconds: its credential is the limit
 
 
-class AgentStateApi(_AgentApi):
+class AgentStateApi(APIView):
+    """The hot path: 12,500 nodes every 10 s. One statement checks the credential, notes
+    the agent's sign of life and reads the node's state; an unchanged state is a bare 304."""
+
+    authentication_classes = []  # the poll's own statement checks the credential
+    permission_classes = [permissions.AllowAny]
+    throttle_classes = []
+
+    def get_authenticate_header(self, request):
+        return AgentAuthentication.keyword
+
     @extend_schema(
+        auth=[{"agentAuth": []}],
         responses={200: AgentStateSerializer, 304: OpenApiResponse(description="unchanged"),
-                   401: PROBLEM, 403: PROBLEM},
+                   401: PROBLEM},
     )  # fmt: skip
     def get(self, request):
         """The node's desired state; send its ETag back in `If-None-Match`."""
-        agent = request.auth
-        now = db_now()
-        state = node_desired_state(node=agent.node, now=now)
-        agent_state_served(agent=agent, generation=state["generation"], state=state, at=now)
-        etag = f'"{state["generation"]}"'
+        key_hash = credential_hash(request)
+        poll = agent_poll(key_hash=key_hash) if key_hash else None
+        if poll is None:
+            raise invalid_credential() if key_hash else NotAuthenticated()
+        generation = poll.state["generation"]
+        if generation != poll.served_generation:
+            agent_state_served(
+                agent_id=poll.agent_id, generation=generation, state=poll.state, at=poll.now
+            )
+        etag = f'"{generation}"'
         if etag in request.headers.get("If-None-Match", ""):
             response = HttpResponseNotModified()
             response["ETag"] = etag
             return response
-        return Response(state, headers={"ETag": etag, "Cache-Control": "no-cache"})
+        return Response(poll.state, headers={"ETag": etag, "Cache-Control": "no-cache"})
 
 
 class AgentReportApi(_AgentApi):

@@ -2,6 +2,7 @@
 unchanged state answers 304; a report moves each allocation's access from pending to
 ready, and from revoking to revoked, with the events, the notice and the webhook."""
 
+import hashlib
 import uuid
 from datetime import timedelta
 
@@ -15,7 +16,7 @@ from accounts.services import api_token_create
 from accounts.ssh_keys import ssh_key_add
 from accounts.teams import team_create
 from catalog.models import Node
-from rentals.access import tenant_login
+from rentals.access import agent_poll, node_desired_state, tenant_login
 from rentals.models import AllocationEvent, EventKind, Notice, NoticeKind
 from rentals.services import allocation_keys_set, allocation_start, allocation_stop
 from telemetry.agents import agent_credential_issue, agents_flag_silent
@@ -198,3 +199,32 @@ def test_metrics_count_agents_by_freshness(catalog, staff):
     assert 'anchorgpu_node_agents{freshness="fresh"} 1.0' in text
     assert 'anchorgpu_node_agents{freshness="silent"} 1.0' in text
     assert f'anchorgpu_node_agents{{freshness="none"}} {active - 2}.0' in text
+
+
+def test_the_agents_one_statement_poll_reads_what_the_orm_reads(catalog, alice, bob):
+    """The poll's SQL and the ORM build the same state: running, stopped and soon-starting
+    allocations, members' keys in, a removed member's out."""
+    team = team_create(user=alice, name="Acme")
+    Membership.objects.create(team=team, user=bob, role="member")
+    keys = [ssh_key_add(user=u, public_key=public_line(ed25519_key())) for u in (alice, bob)]
+    # the booking let in alice's key; bob adds his own (and keeps hers)
+    node = Node.objects.filter(gpu_model=catalog.h100).order_by("hostname").first()
+    Node.objects.filter(gpu_model=catalog.h100).exclude(pk=node.pk).update(state="maintenance")
+    running = book(alice, model="h100", count=1, period="day", team=team)
+    stopped = book(alice, model="h100", count=1, period="day", team=team)
+    soon = book(alice, model="h100", count=1, period="day", team=team,
+                starts_at=timezone.now() + timedelta(minutes=3))  # fmt: skip
+    later = book(alice, model="h100", count=1, period="day", team=team,
+                 starts_at=timezone.now() + timedelta(hours=3))  # fmt: skip
+    for allocation in (running, stopped, soon, later):
+        allocation_keys_set(acting=acting_as(bob, team), allocation=allocation,
+                            ssh_key_ids=[k.pk for k in keys])  # fmt: skip
+    allocation_stop(acting=acting_as(alice, team), allocation=stopped)
+    Membership.objects.filter(team=team, user=bob).delete()
+    secret = agent_credential_issue(node=node)
+    polled = agent_poll(key_hash=hashlib.sha256(secret.encode()).hexdigest())
+    assert polled.state == node_desired_state(node=node, now=polled.now)
+    listed = {e["id"]: e for e in polled.state["allocations"]}
+    assert set(listed) == {str(running.pk), str(stopped.pk), str(soon.pk)}
+    assert listed[str(running.pk)]["keys"] == [keys[0].public_key]  # bob's went with him
+    assert listed[str(stopped.pk)]["keys"] == [] and not listed[str(stopped.pk)]["granted"]
