@@ -1,14 +1,16 @@
 """Personal API tokens: created (the secret shown once), listed and revoked by their owner."""
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from accounts.access import ALLOWED, NotAllowed, acting_as
 from accounts.models import ApiToken, Profile, Role, Team, token_hash
+from core.db import db_now
 from core.errors import Conflict
 
 
@@ -17,11 +19,9 @@ class TooManyTokens(Conflict):
     title = gettext_lazy("Too many API tokens")
 
 
-def api_tokens_live(*, user):
-    """The user's tokens that still work: not revoked, not expired."""
-    return ApiToken.objects.filter(
-        user=user, revoked_at__isnull=True, expires_at__gt=timezone.now()
-    )
+def api_tokens_live(*, user, now: datetime):
+    """The user's tokens that still work at `now`: not revoked, not expired."""
+    return ApiToken.objects.filter(user=user, revoked_at__isnull=True, expires_at__gt=now)
 
 
 @transaction.atomic
@@ -38,8 +38,9 @@ def api_token_create(*, user, name: str, team: Team | None = None, role: str | N
             % {"team": acting.team.name}
         )
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    now = db_now()
     limit = settings.ANCHORGPU["API_TOKENS_MAX"]
-    if api_tokens_live(user=user).count() >= limit:
+    if api_tokens_live(user=user, now=now).count() >= limit:
         raise TooManyTokens(
             _("You have %(n)s live API tokens, the most allowed; revoke one first.") % {"n": limit}
         )
@@ -49,7 +50,7 @@ def api_token_create(*, user, name: str, team: Team | None = None, role: str | N
         name=name,
         key_hash=token_hash(secret),
         hint=secret[:9],
-        expires_at=timezone.now() + settings.ANCHORGPU["API_TOKEN_LIFETIME"],
+        expires_at=now + settings.ANCHORGPU["API_TOKEN_LIFETIME"],
         password_stamp=user.get_session_auth_hash(),
         team=acting.team,
         role=role,
@@ -60,7 +61,7 @@ def api_token_create(*, user, name: str, team: Team | None = None, role: str | N
 def api_token_revoke(*, user, pk: int) -> bool:
     return bool(
         ApiToken.objects.filter(user=user, pk=pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
+            revoked_at=db_now()
         )
     )
 

@@ -29,6 +29,7 @@ from accounts.models import (
     token_hash,
 )
 from accounts.signin import has_second_factor
+from core.db import db_now
 from core.errors import Conflict, DomainError
 from core.money import amount_check, default_currency
 
@@ -99,7 +100,7 @@ def invitation_create(
         role=Role(role),
         key_hash=token_hash(secret),
         invited_by=acting.user,
-        expires_at=timezone.now() + INVITATION_LIFETIME,
+        expires_at=db_now() + INVITATION_LIFETIME,
     )
     link = accept_url(secret)
     team_name, inviter = acting.team.name, acting.user.get_username()
@@ -126,7 +127,7 @@ def invitation_revoke(*, acting: Acting, invitation_id: int) -> None:
     acting.require(Action.INVITE)
     revoked = Invitation.objects.filter(
         pk=invitation_id, team=acting.team, accepted_at__isnull=True, revoked_at__isnull=True
-    ).update(revoked_at=timezone.now())
+    ).update(revoked_at=db_now())
     if not revoked:
         raise InvitationInvalid(_("This invitation was already used or revoked."))
 
@@ -139,7 +140,7 @@ def invitation_find(*, secret: str) -> Invitation:
         )
         .first()
     )
-    if invitation is None or invitation.expires_at <= timezone.now():
+    if invitation is None or invitation.expires_at <= db_now():
         raise InvitationInvalid(_("This invitation was used, revoked or has expired."))
     return invitation
 
@@ -187,7 +188,7 @@ def invitation_accept(*, user, secret: str) -> Membership:
         raise AlreadyMember(
             _("You are already a member of %(team)s.") % {"team": invitation.team.name}
         )
-    now = timezone.now()
+    now = db_now()
     claimed = Invitation.objects.filter(
         pk=invitation.pk, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=now
     ).update(accepted_at=now, accepted_by=user)
@@ -233,7 +234,7 @@ def membership_remove(*, acting: Acting, membership: Membership) -> None:
         raise LastOwner(_("Make someone else owner before the last owner leaves."))
     membership.delete()
     ApiToken.objects.filter(user_id=membership.user_id, team=team, revoked_at__isnull=True).update(
-        revoked_at=timezone.now()
+        revoked_at=db_now()
     )
 
 

@@ -12,6 +12,15 @@ before a mail or an HTTP call goes out) calls private steps that each declare th
 are one statement. Helpers that write inside their caller's transaction say so and declare
 none. The one inline block is `savepoint()`: around one statement whose IntegrityError the
 service turns into a refusal, so that the service's own transaction stays usable.
+
+The clock. `db_now()` is the clock of services: whatever decides money or state reads the
+database's time, so web processes and workers whose clocks drift still agree. A service
+takes `now: datetime | None = None` and reads `db_now()` when it is not given; a caller that
+passes `now` took it from `db_now()` too, or is a test that sets the scene (time-machine
+does not move PostgreSQL's clock: a frozen-time test passes `now`). Where one more
+statement would cost, the same clock is read inside a statement the service runs anyway:
+`db_clock()` as an annotation. Selectors and pages may show `timezone.now()`; they decide
+nothing.
 """
 
 import functools
@@ -23,7 +32,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import OperationalError, connection, connections, models, transaction
-from django.db.models import Q
+from django.db.models import Func, Q
 
 RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
 ATTEMPTS = 4
@@ -114,11 +123,17 @@ def retried_transaction(func):
 
 
 def db_now() -> datetime:
-    """The database's clock. Every comparison that decides money or state uses it, so a web
-    server whose clock drifts still agrees with enforcement (which runs on it too)."""
+    """The database's clock (the statement's start). Every comparison that decides money or
+    state uses it, so a web server whose clock drifts still agrees with enforcement (which
+    runs on it too)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
         return cursor.fetchone()[0]
+
+
+def db_clock() -> Func:
+    """`db_now()` read inside another statement (an annotation), to spare a statement."""
+    return Func(function="statement_timestamp", output_field=models.DateTimeField())
 
 
 # --- Reads for reports ---------------------------------------------------------------------

@@ -16,12 +16,11 @@ from datetime import datetime
 from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from rest_framework.views import APIView
 
 from accounts.access import Acting, acting_for_request
-from core.db import Retry, retried_transaction
+from core.db import Retry, db_now, retried_transaction
 from core.errors import DomainError
 from rentals import sql
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
@@ -70,10 +69,9 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
         cursor.execute(
             sql.IDEMPOTENCY_LOOK_UP, {"lock": f"idem:{team.pk}:{key}", "team": team.pk, "key": key}
         )
-        locked, *row = cursor.fetchone()
+        locked, now, *row = cursor.fetchone()  # now: the database's clock (core.db)
     if not locked:
         raise _in_flight()
-    now = timezone.now()
     stored = None
     if row[0] is not None:
         pk, stored_fingerprint, created_at, status_code, content_type, location, body = row
@@ -185,6 +183,6 @@ def _finalized(api, request, response):
 
 
 def idempotency_keys_purge(*, now: datetime | None = None) -> int:
-    cutoff = (now or timezone.now()) - settings.ANCHORGPU["IDEMPOTENCY_RETENTION"]
+    cutoff = (now or db_now()) - settings.ANCHORGPU["IDEMPOTENCY_RETENTION"]
     deleted, _counts = IdempotencyKey.objects.filter(created_at__lte=cutoff).delete()
     return deleted

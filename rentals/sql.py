@@ -244,9 +244,6 @@ SELECT (SELECT json_object_agg(gpu_id, id) FROM holding),
        (SELECT id FROM receipt)
 """
 
-# The transaction's clock, which enforcement compares paid periods with.
-TRANSACTION_NOW = "SELECT now()"
-
 # One transition by time: the allocations in `from` states whose `{condition}` holds move to
 # `to` (rows another run holds are skipped), each with its event.
 _ENFORCE = SQL(
@@ -272,12 +269,13 @@ ENFORCE_START = _ENFORCE.format(
     condition=SQL("paid_from <= %(now)s AND paid_until > %(now)s")
 ).as_string()
 
-# The stored answer and the advisory lock that tells a concurrent duplicate apart (409)
-# without blocking it, in one statement. A first request that committed in the instant
-# between this statement's snapshot and its lock is not seen here; its row then makes
-# `IDEMPOTENCY_CLAIM` insert nothing, and the whole transaction runs again and replays it.
+# The stored answer, the advisory lock that tells a concurrent duplicate apart (409)
+# without blocking it, and the database's clock (core.db.db_now), in one statement. A first
+# request that committed in the instant between this statement's snapshot and its lock is not
+# seen here; its row then makes `IDEMPOTENCY_CLAIM` insert nothing, and the whole transaction
+# runs again and replays it.
 IDEMPOTENCY_LOOK_UP = """
-SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)s, 0)),
+SELECT pg_try_advisory_xact_lock(hashtextextended(%(lock)s, 0)), statement_timestamp(),
        k.id, k.fingerprint, k.created_at, k.status_code, k.content_type, k.location, k.body
 FROM (VALUES (1)) AS one (x)
 LEFT JOIN rentals_idempotencykey k ON k.team_id = %(team)s AND k.key = %(key)s

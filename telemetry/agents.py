@@ -13,11 +13,11 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from rest_framework import authentication, exceptions, permissions
 
 from catalog.models import Node, NodeState
+from core.db import db_now
 from telemetry.models import FlagKind, NodeAgent
 from telemetry.poll import flags_sync
 
@@ -34,7 +34,7 @@ def agent_credential_issue(*, node: Node, by=None) -> str:
     secret = PREFIX + secrets.token_urlsafe(32)
     agent, _created = NodeAgent.objects.select_for_update().get_or_create(node=node)
     agent.key_hash, agent.hint = _hash(secret), secret[:10]
-    agent.issued_at, agent.issued_by, agent.revoked_at = timezone.now(), by, None
+    agent.issued_at, agent.issued_by, agent.revoked_at = db_now(), by, None
     agent.save(update_fields=["key_hash", "hint", "issued_at", "issued_by", "revoked_at"])
     return secret
 
@@ -43,7 +43,7 @@ def agent_credential_issue(*, node: Node, by=None) -> str:
 def agent_credential_revoke(*, node: Node) -> bool:
     return bool(
         NodeAgent.objects.filter(node=node, key_hash__isnull=False).update(
-            key_hash=None, revoked_at=timezone.now()
+            key_hash=None, revoked_at=db_now()
         )
     )
 
@@ -102,7 +102,7 @@ def agent_silent_after() -> timedelta:
 def agents_flag_silent(*, now: datetime | None = None) -> int:
     """A flag on each node whose agent (one with a live credential) has not asked for its
     state lately, or never since its credential was issued; closed when it asks again."""
-    now = now or timezone.now()
+    now = now or db_now()
     cutoff = now - agent_silent_after()
     silent = {
         (agent.node_id, None, FlagKind.AGENT_SILENT): (

@@ -13,8 +13,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
+from core.db import db_now
 from telemetry import sql
 
 TABLE = "telemetry_gpusample"
@@ -58,7 +58,7 @@ def sample_partition_create(day: date) -> bool:
 
 def sample_partitions_ensure(*, now: datetime | None = None) -> int:
     """Partitions from yesterday to TELEMETRY_PARTITIONS_AHEAD_DAYS ahead; how many were new."""
-    today = (now or timezone.now()).astimezone(UTC).date()
+    today = (now or db_now()).astimezone(UTC).date()
     ahead = settings.ANCHORGPU["PARTITIONS_AHEAD_DAYS"]
     return sum(sample_partition_create(today + timedelta(days=i)) for i in range(-1, ahead + 1))
 

@@ -17,9 +17,9 @@ import httpx
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from catalog.models import Gpu, Node, NodeHealth, NodeState
+from core.db import db_now
 from telemetry import sql
 from telemetry.models import (
     READING_FLAGS,
@@ -174,7 +174,7 @@ def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
     for row in Gpu.objects.filter(node_id__any=nodes).values_list("id", "node_id", "index", "uuid"):
         gpus_by_node.setdefault(row[1], []).append(PolledGpu(*row))
     fetched = run_async(fetch_all([(n.pk, n.telemetry_url) for n in nodes.values()]))
-    return store_polls(nodes, gpus_by_node, fetched, now=now or timezone.now())
+    return store_polls(nodes, gpus_by_node, fetched, now=now or db_now())
 
 
 @dataclass
@@ -404,7 +404,7 @@ def fleet_size_record(*, now: datetime | None = None) -> FleetSize:
     """This polling round's fleet size and how many of its GPUs answered lately (None when
     no node was polled lately), folded into the hour's row: the largest size and the fewest
     answering of its rounds that polled."""
-    now = now or timezone.now()
+    now = now or db_now()
     recent = now - timedelta(seconds=2 * settings.ANCHORGPU["POLL_INTERVAL"])
     with connection.cursor() as cursor:
         cursor.execute(
@@ -417,7 +417,7 @@ def fleet_size_record(*, now: datetime | None = None) -> FleetSize:
 
 def nodes_mark_stale(*, now: datetime | None = None) -> int:
     """Nodes with no good poll for N intervals (for example, no worker polled them) are stale."""
-    now = now or timezone.now()
+    now = now or db_now()
     conf = settings.ANCHORGPU
     cutoff = now - timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
     return (

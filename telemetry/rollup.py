@@ -8,8 +8,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
+from core.db import db_now
 from telemetry import sql
 from telemetry.models import FleetRollup, GpuRollup, GpuSample, Poll, RollupBucket
 from telemetry.partitions import samples_prune
@@ -29,7 +29,7 @@ def _since(bucket, source_model, source_filter=None):
 
 @transaction.atomic
 def telemetry_rollup(*, now: datetime | None = None) -> dict:
-    now = now or timezone.now()
+    now = now or db_now()
     with connection.cursor() as cursor:
         cursor.execute(sql.ROLLUP_LOCK)
         if not cursor.fetchone()[0]:
@@ -91,7 +91,7 @@ def fleet_rollups_refresh() -> dict:
 
 
 def telemetry_prune(*, now: datetime | None = None) -> dict:
-    now = now or timezone.now()
+    now = now or db_now()
     conf = settings.ANCHORGPU
     raw_cutoff = now - conf["RAW_RETENTION"]
     samples = samples_prune(before=raw_cutoff)

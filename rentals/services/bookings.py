@@ -13,12 +13,12 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import IntegrityError, connection
-from django.db.models import DateTimeField, Exists, Func, OuterRef
+from django.db.models import Exists, OuterRef
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
-from core.db import retried_transaction, savepoint
+from core.db import db_clock, retried_transaction, savepoint
 from core.versions import CATALOG, bump
 from rentals import sql
 from rentals.availability import earliest_start
@@ -68,7 +68,7 @@ def allocation_book(
         Quote.objects.select_for_update(of=("self",))
         .select_related("gpu_model", "period", "team")
         .annotate(
-            clock=Func(function="statement_timestamp", output_field=DateTimeField()),
+            clock=db_clock(),
             booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
             unverified=email_unverified(acting.user),
         )

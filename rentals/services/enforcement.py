@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
+from core.db import db_now
 from rentals import sql
 from rentals.models import LIVE_STATES, AllocationEvent, AllocationState, EventKind
 from rentals.signals import allocation_events_recorded
@@ -16,13 +17,12 @@ logger = logging.getLogger(__name__)
 def allocations_enforce(*, now: datetime | None = None) -> dict:
     """Start what is due, expire what has ended: one conditional statement per transition.
 
-    It compares times (the database clock unless `now` is given), never counts ticks, so
+    It compares times (the database's clock unless `now` is given), never counts ticks, so
     one run after a long outage catches up; a second overlapping run finds nothing to do.
     """
     with connection.cursor() as cursor:
         if now is None:
-            cursor.execute(sql.TRANSACTION_NOW)
-            now = cursor.fetchone()[0]
+            now = db_now()
         cursor.execute(
             sql.ENFORCE_EXPIRE,
             {

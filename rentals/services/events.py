@@ -1,6 +1,5 @@
 """What every allocation change records, and how a lost race is told apart."""
 
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.db import Retry, sqlstate
@@ -11,7 +10,7 @@ from rentals.signals import allocation_events_recorded
 EXCLUSION_VIOLATION = "23P01"
 
 
-def event_record(allocation, *, kind, actor=None, from_state="", to_state="", note="", at=None):
+def event_record(allocation, *, kind, at, actor=None, from_state="", to_state="", note=""):
     return events_record(
         [allocation], kind=kind, actor=actor, from_state=from_state, to_state=to_state,
         note=note, at=at,
@@ -19,13 +18,13 @@ def event_record(allocation, *, kind, actor=None, from_state="", to_state="", no
 
 
 def events_record(
-    allocations, *, kind, actor=None, from_state="", to_state="", note="", at=None
+    allocations, *, kind, at, actor=None, from_state="", to_state="", note=""
 ) -> list[AllocationEvent]:
     """The same change of several allocations (a cluster's), in one statement, announced
     once (rentals.signals)."""
     events = AllocationEvent.objects.bulk_create(
         AllocationEvent(
-            allocation=allocation, at=at or timezone.now(), actor=actor, kind=kind,
+            allocation=allocation, at=at, actor=actor, kind=kind,
             from_state=from_state, to_state=to_state, note=note,
         )
         for allocation in allocations

@@ -135,7 +135,7 @@ def notice_send(*, notice_id: int) -> bool:
             claimed_until=None, last_error=f"{type(exc).__name__}: {exc}"[:300]
         )
         raise
-    Notice.objects.filter(pk=notice_id).update(sent_at=timezone.now(), last_error="")
+    Notice.objects.filter(pk=notice_id).update(sent_at=db_now(), last_error="")
     return True
 
 
