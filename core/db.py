@@ -21,6 +21,14 @@ does not move PostgreSQL's clock: a frozen-time test passes `now`). Where one mo
 statement would cost, the same clock is read inside a statement the service runs anyway:
 `db_clock()` as an annotation. Selectors and pages may show `timezone.now()`; they decide
 nothing.
+
+Rows already at hand. A service that wrote related rows hands them back attached with
+`prefetched()`, as `prefetch_related` would, so the caller reads them without a query; that
+is the one place that touches Django's private prefetch cache.
+
+Leases. A row a worker is busy with (a notice being mailed, a webhook being delivered) is
+claimed until a time (`claimed_until`); `lease_free(now)` is the one test of "nobody holds
+it": never claimed, or the claim ran out.
 """
 
 import functools
@@ -134,6 +142,24 @@ def db_now() -> datetime:
 def db_clock() -> Func:
     """`db_now()` read inside another statement (an annotation), to spare a statement."""
     return Func(function="statement_timestamp", output_field=models.DateTimeField())
+
+
+def prefetched(instance: models.Model, related: str, rows: list) -> None:
+    """Make `instance.<related>.all()` answer `rows` without a query, as `prefetch_related`
+    leaves it; a further filter still reads the table.
+
+    Relies on Django's private prefetch API (checked against Django 5.2): a query set's
+    `_result_cache` and `_prefetch_done`, and the instance's `_prefetched_objects_cache`,
+    keyed by the accessor's name, which a related manager's `get_queryset()` reads first.
+    """
+    queryset = getattr(instance, related).all()
+    queryset._result_cache, queryset._prefetch_done = rows, True
+    instance.__dict__.setdefault("_prefetched_objects_cache", {})[related] = queryset
+
+
+def lease_free(now: datetime, *, field: str = "claimed_until") -> Q:
+    """Rows nobody holds at `now`: never claimed, or their claim ran out."""
+    return Q(**{f"{field}__isnull": True}) | Q(**{f"{field}__lt": now})
 
 
 # --- Reads for reports ---------------------------------------------------------------------

@@ -17,12 +17,11 @@ from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
 from django.utils.translation import gettext as _
 from standardwebhooks.webhooks import Webhook
 
 from accounts.access import Acting, Action, NotAllowed
-from core.db import db_now
+from core.db import db_now, lease_free
 from core.sealed import InvalidToken, reseal, seal, unseal
 from rentals.services import webhook_disabled_notice_record
 from webhooks import messages
@@ -198,7 +197,7 @@ def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
         WebhookDelivery.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("endpoint")
         .filter(pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .filter(lease_free(now))
         .first()
     )
     if delivery is None:
@@ -347,7 +346,7 @@ def deliveries_due(*, limit: int = 500) -> list[int]:
     now = db_now()
     return list(
         WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=now)
-        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .filter(lease_free(now))
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:limit]
     )

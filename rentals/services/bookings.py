@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
-from core.db import db_clock, retried_transaction, savepoint
+from core.db import db_clock, prefetched, retried_transaction, savepoint
 from core.versions import CATALOG, bump
 from rentals import sql
 from rentals.availability import earliest_start
@@ -132,8 +132,8 @@ def allocation_book(
             AllocationEvent, id=event_ids[allocation.pk], allocation=allocation, at=now,
             actor=acting.user, kind=EventKind.BOOKED, to_state=state,
         )  # fmt: skip
-        _carry(allocation, "held", held)
-        _carry(allocation, "events", [event])
+        prefetched(allocation, "held", held)
+        prefetched(allocation, "events", [event])
         allocation.live_gpus = held  # what its access is judged from (rentals.access)
         allocation.member_keys = [AllocationKey(allocation=allocation, ssh_key=k) for k in keys]
         events.append(event)
@@ -182,14 +182,6 @@ def _as_written(model, **fields):
     instance = model(**fields)
     instance._state.adding, instance._state.db = False, connection.alias
     return instance
-
-
-def _carry(allocation: Allocation, related: str, rows: list) -> None:
-    """Make `allocation.<related>.all()` answer `rows` without a query, as prefetch_related
-    leaves it (a query set holding its results); a further filter still reads the table."""
-    rows_qs = getattr(allocation, related).all()
-    rows_qs._result_cache, rows_qs._prefetch_done = rows, True
-    allocation.__dict__.setdefault("_prefetched_objects_cache", {})[related] = rows_qs
 
 
 def _place(acting, quote, paid_from, paid_until):

@@ -13,14 +13,14 @@ from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from accounts.selectors import profile_for
 from core.dates import when_text
-from core.db import db_now
+from core.db import db_now, lease_free
 from core.money import money_text
 from rentals.access import connection_details, tenant_login
 from rentals.models import (
@@ -118,7 +118,7 @@ def notice_send(*, notice_id: int) -> bool:
     now = db_now()
     claimed = (
         Notice.objects.filter(pk=notice_id, sent_at__isnull=True)
-        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .filter(lease_free(now))
         .update(claimed_until=now + CLAIM, attempts=F("attempts") + 1)
     )
     if not claimed:
@@ -319,7 +319,7 @@ def notices_unsent(*, now: datetime | None = None, older_than=timedelta(minutes=
     return list(
         Notice.objects.filter(sent_at__isnull=True, created_at__lte=now - older_than)
         .exclude(user__email="")
-        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .filter(lease_free(now))
         .values_list("pk", flat=True)[:BATCH]
     )
 

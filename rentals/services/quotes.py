@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from accounts.access import Acting, Action
 from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
 from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
-from core.db import constraint_name, db_now
+from core.db import constraint_name, db_now, prefetched
 from core.money import Money
 from rentals import limits
 from rentals.availability import (
@@ -69,10 +69,7 @@ def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -
     for position, line in enumerate(lines):
         line.quote, line.position = quote, position
     QuoteLine.objects.bulk_create(lines)
-    # The lines as if prefetched: the caller reads the whole quote without a query.
-    prefetched = quote.lines.all()
-    prefetched._result_cache, prefetched._prefetch_done = lines, True
-    quote._prefetched_objects_cache = {"lines": prefetched}
+    prefetched(quote, "lines", lines)  # the caller reads the whole quote without a query
     return quote
 
 
