@@ -21,12 +21,11 @@ from enum import StrEnum
 
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
 from accounts import sql
+from accounts.errors import NotAllowed, SecondFactorRequired, TeamNotFound
 from accounts.models import ApiToken, Membership, Role, Team
 from accounts.signin import has_second_factor
-from core.errors import DomainError
 
 TEAM_SESSION_KEY = "team_id"
 
@@ -77,17 +76,6 @@ def allowed_by(table: dict[Action, tuple[bool, ...]]) -> dict[Role, frozenset[Ac
 ALLOWED = allowed_by(TABLE)
 # What a member without a second factor may still do in a team that requires one.
 WITHOUT_SECOND_FACTOR = frozenset({Action.READ_TEAM})
-
-
-class NotAllowed(DomainError):
-    status = 403
-    code = "not_allowed"
-    title = gettext_lazy("Your role in this team does not allow this")
-
-
-class SecondFactorRequired(NotAllowed):
-    code = "second_factor_required"
-    title = gettext_lazy("This team requires two-factor sign-in")
 
 
 @dataclass(frozen=True)
@@ -221,9 +209,3 @@ def acting_for_team(request, team_id: int) -> Acting:
             raise NotAllowed(_("This API token acts for %(team)s only.") % {"team": auth.team.name})
         return acting_for_request(request)
     return acting_as(request.user, team)
-
-
-class TeamNotFound(DomainError):
-    status = 404
-    code = "not_found"
-    title = gettext_lazy("Not found")

@@ -8,16 +8,11 @@ from django import forms
 from django.conf import settings
 from django.urls import reverse
 
+from accounts.errors import BadCredentials, LockedOut
 from accounts.middleware import preferences_remember
 from accounts.models import SignInMethod
 from accounts.selectors import profile_for
-from accounts.signin import (
-    BadCredentials,
-    LockedOut,
-    has_second_factor,
-    password_check,
-    sign_in_record,
-)
+from accounts.signin import has_second_factor, password_check, sign_in_record
 from accounts.teams import invitation_usable
 
 INVITATION_SESSION_KEY = "invitation_token"

@@ -7,13 +7,8 @@ from allauth.mfa.base.forms import AuthenticateForm, ReauthenticateForm
 from allauth.mfa.totp.forms import ActivateTOTPForm
 from django import forms
 
-from accounts.signin import (
-    LockedOut,
-    SecondFactorMissing,
-    SecondFactorWrong,
-    second_factor_check,
-    second_factor_code_spend,
-)
+from accounts.errors import LockedOut, SecondFactorMissing, SecondFactorWrong
+from accounts.signin import second_factor_check, second_factor_code_spend
 
 
 class _CountedCode:

@@ -3,16 +3,9 @@
 from allauth.account.models import EmailAddress
 from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, Q
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
+from accounts.errors import EmailUnverified
 from accounts.models import Profile, SignIn
-from core.errors import DomainError
-
-
-class EmailUnverified(DomainError):
-    status = 403
-    code = "email_unverified"
-    title = gettext_lazy("Confirm your e-mail address first")
 
 
 def email_unverified(user) -> ExpressionWrapper:

@@ -6,17 +6,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
-from accounts.access import ALLOWED, NotAllowed, acting_as
+from accounts.access import ALLOWED, acting_as
+from accounts.errors import NotAllowed, TooManyTokens
 from accounts.models import ApiToken, Profile, Role, Team, token_hash
 from core.db import db_now
-from core.errors import Conflict
-
-
-class TooManyTokens(Conflict):
-    code = "too_many_tokens"
-    title = gettext_lazy("Too many API tokens")
 
 
 def api_tokens_live(*, user, now: datetime):

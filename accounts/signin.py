@@ -18,41 +18,15 @@ from allauth.mfa.models import Authenticator
 from django.contrib.auth import authenticate
 from django.core.cache import cache
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from rest_framework.throttling import BaseThrottle
 
+from accounts.errors import BadCredentials, LockedOut, SecondFactorMissing, SecondFactorWrong
 from accounts.models import SignIn, SignInMethod
-from core.errors import DomainError
 
 LOCKOUT_THRESHOLD = 5  # failures of one username from one address
 ADDRESS_THRESHOLD = 20  # failures from one address, whatever the usernames
-LOCKOUT_SECONDS = 300
+LOCKOUT_SECONDS = LockedOut.retry_after
 SECOND_FACTOR_THRESHOLD = 5  # wrong codes for one user, from anywhere
-
-
-class LockedOut(DomainError):
-    status = 429
-    code = "locked_out"
-    title = gettext_lazy("Too many failed sign-ins")
-    retry_after = LOCKOUT_SECONDS
-
-
-class BadCredentials(DomainError):
-    status = 401
-    code = "bad_credentials"
-    title = gettext_lazy("Wrong username or password")
-
-
-class SecondFactorMissing(DomainError):
-    status = 401
-    code = "otp_required"
-    title = gettext_lazy("A second factor is needed")
-
-
-class SecondFactorWrong(DomainError):
-    status = 401
-    code = "otp_wrong"
-    title = gettext_lazy("Wrong second-factor code")
 
 
 def client_address(request) -> str:

@@ -16,9 +16,16 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
-from accounts.access import Acting, Action, SecondFactorRequired
+from accounts.access import Acting, Action
+from accounts.errors import (
+    AlreadyMember,
+    InvitationInvalid,
+    InvitationNotYours,
+    LastOwner,
+    PersonalTeam,
+    SecondFactorRequired,
+)
 from accounts.models import (
     ApiToken,
     Invitation,
@@ -30,38 +37,10 @@ from accounts.models import (
 )
 from accounts.signin import has_second_factor
 from core.db import db_now
-from core.errors import Conflict, DomainError
 from core.money import amount_check, default_currency
 
 logger = logging.getLogger(__name__)
 INVITATION_LIFETIME = timedelta(days=7)
-
-
-class LastOwner(Conflict):
-    code = "last_owner"
-    title = gettext_lazy("A team needs an owner")
-
-
-class InvitationInvalid(DomainError):
-    status = 410
-    code = "invitation_invalid"
-    title = gettext_lazy("This invitation cannot be used")
-
-
-class InvitationNotYours(DomainError):
-    status = 403
-    code = "invitation_not_yours"
-    title = gettext_lazy("This invitation is for another e-mail address")
-
-
-class AlreadyMember(Conflict):
-    code = "already_member"
-    title = gettext_lazy("Already a member")
-
-
-class PersonalTeam(DomainError):
-    code = "personal_team"
-    title = gettext_lazy("A personal team has one member")
 
 
 @transaction.atomic

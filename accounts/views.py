@@ -14,15 +14,11 @@ from django.views import i18n
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
+from accounts.errors import TooManyTokens
 from accounts.middleware import SESSION_KEY, preferences_remember
 from accounts.models import ApiToken, Profile, SshKey
 from accounts.selectors import profile_for, sign_in_history
-from accounts.services import (
-    TooManyTokens,
-    account_preferences_set,
-    api_token_create,
-    api_token_revoke,
-)
+from accounts.services import account_preferences_set, api_token_create, api_token_revoke
 from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
 
 

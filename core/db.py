@@ -29,6 +29,10 @@ is the one place that touches Django's private prefetch cache.
 Leases. A row a worker is busy with (a notice being mailed, a webhook being delivered) is
 claimed until a time (`claimed_until`); `lease_free(now)` is the one test of "nobody holds
 it": never claimed, or the claim ran out.
+
+Refusals. Every `core.errors.DomainError` subclass lives in its app's `errors.py`
+(`accounts/errors.py`, `rentals/errors.py`, `telemetry/errors.py`), and callers import it
+from there.
 """
 
 import functools

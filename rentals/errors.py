@@ -55,3 +55,8 @@ class KeyInFlight(Conflict):
     code = "in_flight"
     title = _("A request with this Idempotency-Key is still being processed")
     retry_after = 1
+
+
+class SpendLimitReached(Conflict):
+    code = "spend_limit_reached"
+    title = _("The team's monthly spend limit would be passed")

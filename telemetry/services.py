@@ -5,18 +5,12 @@ from datetime import datetime
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
 from core.db import db_now
-from core.errors import Conflict
+from telemetry.errors import AlreadyAcknowledged
 from telemetry.models import Flag, FlagKind
 
 NOTE_MAX = 500
-
-
-class AlreadyAcknowledged(Conflict):
-    code = "flag_already_acknowledged"
-    title = gettext_lazy("The flag was already acknowledged")
 
 
 @transaction.atomic

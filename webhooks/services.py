@@ -20,7 +20,8 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from standardwebhooks.webhooks import Webhook
 
-from accounts.access import Acting, Action, NotAllowed
+from accounts.access import Acting, Action
+from accounts.errors import NotAllowed
 from core.db import db_now, lease_free
 from core.sealed import InvalidToken, reseal, seal, unseal
 from rentals.services import webhook_disabled_notice_record

@@ -13,7 +13,8 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.access import Action, NotAllowed, acting_for_request, acting_for_team
+from accounts.access import Action, acting_for_request, acting_for_team
+from accounts.errors import NotAllowed
 from accounts.models import ApiToken, Membership, Role, SshKey, Team
 from accounts.services import api_token_create, api_token_revoke
 from accounts.signin import sign_in

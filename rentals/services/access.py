@@ -11,7 +11,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, Action, NotAllowed
+from accounts.access import Acting, Action
+from accounts.errors import NotAllowed
 from accounts.models import SshKey
 from core.db import db_now
 from rentals.models import (

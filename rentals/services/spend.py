@@ -5,17 +5,11 @@ from decimal import Decimal
 
 from django.db.models import Case, DecimalField, F, Sum, When
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
 from accounts.models import Team
-from core.errors import Conflict
 from core.money import DECIMAL_PLACES, MAX_DIGITS, money_text, quantize
+from rentals.errors import SpendLimitReached
 from rentals.models import LedgerEntry, LedgerKind
-
-
-class SpendLimitReached(Conflict):
-    code = "spend_limit_reached"
-    title = gettext_lazy("The team's monthly spend limit would be passed")
 
 
 def month_bounds(at: datetime) -> tuple[datetime, datetime]:

@@ -117,7 +117,8 @@ def test_the_lock_lives_outside_the_process(alice, secret, api):
         from django.conf import settings
         from django.contrib.auth.models import User
         from django.test import RequestFactory
-        from accounts.signin import LockedOut, second_factor_check
+        from accounts.errors import LockedOut
+        from accounts.signin import second_factor_check
         settings.CACHES["default"]["KEY_PREFIX"] = {prefix!r}
         try:
             second_factor_check(RequestFactory().post("/"), user=User(pk={alice.pk}), code="1")

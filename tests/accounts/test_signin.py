@@ -9,7 +9,8 @@ from django.contrib.auth.backends import ModelBackend
 from django.db import connection
 from django.test import RequestFactory
 
-from accounts.signin import ADDRESS_THRESHOLD, LOCKOUT_THRESHOLD, LockedOut, sign_in
+from accounts.errors import LockedOut
+from accounts.signin import ADDRESS_THRESHOLD, LOCKOUT_THRESHOLD, sign_in
 
 WRONG = {"login": "alice", "password": "not-her-password"}
 RIGHT = {"login": "alice", "password": "pw-alice-123456"}

@@ -11,20 +11,19 @@ from django.db import IntegrityError, connection, transaction
 from rest_framework.test import APIClient
 
 from accounts.access import acting_as, personal_team
+from accounts.errors import LastOwner
 from accounts.models import Invitation, Membership, Role
 from accounts.services import api_token_create
 from accounts.teams import (
-    LastOwner,
     invitation_create,
     membership_remove,
     membership_role_set,
     team_create,
     team_spend_limit_set,
 )
-from rentals.errors import NoCapacity
+from rentals.errors import NoCapacity, SpendLimitReached
 from rentals.models import Allocation, LedgerEntry
 from rentals.services import allocation_book, quote_create
-from rentals.services.spend import SpendLimitReached
 from tests.rentals.helpers import book
 
 QUOTE = {"gpu_model": "l4", "gpu_count": 1, "period": "day", "period_count": 1}
