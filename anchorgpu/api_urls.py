@@ -16,9 +16,9 @@ from accounts.api.views import (
 )
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
-from rentals.api import agent, clusters, usage
-from rentals.api import views as rentals
+from rentals.api import agent, allocations, bookings, clusters, fleet, ledger, quotes
 from rentals.api.availability import AvailabilityApi
+from rentals.api.catalog import GpuModelListApi
 from sizing.api import SizingApi
 from telemetry.api import views as telemetry
 from webhooks.api import views as webhooks
@@ -48,7 +48,7 @@ urlpatterns = [
         TeamInvitationRevokeApi.as_view(),
         name="api-team-invitation",
     ),
-    path("gpu-models/", rentals.GpuModelListApi.as_view(), name="api-gpu-models"),
+    path("gpu-models/", GpuModelListApi.as_view(), name="api-gpu-models"),
     path(
         "gpu-models/<slug:slug>/prices/",
         catalog.GpuModelPriceHistoryApi.as_view(),
@@ -72,37 +72,51 @@ urlpatterns = [
         name="api-flag-acknowledge",
     ),
     path("availability/", AvailabilityApi.as_view(), name="api-availability"),
-    path("quotes/", rentals.QuoteCreateApi.as_view(), name="api-quotes"),
-    path("quotes/<uuid:pk>/", rentals.QuoteDetailApi.as_view(), name="api-quote"),
-    path("bookings/", rentals.BookingCreateApi.as_view(), name="api-bookings"),
-    path("allocations/", rentals.AllocationListApi.as_view(), name="api-allocations"),
-    path("allocations/<uuid:pk>/", rentals.AllocationDetailApi.as_view(), name="api-allocation"),
-    path("allocations/<uuid:pk>/stop/", rentals.AllocationStopApi.as_view(), name="api-stop"),
-    path("allocations/<uuid:pk>/start/", rentals.AllocationStartApi.as_view(), name="api-start"),
-    path("allocations/<uuid:pk>/cancel/", rentals.AllocationCancelApi.as_view(), name="api-cancel"),
-    path("allocations/<uuid:pk>/extend/", rentals.AllocationExtendApi.as_view(), name="api-extend"),
+    path("quotes/", quotes.QuoteCreateApi.as_view(), name="api-quotes"),
+    path("quotes/<uuid:pk>/", quotes.QuoteDetailApi.as_view(), name="api-quote"),
+    path("bookings/", bookings.BookingCreateApi.as_view(), name="api-bookings"),
+    path("allocations/", allocations.AllocationListApi.as_view(), name="api-allocations"),
+    path(
+        "allocations/<uuid:pk>/", allocations.AllocationDetailApi.as_view(), name="api-allocation"
+    ),
+    path("allocations/<uuid:pk>/stop/", allocations.AllocationStopApi.as_view(), name="api-stop"),
+    path(
+        "allocations/<uuid:pk>/start/", allocations.AllocationStartApi.as_view(), name="api-start"
+    ),
+    path(
+        "allocations/<uuid:pk>/cancel/",
+        allocations.AllocationCancelApi.as_view(),
+        name="api-cancel",
+    ),
+    path(
+        "allocations/<uuid:pk>/extend/",
+        allocations.AllocationExtendApi.as_view(),
+        name="api-extend",
+    ),
     path(
         "allocations/<uuid:pk>/ssh-keys/",
-        rentals.AllocationKeysApi.as_view(),
+        allocations.AllocationKeysApi.as_view(),
         name="api-allocation-keys",
     ),
     path(
         "allocations/<uuid:pk>/extension-quotes/",
-        rentals.AllocationExtensionQuoteApi.as_view(),
+        allocations.AllocationExtensionQuoteApi.as_view(),
         name="api-extension-quotes",
     ),
     path(
         "allocations/<uuid:pk>/telemetry/",
-        rentals.AllocationTelemetryApi.as_view(),
+        allocations.AllocationTelemetryApi.as_view(),
         name="api-telemetry",
     ),
-    path("allocations/<uuid:pk>/usage/", usage.AllocationUsageApi.as_view(), name="api-usage"),
-    path("usage/fleet/", usage.FleetUsageApi.as_view(), name="api-usage-fleet"),
-    path("usage/models/", usage.ModelUsageApi.as_view(), name="api-usage-models"),
-    path("usage/regions/", usage.RegionUsageApi.as_view(), name="api-usage-regions"),
-    path("usage/revenue/", usage.RevenueApi.as_view(), name="api-usage-revenue"),
-    path("usage/booked-ahead/", usage.BookedAheadApi.as_view(), name="api-usage-booked-ahead"),
-    path("usage/idle/", usage.IdleApi.as_view(), name="api-usage-idle"),
+    path(
+        "allocations/<uuid:pk>/usage/", allocations.AllocationUsageApi.as_view(), name="api-usage"
+    ),
+    path("usage/fleet/", fleet.FleetUsageApi.as_view(), name="api-usage-fleet"),
+    path("usage/models/", fleet.ModelUsageApi.as_view(), name="api-usage-models"),
+    path("usage/regions/", fleet.RegionUsageApi.as_view(), name="api-usage-regions"),
+    path("usage/revenue/", fleet.RevenueApi.as_view(), name="api-usage-revenue"),
+    path("usage/booked-ahead/", fleet.BookedAheadApi.as_view(), name="api-usage-booked-ahead"),
+    path("usage/idle/", fleet.IdleApi.as_view(), name="api-usage-idle"),
     path("clusters/<uuid:pk>/", clusters.ClusterDetailApi.as_view(), name="api-cluster"),
     path("clusters/<uuid:pk>/stop/", clusters.ClusterStopApi.as_view(), name="api-cluster-stop"),
     path("clusters/<uuid:pk>/start/", clusters.ClusterStartApi.as_view(), name="api-cluster-start"),
@@ -121,8 +135,8 @@ urlpatterns = [
         clusters.ClusterExtensionQuoteApi.as_view(),
         name="api-cluster-extension-quotes",
     ),
-    path("ledger/", rentals.LedgerListApi.as_view(), name="api-ledger"),
-    path("ledger/csv/", rentals.LedgerCsvApi.as_view(), name="api-ledger-csv"),
+    path("ledger/", ledger.LedgerListApi.as_view(), name="api-ledger"),
+    path("ledger/csv/", ledger.LedgerCsvApi.as_view(), name="api-ledger-csv"),
     path("webhooks/endpoints/", webhooks.EndpointListApi.as_view(), name="api-webhooks"),
     path(
         "webhooks/endpoints/<uuid:pk>/",

@@ -3,16 +3,16 @@ from django.urls import include, path
 from accounts import team_views as teams
 from accounts import views as accounts
 from glossary import views as glossary
-from rentals.views import allocations, catalog, statement, usage
+from rentals.views import allocations, booking, fleet, statement
 from sizing import views as sizing
 from telemetry import views as flags
 from webhooks import views as webhooks
 
 urlpatterns = [
-    path("", catalog.catalog_page, name="home"),
-    path("book/<slug:slug>/", catalog.book_page, name="book"),
-    path("quotes/<uuid:pk>/", catalog.quote_page, name="quote"),
-    path("quotes/<uuid:pk>/book/", catalog.quote_book, name="quote-book"),
+    path("", booking.catalog_page, name="home"),
+    path("book/<slug:slug>/", booking.book_page, name="book"),
+    path("quotes/<uuid:pk>/", booking.quote_page, name="quote"),
+    path("quotes/<uuid:pk>/book/", booking.quote_book, name="quote-book"),
     path("allocations/", allocations.allocation_list_page, name="allocation-list"),
     path("allocations/<uuid:pk>/", allocations.allocation_detail_page, name="allocation-detail"),
     path("allocations/<uuid:pk>/live/", allocations.allocation_live_part, name="allocation-live"),
@@ -46,7 +46,7 @@ urlpatterns = [
     path("notices/", allocations.notices_page, name="notices"),
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),
-    path("usage/", usage.usage_page, name="usage"),
+    path("usage/", fleet.usage_page, name="usage"),
     path("sizing/", sizing.sizing_page, name="sizing"),
     path("flags/", flags.flags_page, name="flags"),
     path("flags/<int:pk>/acknowledge/", flags.flag_acknowledge_page, name="flag-acknowledge"),

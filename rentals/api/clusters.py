@@ -12,13 +12,14 @@ from rest_framework.views import APIView
 from accounts.access import acting_for_request
 from core.problems import PROBLEM
 from rentals import selectors, services
+from rentals.api.allocations import extend_from_request, extension_quote_response
+from rentals.api.bookings import IDEMPOTENCY_HEADER
 from rentals.api.serializers import (
     ClusterSerializer,
     ExtendInSerializer,
     ExtensionQuoteInSerializer,
     QuoteSerializer,
 )
-from rentals.api.views import IDEMPOTENCY_HEADER, extend_from_request, extension_quote_response
 from rentals.idempotency import idempotent
 
 

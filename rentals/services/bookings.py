@@ -1,6 +1,6 @@
 """Booking: a valid quote becomes an allocation of specific GPUs and one charge of its total.
 
-The path: the page (views/catalog.py) or the API (api/views.py) → `allocation_book` →
+The path: the page (views/booking.py) or the API (api/bookings.py) → `allocation_book` →
 placement (a node row lock, then its free GPUs) → `AllocationGpu` rows, which the exclusion
 constraint `rentals_allocationgpu_no_overlap` guards whatever the code above got wrong.
 

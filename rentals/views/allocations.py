@@ -18,8 +18,9 @@ from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
 from core.errors import DomainError
-from rentals import limits, selectors, services, usage
+from rentals import limits, selectors, services
 from rentals.access import access_of, key_choices
+from rentals.allocation_usage import allocation_series, allocation_usage, stopped_spans, time_left
 from rentals.errors import QuoteExpired
 from rentals.forms import AllocationFilterForm, ChartRangeForm, ExtendForm, ExtensionQuoteForm
 from rentals.idempotency import idempotent
@@ -82,12 +83,12 @@ def paid_timeline(*, allocation: Allocation, now: datetime) -> dict:
     def pct(at):
         return max(0.0, min(100.0, (at - start).total_seconds() / total * 100))
 
-    left = usage.time_left(allocation=allocation, now=now)
+    left = time_left(allocation=allocation, now=now)
     return {
         "now_pct": pct(now),
         "stopped": [
             {"left": pct(a), "width": max(pct(b) - pct(a), 0.4), "from": a, "to": b}
-            for a, b in usage.stopped_spans(allocation=allocation, now=now)
+            for a, b in stopped_spans(allocation=allocation, now=now)
         ],
         "time_left": left,
         "hours_left": round(left.total_seconds() / 3600, 1),
@@ -114,7 +115,7 @@ def _detail_context(request, allocation, **extra):
         "allocation": allocation,
         "now": now,
         "timeline": paid_timeline(allocation=allocation, now=now),
-        "summary": usage.allocation_usage(allocation=allocation, now=now),
+        "summary": allocation_usage(allocation=allocation, now=now),
         "is_owner": is_owner,
         "access": access_shown(allocation),
         "key_choices": key_choices(acting=acting, allocation=allocation)
@@ -146,7 +147,7 @@ def allocation_telemetry_json(request, pk):
     if request.GET and not chart_range.is_valid():
         return JsonResponse({"errors": chart_range.errors}, status=400)
     start, end = chart_range.window(allocation=allocation, now=timezone.now())
-    return JsonResponse(usage.allocation_series(allocation=allocation, start=start, end=end))
+    return JsonResponse(allocation_series(allocation=allocation, start=start, end=end))
 
 
 def _owned(request, pk):

@@ -7,6 +7,7 @@ from django.utils import timezone, translation
 
 from accounts.access import acting_as
 from catalog.models import Gpu, Node, NodeHealth
+from rentals.allocation_usage import allocation_usage, stopped_spans
 from rentals.dashboard import (
     dashboard_tables,
     fleet_dashboard,
@@ -17,7 +18,6 @@ from rentals.dashboard import (
 from rentals.models import AllocationGpu
 from rentals.services import allocation_cancel, allocation_start, allocation_stop
 from rentals.templatetags.heatmap import heat_cells
-from rentals.usage import allocation_usage, stopped_spans
 from telemetry.models import Flag, FlagKind, FleetSize, GpuSample, Severity
 from tests.rentals.helpers import book
 

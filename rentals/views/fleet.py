@@ -1,4 +1,4 @@
-"""The staff dashboard page and its tables as CSV."""
+"""The staff usage page (/usage/): the fleet dashboard and its tables as CSV."""
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import render

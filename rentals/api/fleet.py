@@ -1,10 +1,8 @@
-"""Every figure the usage pages show, for scripts: an allocation's whole-rental summary for
-its team, and the staff dashboard's parts (fleet over time, models, regions, revenue,
-booked ahead, idle allocations)."""
+"""The staff fleet dashboard's figures, for scripts: the fleet over time, use by model and
+region, revenue, what is booked ahead and which allocations sit idle (rentals.dashboard)."""
 
 from datetime import timedelta
 
-from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
@@ -16,12 +14,13 @@ from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import acting_for_request
 from core.fields import BoundedDateTimeField
 from core.problems import PROBLEM
-from rentals import dashboard, selectors, usage
+from rentals import dashboard
 
 RANGE_MAX = timedelta(days=400)
+
+
 HOURLY_MAX = timedelta(days=31)
 
 
@@ -59,44 +58,6 @@ RANGE_PARAMETERS = [
     OpenApiParameter("from", str, description="ISO 8601; default: 7 days before `to`"),
     OpenApiParameter("to", str, description="ISO 8601; default: now"),
 ]
-
-
-class AllocationUsageSerializer(serializers.Serializer):
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField()
-    paid_hours = serializers.FloatField()
-    hours_left = serializers.FloatField()
-    running_hours = serializers.FloatField()
-    stopped_hours = serializers.FloatField()
-    gpu_hours = serializers.FloatField()
-    covered_gpu_hours = serializers.FloatField(help_text="GPU-hours telemetry saw")
-    partial = serializers.BooleanField(help_text="telemetry saw under 95 % of the window")
-    busy_hours = serializers.FloatField(help_text="busy GPU-hours")
-    util_avg = serializers.FloatField(allow_null=True)
-    util_max = serializers.FloatField(allow_null=True)
-    mem_max_mib = serializers.FloatField(allow_null=True)
-    energy_kwh = serializers.FloatField(allow_null=True)
-    idle_hours = serializers.FloatField(allow_null=True)
-
-    def get_fields(self):
-        # "from" is a Python keyword: declared as start/end, named from/to in the API and
-        # its schema alike.
-        fields = super().get_fields()
-        renamed = {"start": "from", "end": "to"}
-        return {renamed.get(name, name): field for name, field in fields.items()}
-
-
-class AllocationUsageApi(APIView):
-    """The whole paid window so far: rollups where raw samples are gone, raw samples for
-    the newest part."""
-
-    @extend_schema(responses={200: AllocationUsageSerializer, 401: PROBLEM, 404: PROBLEM})
-    def get(self, request, pk):
-        allocation = selectors.allocation_get(acting=acting_for_request(request), pk=pk)
-        if allocation is None:
-            raise Http404
-        summary = usage.allocation_usage(allocation=allocation, now=timezone.now())
-        return Response(AllocationUsageSerializer(summary).data)
 
 
 class FleetPointSerializer(serializers.Serializer):

@@ -1,4 +1,5 @@
-"""The catalog with what is free now, the booking form, the quote and booking from it.
+"""Booking pages: the catalog with what is free now, the booking form, the quote and booking
+from it.
 
 Writes go through the same services as the API; refusals are acted on by type."""
 

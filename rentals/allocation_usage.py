@@ -1,4 +1,4 @@
-"""An allocation's paid time against its use: stopped spans, usage summary, chart series.
+"""One allocation's paid time against its use: stopped spans, usage summary, chart series.
 
 These join the allocation (rentals) with what its GPUs did (telemetry).
 """

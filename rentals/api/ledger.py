@@ -1,0 +1,76 @@
+"""The team's ledger in the API: its entries with balances per currency, and as CSV."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics
+from rest_framework.renderers import JSONRenderer
+from rest_framework.views import APIView
+
+from accounts.access import acting_for_request
+from core.problems import PROBLEM
+from core.renderers import CSVRenderer
+from rentals import selectors
+from rentals.api.serializers import LedgerEntrySerializer, LedgerFilterSerializer
+from rentals.views.statement import statement_csv_response
+
+
+class LedgerListApi(generics.ListAPIView):
+    serializer_class = LedgerEntrySerializer
+
+    def _filters(self):
+        filters = LedgerFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return filters.validated_data
+
+    def get_queryset(self):
+        return selectors.ledger_entries(
+            acting=acting_for_request(self.request), filters=self._filters()
+        )
+
+    @extend_schema(parameters=[LedgerFilterSerializer])
+    def list(self, request, *args, **kwargs):
+        response = super().list(request, *args, **kwargs)
+        # `balances` are all time, one per currency; `range_balances` the net of the entries
+        # the filters select. `balance` and `range_net` stay for one-currency ledgers (null
+        # when there are several: amounts of different currencies are never added).
+        acting = acting_for_request(request)
+        filters = self._filters()
+        response.data["balances"] = _money_list(selectors.ledger_balances(acting=acting))
+        response.data["range_balances"] = _money_list(
+            selectors.ledger_balances(acting=acting, filters=filters)
+        )
+        response.data["balance"] = _optional(selectors.ledger_balance(acting=acting))
+        response.data["range_net"] = _optional(
+            selectors.ledger_balance(acting=acting, filters=filters)
+        )
+        return response
+
+
+def _money_list(balances):
+    return [{"currency": m.currency, "amount": str(m.amount)} for m in balances]  # Money: exact
+
+
+def _optional(amount):
+    return None if amount is None else str(amount)
+
+
+class LedgerCsvApi(APIView):
+    """The statement as CSV (one row per charge or refund; refunds negative)."""
+
+    renderer_classes = [CSVRenderer, JSONRenderer]
+
+    @extend_schema(
+        parameters=[LedgerFilterSerializer],
+        responses={
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the statement"),
+            400: PROBLEM,
+            401: PROBLEM,
+            403: PROBLEM,
+        },
+    )
+    def get(self, request):
+        filters = LedgerFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        return statement_csv_response(
+            acting=acting_for_request(request), filters=filters.validated_data
+        )
