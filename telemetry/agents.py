@@ -18,8 +18,8 @@ from rest_framework import authentication, exceptions, permissions
 
 from catalog.models import Node, NodeState
 from core.db import db_now
+from telemetry.flags import flags_sync
 from telemetry.models import FlagKind, NodeAgent
-from telemetry.poll import flags_sync
 
 PREFIX = "agpn_"  # AnchorGPU node
 

@@ -1,4 +1,5 @@
-"""Poll nodes' exporters concurrently, store samples, update node health and flags.
+"""Poll nodes' exporters concurrently, store samples, update node health and flags
+(telemetry.flags judges the readings).
 
 One shard of nodes is fetched at once with asyncio (bounded concurrency, connect and read
 timeouts, a body-size cap), so a slow or dead node costs only its own timeout. Storing is
@@ -21,16 +22,8 @@ from django.db.models import Q
 from catalog.models import Gpu, Node, NodeHealth, NodeState
 from core.db import db_now
 from telemetry import sql
-from telemetry.models import (
-    READING_FLAGS,
-    SEVERITY,
-    Flag,
-    FlagKind,
-    FleetSize,
-    GpuSample,
-    PollOutcome,
-    RollupBucket,
-)
+from telemetry.flags import reading_flags_update
+from telemetry.models import FleetSize, PollOutcome, RollupBucket
 from telemetry.parse import Reading, Scrape, ScrapeError, parse_exporter
 
 MAX_CONCURRENCY = 200
@@ -262,7 +255,7 @@ def _store(results: list[NodePoll], gpus_by_node, now):
     samples_copy([s for r in results for s in r.samples])
     _update_health([r.health for r in results], now)
     readings = {gpu: reading for r in results for gpu, reading in r.readings.items()}
-    _update_flags(gpus_by_node, readings, now)
+    reading_flags_update(gpus_by_node, readings, now)
 
 
 def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
@@ -304,100 +297,6 @@ def _update_health(updates, now):
             {"ids": ids, "health": [str(h) for h in health], "detail": detail,
              "last_good": last_good, "now": now},
         )  # fmt: skip
-
-
-def _update_flags(gpus_by_node, readings_by_gpu, now):
-    """Open a flag when its condition holds, close it when a good poll shows it cleared.
-
-    A node that cannot be polled opens one node flag, not one per GPU, and says nothing of
-    its GPUs. An XID opens a flag when the exporter's last-XID value changes to a non-zero
-    code (the gauge is sticky: it keeps the last code until the exporter restarts). Activity
-    against the allocations' states is the rentals layer's to judge (rentals/services/activity.py).
-    """
-    conf = settings.ANCHORGPU
-    reachable = set()
-    holding: dict[tuple[int, int | None, str], str] = {}
-    xids: dict[int, tuple[int, int]] = {}
-    for node_id, gpus in gpus_by_node.items():
-        if not any(g.pk in readings_by_gpu for g in gpus) and gpus:
-            holding[(node_id, None, FlagKind.NODE_UNREACHABLE)] = "no answer with GPU readings"
-            continue
-        reachable.add(node_id)
-        for gpu in gpus:
-            reading = readings_by_gpu.get(gpu.pk)
-            if reading is None:
-                holding[(node_id, gpu.pk, FlagKind.GPU_MISSING)] = "not in the exporter's output"
-                continue
-            if reading.xid:
-                xids[gpu.pk] = (node_id, reading.xid)
-            if (
-                reading.temperature_c is not None
-                and reading.temperature_c > conf["HOT_TEMPERATURE_C"]
-            ):
-                holding[(node_id, gpu.pk, FlagKind.HOT)] = f"{reading.temperature_c:.0f} °C"
-    decided = Q(kind=FlagKind.NODE_UNREACHABLE, node_id__any=gpus_by_node) | Q(
-        kind__in=[FlagKind.HOT, FlagKind.GPU_MISSING], node_id__any=reachable
-    )
-    flags_sync(holding, decided=decided, now=now)
-    _xid_events(xids, now)
-
-
-def _xid_events(xids: dict[int, tuple[int, int]], now):
-    """Open (or refresh) an XID flag where the last-XID value changed to a non-zero code;
-    close XID flags quiet for XID_QUIET_MINUTES."""
-    if xids:
-        before = dict(
-            GpuSample.objects.filter(gpu_id__any=xids, at__lt=now)
-            .order_by("gpu_id", "-at")
-            .distinct("gpu_id")
-            .values_list("gpu_id", "xid")
-        )
-        for gpu_id, (node_id, xid) in xids.items():
-            if before.get(gpu_id) == xid:
-                continue  # the same sticky code as last time: nothing new happened
-            detail = f"XID {xid}"
-            refreshed = Flag.objects.filter(
-                gpu_id=gpu_id, kind=FlagKind.XID, closed_at__isnull=True
-            ).update(last_seen_at=now, detail=detail)
-            if not refreshed:
-                Flag.objects.bulk_create([_flag(node_id, gpu_id, FlagKind.XID, detail, now)])
-    quiet = timedelta(minutes=settings.ANCHORGPU["XID_QUIET_MINUTES"])
-    Flag.objects.filter(
-        kind=FlagKind.XID, closed_at__isnull=True, last_seen_at__lt=now - quiet
-    ).update(closed_at=now)
-
-
-def _flag(node_id, gpu_id, kind, detail, now) -> Flag:
-    return Flag(
-        node_id=node_id, gpu_id=gpu_id, kind=kind, severity=SEVERITY[kind], detail=detail[:200],
-        opened_at=now, last_seen_at=now,
-    )  # fmt: skip
-
-
-def flags_sync(
-    holding: dict[tuple[int, int | None, str], str], *, decided: Q, now, kinds=READING_FLAGS
-):
-    """Open the flags in `holding` ((node, GPU or None, kind) → detail; once: a partial
-    unique index) and mark the open ones seen; close the open flags of `kinds` that this
-    round `decided` about and that no longer hold."""
-    Flag.objects.bulk_create(
-        [_flag(n, g, k, d, now) for (n, g, k), d in holding.items()], ignore_conflicts=True
-    )
-    still, cleared = [], []
-    for flag in (
-        Flag.objects.filter(closed_at__isnull=True, kind__in=kinds)
-        .filter(decided)
-        .only("id", "node_id", "gpu_id", "kind", "opened_at")
-    ):
-        held = (flag.node_id, flag.gpu_id, flag.kind) in holding
-        if held and flag.opened_at != now:
-            still.append(flag.pk)
-        elif not held:
-            cleared.append(flag.pk)
-    if still:
-        Flag.objects.filter(pk__any=still).update(last_seen_at=now)
-    if cleared:
-        Flag.objects.filter(pk__any=cleared).update(closed_at=now)
 
 
 def fleet_size_record(*, now: datetime | None = None) -> FleetSize:

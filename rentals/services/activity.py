@@ -11,8 +11,8 @@ from django.db.models import Q
 from core.db import db_now
 from rentals.models import AllocationState
 from rentals.selectors import holdings_at
+from telemetry.flags import flags_sync
 from telemetry.models import ACTIVITY_FLAGS, FlagKind, GpuSample
-from telemetry.poll import flags_sync
 
 
 @transaction.atomic
