@@ -1,5 +1,5 @@
 """Reads of rentals, each for an acting person and team (accounts.access): what they may
-see and act on, quotes, the ledger."""
+see and act on, quotes, the ledger; and a person's notices."""
 
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
@@ -16,6 +16,7 @@ from rentals.models import (
     Cluster,
     LedgerEntry,
     LedgerKind,
+    Notice,
     Quote,
 )
 from rentals.texts import ledger_entry_text
@@ -200,3 +201,27 @@ def statement_rows(*, acting: Acting, filters: dict | None = None):
             entry.currency,
             entry.allocation_id,
         ]
+
+
+def _with_facts(notices):
+    return notices.select_related(
+        "user",
+        "allocation__gpu_model",
+        "allocation__node",
+        "allocation__quote",
+        "quote__gpu_model",
+        "quote__period",
+    ).prefetch_related("quote__lines__option")
+
+
+def notices_for(*, user, limit: int = 50):
+    return _with_facts(Notice.objects.filter(user=user)).order_by("-created_at")[:limit]
+
+
+def notices_unread_count(*, user) -> int:
+    return Notice.objects.filter(user=user, read_at__isnull=True).count()
+
+
+def notice_get(*, pk) -> Notice:
+    """One notice with the facts its words are made of (rentals.texts)."""
+    return _with_facts(Notice.objects).get(pk=pk)

@@ -2,14 +2,30 @@
 
 Quote lines and ledger rows keep facts (kind, model, count, periods, option), never
 sentences, so a Polish reader sees Polish lines for a quote an English-speaking script
-made. Pages, the API, CSV and e-mails all call these, under the reader's language.
+made. Pages, the API, CSV and e-mails all call these, under the reader's language
+(`reader_preferences` where there is no request: e-mails).
 """
 
+from contextlib import contextmanager
+
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from accounts.selectors import profile_for
 from catalog.models import RentalPeriod
-from rentals.models import LedgerEntry, LedgerReason, QuoteLine, QuoteLineKind
+from core.dates import when_text
+from core.money import money_text
+from rentals.access import connection_details, tenant_login
+from rentals.models import (
+    RECEIPTS,
+    LedgerEntry,
+    LedgerReason,
+    Notice,
+    NoticeKind,
+    QuoteLine,
+    QuoteLineKind,
+)
 
 # The fixed periods get real plurals (Polish has three forms); an admin's own period is
 # shown as "3 × name".
@@ -84,3 +100,95 @@ def access_words(state: str) -> tuple[str, str]:
             ),
         ),
     }[state]
+
+
+@contextmanager
+def reader_preferences(user):
+    """Words and times in the reader's own language and time zone (e-mails: no request)."""
+    profile = profile_for(user=user)
+    with translation.override(profile.language or None), timezone.override(profile.time_zone):
+        yield
+
+
+def notice_subject(notice: Notice) -> str:
+    """The notice's headline in the active language, from its facts."""
+    if notice.kind == NoticeKind.WEBHOOK_DISABLED:
+        return _("AnchorGPU disabled a webhook endpoint that failed for a day")
+    # A receipt counts what was charged: a cluster's GPUs on every node.
+    count = notice.quote.gpu_count if notice.quote_id else notice.allocation.gpu_count
+    facts = {"count": count, "model": notice.allocation.gpu_model.name}
+    if notice.kind == NoticeKind.BOOKED:
+        return _("AnchorGPU booking confirmed: %(count)s × %(model)s") % facts
+    if notice.kind == NoticeKind.EXTENDED:
+        return _("AnchorGPU extension confirmed: %(count)s × %(model)s") % facts
+    if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
+        return _("Your stopped AnchorGPU allocation is still being paid for")
+    if notice.kind == NoticeKind.ACCESS_READY:
+        return _("Your AnchorGPU GPUs are ready: %(count)s × %(model)s") % facts
+    return _("Your AnchorGPU allocation ends at %(at)s") % {"at": when_text(notice.ends_at)}
+
+
+def notice_text(notice: Notice) -> str:
+    """The notice's text in the active language (pages, e-mails), from its facts."""
+    if notice.kind in RECEIPTS:
+        return _receipt_text(notice)
+    if notice.kind == NoticeKind.WEBHOOK_DISABLED:
+        return _(
+            "Deliveries to %(url)s failed for a day, so the endpoint was disabled at %(at)s. "
+            "Fix the receiver, then enable the endpoint again on the account page; events "
+            "from the time it was disabled are not sent."
+        ) % {"url": notice.endpoint_url, "at": when_text(notice.created_at)}
+    allocation = notice.allocation
+    facts = {
+        "count": allocation.gpu_count,
+        "model": allocation.gpu_model.name,
+        "at": when_text(notice.ends_at),
+    }
+    if notice.kind == NoticeKind.ACCESS_READY:
+        details = connection_details(allocation.node, tenant_login(allocation.pk))
+        return _(
+            "Your %(count)s × %(model)s allocation on %(node)s is ready to log in to with "
+            "the SSH keys you chose: %(command)s (paid until %(at)s)."
+        ) % {**facts, "node": allocation.node.hostname, "command": details["ssh_command"]}
+    if notice.kind != NoticeKind.STOPPED_WHILE_PAID and allocation.cluster_id:
+        return _(
+            "Your cluster of %(nodes)s × %(model)s nodes (%(count)s GPUs) is paid until "
+            "%(at)s. Extend it before then to keep the same nodes."
+        ) % {**facts, "nodes": allocation.quote.node_count, "count": allocation.quote.gpu_count}
+    if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
+        return (
+            _(
+                "Your %(count)s × %(model)s allocation is stopped, and stopping does not pause "
+                "the paid period: it is paid until %(at)s. Start it to use the time, or "
+                "let it run out."
+            )
+            % facts
+        )
+    return (
+        _(
+            "Your %(count)s × %(model)s allocation's paid period ends at "
+            "%(at)s. Extend it before then to keep the same GPUs."
+        )
+        % facts
+    )
+
+
+def _receipt_text(notice: Notice) -> str:
+    """What was charged, line by line as the customer's quote showed it, and the total."""
+    quote = notice.quote
+    if notice.kind == NoticeKind.BOOKED:
+        # The allocation's period: a quote "starting now" started when it was booked.
+        head = _("Your booking is confirmed, paid from %(from)s to %(until)s.") % {
+            "from": when_text(notice.allocation.paid_from),
+            "until": when_text(notice.ends_at),
+        }
+    else:
+        head = _("Your extension is confirmed: the allocation is now paid until %(until)s.") % {
+            "until": when_text(quote.paid_until)
+        }
+    lines = [
+        f"{quote_line_text(line)}: {money_text(line.amount, quote.currency)}"
+        for line in quote.lines.all()
+    ]
+    total = _("Charged: %(total)s") % {"total": money_text(quote.total, quote.currency)}
+    return "\n".join([head, *lines, total])

@@ -3,10 +3,10 @@
 Recording takes row locks; sending a mail never happens under them. A notice is claimed
 before it is sent and marked sent after, so a failed send is retried and a sent one is
 never sent again (a worker that dies between the send and the mark is the one case that
-can repeat a mail: at least once, never silently lost).
+can repeat a mail: at least once, never silently lost). Their words are in rentals/texts.py,
+their reads in rentals/selectors.py.
 """
 
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from celery import current_app
@@ -15,16 +15,9 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
-from django.utils import timezone, translation
-from django.utils.translation import gettext as _
 
-from accounts.selectors import profile_for
-from core.dates import when_text
 from core.db import db_now, lease_free
-from core.money import money_text
-from rentals.access import connection_details, tenant_login
 from rentals.models import (
-    RECEIPTS,
     Allocation,
     AllocationEvent,
     AllocationState,
@@ -32,8 +25,9 @@ from rentals.models import (
     NoticeKind,
     Quote,
 )
+from rentals.selectors import notice_get
 from rentals.signals import allocation_notices_recorded
-from rentals.texts import quote_line_text
+from rentals.texts import notice_subject, notice_text, reader_preferences
 
 SEND_TASK = "rentals.tasks.notice_send_task"
 CLAIM = timedelta(minutes=5)  # longer than EMAIL_TIMEOUT: an expired claim means a dead sender
@@ -123,7 +117,7 @@ def notice_send(*, notice_id: int) -> bool:
     )
     if not claimed:
         return False
-    notice = _with_facts(Notice.objects).get(pk=notice_id)
+    notice = notice_get(pk=notice_id)
     try:
         with reader_preferences(notice.user):
             subject, body = notice_subject(notice), notice_text(notice)
@@ -137,14 +131,6 @@ def notice_send(*, notice_id: int) -> bool:
         raise
     Notice.objects.filter(pk=notice_id).update(sent_at=db_now(), last_error="")
     return True
-
-
-@contextmanager
-def reader_preferences(user):
-    """Words and times in the reader's own language and time zone (e-mails: no request)."""
-    profile = profile_for(user=user)
-    with translation.override(profile.language or None), timezone.override(profile.time_zone):
-        yield
 
 
 def receipt_record(*, allocation: Allocation, quote: Quote, kind: str, at: datetime) -> Notice:
@@ -163,90 +149,6 @@ def receipt_mail(notice: Notice) -> None:
     address."""
     if notice.user.email:
         transaction.on_commit(lambda: notices_queue([notice.pk]))
-
-
-def notice_subject(notice: Notice) -> str:
-    """The notice's headline in the active language, from its facts."""
-    if notice.kind == NoticeKind.WEBHOOK_DISABLED:
-        return _("AnchorGPU disabled a webhook endpoint that failed for a day")
-    # A receipt counts what was charged: a cluster's GPUs on every node.
-    count = notice.quote.gpu_count if notice.quote_id else notice.allocation.gpu_count
-    facts = {"count": count, "model": notice.allocation.gpu_model.name}
-    if notice.kind == NoticeKind.BOOKED:
-        return _("AnchorGPU booking confirmed: %(count)s × %(model)s") % facts
-    if notice.kind == NoticeKind.EXTENDED:
-        return _("AnchorGPU extension confirmed: %(count)s × %(model)s") % facts
-    if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
-        return _("Your stopped AnchorGPU allocation is still being paid for")
-    if notice.kind == NoticeKind.ACCESS_READY:
-        return _("Your AnchorGPU GPUs are ready: %(count)s × %(model)s") % facts
-    return _("Your AnchorGPU allocation ends at %(at)s") % {"at": when_text(notice.ends_at)}
-
-
-def notice_text(notice: Notice) -> str:
-    """The notice's text in the active language (pages, e-mails), from its facts."""
-    if notice.kind in RECEIPTS:
-        return _receipt_text(notice)
-    if notice.kind == NoticeKind.WEBHOOK_DISABLED:
-        return _(
-            "Deliveries to %(url)s failed for a day, so the endpoint was disabled at %(at)s. "
-            "Fix the receiver, then enable the endpoint again on the account page; events "
-            "from the time it was disabled are not sent."
-        ) % {"url": notice.endpoint_url, "at": when_text(notice.created_at)}
-    allocation = notice.allocation
-    facts = {
-        "count": allocation.gpu_count,
-        "model": allocation.gpu_model.name,
-        "at": when_text(notice.ends_at),
-    }
-    if notice.kind == NoticeKind.ACCESS_READY:
-        details = connection_details(allocation.node, tenant_login(allocation.pk))
-        return _(
-            "Your %(count)s × %(model)s allocation on %(node)s is ready to log in to with "
-            "the SSH keys you chose: %(command)s (paid until %(at)s)."
-        ) % {**facts, "node": allocation.node.hostname, "command": details["ssh_command"]}
-    if notice.kind != NoticeKind.STOPPED_WHILE_PAID and allocation.cluster_id:
-        return _(
-            "Your cluster of %(nodes)s × %(model)s nodes (%(count)s GPUs) is paid until "
-            "%(at)s. Extend it before then to keep the same nodes."
-        ) % {**facts, "nodes": allocation.quote.node_count, "count": allocation.quote.gpu_count}
-    if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
-        return (
-            _(
-                "Your %(count)s × %(model)s allocation is stopped, and stopping does not pause "
-                "the paid period: it is paid until %(at)s. Start it to use the time, or "
-                "let it run out."
-            )
-            % facts
-        )
-    return (
-        _(
-            "Your %(count)s × %(model)s allocation's paid period ends at "
-            "%(at)s. Extend it before then to keep the same GPUs."
-        )
-        % facts
-    )
-
-
-def _receipt_text(notice: Notice) -> str:
-    """What was charged, line by line as the customer's quote showed it, and the total."""
-    quote = notice.quote
-    if notice.kind == NoticeKind.BOOKED:
-        # The allocation's period: a quote "starting now" started when it was booked.
-        head = _("Your booking is confirmed, paid from %(from)s to %(until)s.") % {
-            "from": when_text(notice.allocation.paid_from),
-            "until": when_text(notice.ends_at),
-        }
-    else:
-        head = _("Your extension is confirmed: the allocation is now paid until %(until)s.") % {
-            "until": when_text(quote.paid_until)
-        }
-    lines = [
-        f"{quote_line_text(line)}: {money_text(line.amount, quote.currency)}"
-        for line in quote.lines.all()
-    ]
-    total = _("Charged: %(total)s") % {"total": money_text(quote.total, quote.currency)}
-    return "\n".join([head, *lines, total])
 
 
 @transaction.atomic
@@ -288,25 +190,6 @@ def stopped_notices_record(*, now: datetime | None = None) -> int:
     mailed = [n.pk for n, a in zip(notices, due, strict=True) if a.user.email]
     transaction.on_commit(lambda: notices_queue(mailed))
     return len(notices)
-
-
-def _with_facts(notices):
-    return notices.select_related(
-        "user",
-        "allocation__gpu_model",
-        "allocation__node",
-        "allocation__quote",
-        "quote__gpu_model",
-        "quote__period",
-    ).prefetch_related("quote__lines__option")
-
-
-def notices_for(*, user, limit: int = 50):
-    return _with_facts(Notice.objects.filter(user=user)).order_by("-created_at")[:limit]
-
-
-def notices_unread_count(*, user) -> int:
-    return Notice.objects.filter(user=user, read_at__isnull=True).count()
 
 
 def notices_mark_read(*, user) -> int:

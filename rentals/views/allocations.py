@@ -25,13 +25,9 @@ from rentals.errors import QuoteExpired
 from rentals.forms import AllocationFilterForm, ChartRangeForm, ExtendForm, ExtensionQuoteForm
 from rentals.idempotency import idempotent
 from rentals.models import Allocation, AllocationState
-from rentals.services.notices import (
-    notice_subject,
-    notice_text,
-    notices_for,
-    notices_mark_read,
-)
-from rentals.texts import access_words
+from rentals.selectors import notices_for
+from rentals.services.notices import notices_mark_read
+from rentals.texts import access_words, notice_subject, notice_text
 from rentals.views import key_refused, requoted
 
 PAGE_SIZE = 50

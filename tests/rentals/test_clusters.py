@@ -202,7 +202,7 @@ def test_the_first_whole_node_window_is_where_a_cluster_then_lands(catalog, alic
 def test_a_cluster_gets_one_expiry_warning_in_cluster_words(catalog, alice):
     from rentals.models import Notice, NoticeKind
     from rentals.services import expiry_notices_record
-    from rentals.services.notices import notice_text
+    from rentals.texts import notice_text
 
     lead = allocation_book(acting=acting_as(alice), quote=cluster_quote(alice, nodes=2))
     assert expiry_notices_record(now=lead.paid_until - timedelta(minutes=30)) == 1
