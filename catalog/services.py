@@ -57,25 +57,12 @@ def gpu_price_set(
     """Schedule a new price, now or later; earlier rows stay, so nothing quoted or sold is
     repriced and history is never rewritten."""
     effective_from = _not_in_the_past(effective_from)
-    old = gpu_price_at(gpu_model=gpu_model, period=period, at=effective_from)
-    price = GpuPrice(
-        gpu_model=gpu_model,
-        period=period,
-        unit_price=unit_price,
-        currency=currency or default_currency(),
-        effective_from=effective_from,
-        created_by=user,
-    )
-    price.full_clean()
-    price.save()
-    PriceChange.objects.create(
-        user=user,
+    return _price_add(
+        GpuPrice(gpu_model=gpu_model, period=period),
+        old=gpu_price_at(gpu_model=gpu_model, period=period, at=effective_from),
         subject=f"{gpu_model.name} per GPU per {period.name}",
-        old_price=str(quantize(old.unit_price, old.currency)) if old else "",
-        new_price=str(Money(price.unit_price, price.currency)),
-        effective_from=effective_from,
-    )
-    return price
+        unit_price=unit_price, currency=currency, effective_from=effective_from, user=user,
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -88,21 +75,27 @@ def option_price_set(
     effective_from: datetime | None = None,
     user=None,
 ) -> OptionPrice:
+    """Schedule a new option price (per period, or per booking without one), as
+    `gpu_price_set` does."""
     effective_from = _not_in_the_past(effective_from)
-    old = option_price_at(option=option, period=period, at=effective_from)
-    price = OptionPrice(
-        option=option,
-        period=period,
-        unit_price=unit_price,
-        currency=currency or default_currency(),
-        effective_from=effective_from,
-        created_by=user,
-    )
+    return _price_add(
+        OptionPrice(option=option, period=period),
+        old=option_price_at(option=option, period=period, at=effective_from),
+        subject=f"{option.name} per {period.name if period else 'booking'}",
+        unit_price=unit_price, currency=currency, effective_from=effective_from, user=user,
+    )  # fmt: skip
+
+
+def _price_add(price, *, old, subject, unit_price, currency, effective_from, user):
+    """Save a new price row (`price` names what it prices) and its audit line, inside the
+    caller's transaction."""
+    price.unit_price, price.currency = unit_price, currency or default_currency()
+    price.effective_from, price.created_by = effective_from, user
     price.full_clean()
     price.save()
     PriceChange.objects.create(
         user=user,
-        subject=f"{option.name} per {period.name if period else 'booking'}",
+        subject=subject,
         old_price=str(quantize(old.unit_price, old.currency)) if old else "",
         new_price=str(Money(price.unit_price, price.currency)),
         effective_from=effective_from,
