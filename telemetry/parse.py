@@ -202,17 +202,43 @@ def _families(text):
         raise ScrapeError(f"unparseable exporter text ({type(exc).__name__})") from exc
 
 
+class _Scan:
+    """What a reader gathers from one body, whichever exporter wrote it: readings by GPU
+    key, the problems met, and how many GPU families it had."""
+
+    def __init__(self):
+        self.readings: dict[str, Reading] = {}
+        self.problems: list[str] = []
+        self.seen: set = set()
+        self.gpu_families = 0
+
+    def reading(self, name: str, key: str, identity: tuple, index) -> Reading:
+        """The GPU's reading that a sample of series `identity` adds to (made on its first
+        sample, its index from the `index` label); a repeated series is a problem, and the
+        last one is kept."""
+        if identity in self.seen:
+            self.problems.append(f"duplicate series {name} for {key}: last one kept")
+        self.seen.add(identity)
+        reading = self.readings.get(key)
+        if reading is None:  # not setdefault: that builds a Reading for every sample
+            reading = self.readings[key] = Reading(key=key)
+        if reading.index is None:
+            reading.index = _index(index)
+        return reading
+
+    def scrape(self) -> Scrape:
+        return Scrape(self.readings, self.problems, self.gpu_families)
+
+
 def parse_dcgm(text: str) -> Scrape:
-    readings: dict[str, Reading] = {}
-    problems: list[str] = []
-    seen: set = set()
-    gpu_families = 0
+    scan = _Scan()
+    problems = scan.problems
     for family in _families(text):
         name = family.name
         known = name in DCGM_FIELDS or name in DCGM_FB or name == DCGM_ALT_UTIL
         if not known and not name.startswith("DCGM_"):
             continue
-        gpu_families += 1
+        scan.gpu_families += 1
         if not known:
             continue
         for sample in family.samples:
@@ -223,14 +249,7 @@ def parse_dcgm(text: str) -> Scrape:
                 continue
             mig = labels.get("GPU_I_ID")
             identity = (name, key, mig, labels.get("err_code"))
-            if identity in seen:
-                problems.append(f"duplicate series {name} for {key}: last one kept")
-            seen.add(identity)
-            reading = readings.get(key)
-            if reading is None:  # not setdefault: that builds a Reading for every sample
-                reading = readings[key] = Reading(key=key)
-            if reading.index is None:
-                reading.index = _index(labels.get("gpu"))
+            reading = scan.reading(name, key, identity, labels.get("gpu"))
             kind = DCGM_FIELDS[name][2] if name in DCGM_FIELDS else INT
             value = _value(
                 sample.value, problems, name, key, FP64 if name == DCGM_ALT_UTIL else kind
@@ -249,7 +268,7 @@ def parse_dcgm(text: str) -> Scrape:
                     if value is None:
                         continue
                 setattr(reading, attr, value if attr == "xid" else value * scale)
-    for reading in readings.values():
+    for reading in scan.readings.values():
         used = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_USED"]
         free = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_FREE"]
         reserved = [v for (n, _), v in reading._fb.items() if n == "DCGM_FI_DEV_FB_RESERVED"]
@@ -259,7 +278,7 @@ def parse_dcgm(text: str) -> Scrape:
                 reading.memory_total_mib = sum(used) + sum(free) + sum(reserved)
         if reading.utilization is None and reading._alt:
             reading.utilization = max(reading._alt.values())
-    return Scrape(readings, problems, gpu_families)
+    return scan.scrape()
 
 
 def amd_key(labels) -> str | None:
@@ -271,17 +290,15 @@ def amd_key(labels) -> str | None:
 
 
 def parse_amd(text: str, prefix: str = "") -> Scrape:
-    readings: dict[str, Reading] = {}
-    problems: list[str] = []
-    seen: set = set()
-    gpu_families = 0
+    scan = _Scan()
+    problems = scan.problems
     for family in _families(text):
         name = family.name
         if prefix and name.startswith(prefix):
             name = name[len(prefix) :]
         if not name.startswith("gpu_") or name == "gpu_nodes_total":
             continue
-        gpu_families += 1
+        scan.gpu_families += 1
         if name not in AMD_FIELDS and name not in AMD_FALLBACKS:
             continue
         for sample in family.samples:
@@ -292,15 +309,7 @@ def parse_amd(text: str, prefix: str = "") -> Scrape:
             if not key:
                 problems.append(f"{name} sample without serial_number, gpu_uuid or gpu_id: skipped")
                 continue
-            identity = (name, key)
-            if identity in seen:
-                problems.append(f"duplicate series {name} for {key}: last one kept")
-            seen.add(identity)
-            reading = readings.get(key)
-            if reading is None:  # not setdefault: that builds a Reading for every sample
-                reading = readings[key] = Reading(key=key)
-            if reading.index is None:
-                reading.index = _index(labels.get("gpu_id"))
+            reading = scan.reading(name, key, (name, key), labels.get("gpu_id"))
             value = _value(sample.value, problems, name, key, PLAIN)
             if value is None:
                 continue
@@ -309,11 +318,11 @@ def parse_amd(text: str, prefix: str = "") -> Scrape:
                 setattr(reading, attr, value * scale)
             else:
                 reading._alt.setdefault(AMD_FALLBACKS[name], value)
-    for reading in readings.values():
+    for reading in scan.readings.values():
         for attr, value in reading._alt.items():
             if getattr(reading, attr) is None:
                 setattr(reading, attr, value)
-    return Scrape(readings, problems, gpu_families)
+    return scan.scrape()
 
 
 def parse_exporter(text: str, *, exporter: str, prefix: str = "") -> Scrape:
