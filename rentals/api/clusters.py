@@ -46,28 +46,26 @@ class ClusterDetailApi(APIView):
         return Response(_fresh(request, pk))
 
 
-class ClusterStopApi(APIView):
+class _ClusterActionApi(APIView):
+    service = None  # rentals.services.cluster_<action>
+
     @extend_schema(request=None, responses=CLUSTER_ACTION)
     def post(self, request, pk):
         cluster, _members = _cluster(request, pk, act=True)
-        services.cluster_stop(acting=acting_for_request(request), cluster=cluster)
+        type(self).service(acting=acting_for_request(request), cluster=cluster)
         return Response(_fresh(request, pk))
 
 
-class ClusterStartApi(APIView):
-    @extend_schema(request=None, responses=CLUSTER_ACTION)
-    def post(self, request, pk):
-        cluster, _members = _cluster(request, pk, act=True)
-        services.cluster_start(acting=acting_for_request(request), cluster=cluster)
-        return Response(_fresh(request, pk))
+class ClusterStopApi(_ClusterActionApi):
+    service = services.cluster_stop
 
 
-class ClusterCancelApi(APIView):
-    @extend_schema(request=None, responses=CLUSTER_ACTION)
-    def post(self, request, pk):
-        _cluster_row, members = _cluster(request, pk, act=True)
-        services.allocation_cancel(acting=acting_for_request(request), allocation=members[0])
-        return Response(_fresh(request, pk))
+class ClusterStartApi(_ClusterActionApi):
+    service = services.cluster_start
+
+
+class ClusterCancelApi(_ClusterActionApi):
+    service = services.cluster_cancel
 
 
 class ClusterExtensionQuoteApi(APIView):

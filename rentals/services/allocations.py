@@ -355,13 +355,17 @@ def allocation_extend(
     return next(m for m in members if m.pk == allocation.pk)
 
 
-def _cluster_transition(cluster, *, acting, to_state, allowed, kind, refusal, now=None):
-    """Every node of the cluster that can make the change, inside the caller's transaction."""
-    now = now or db_now()
+def _cluster_first(cluster: Cluster) -> Allocation:
     first = Allocation.objects.filter(cluster=cluster).order_by("id").first()
     if first is None:
         raise NotAllowed(_("Only the team that holds an allocation can change it."))
-    members = _members_locked(first, acting)
+    return first
+
+
+def _cluster_transition(cluster, *, acting, to_state, allowed, kind, refusal, now=None):
+    """Every node of the cluster that can make the change, inside the caller's transaction."""
+    now = now or db_now()
+    members = _members_locked(_cluster_first(cluster), acting)
     movable = [m for m in members if m.state in allowed and m.paid_until > now]
     if not movable:
         raise InvalidTransition(refusal)
@@ -397,3 +401,10 @@ def cluster_start(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocat
         refusal=_("No node of the cluster is stopped."),
         now=now,
     )
+
+
+@transaction.atomic
+def cluster_cancel(*, acting: Acting, cluster: Cluster, now=None) -> Allocation:
+    """Cancel the whole cluster before its start, refunding it in full (as cancelling any of
+    its allocations does)."""
+    return allocation_cancel(acting=acting, allocation=_cluster_first(cluster), now=now)

@@ -172,13 +172,18 @@ def allocation_action(request, pk, action):
     allocation = _owned(request, pk)
     if allocation is not None:
         service, done = ACTIONS[action]
-        try:
-            service(acting=acting_for_request(request), allocation=allocation)
-        except DomainError as exc:
-            messages.error(request, exc.detail)
-        else:
-            messages.success(request, done)
+        _act(request, lambda acting: service(acting=acting, allocation=allocation), done)
     return redirect("allocation-detail", pk=pk)
+
+
+def _act(request, act, done) -> None:
+    """Run a page's action as the acting person; its refusal, or `done`, as a message."""
+    try:
+        act(acting_for_request(request))
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, done)
 
 
 @login_required
@@ -324,15 +329,15 @@ def cluster_detail_page(request, pk):
 
 CLUSTER_ACTIONS = {
     "stop": (
-        lambda acting, members: services.cluster_stop(acting=acting, cluster=members[0].cluster),
+        services.cluster_stop,
         gettext_lazy("Every running node is stopped. The paid period keeps running."),
     ),
     "start": (
-        lambda acting, members: services.cluster_start(acting=acting, cluster=members[0].cluster),
+        services.cluster_start,
         gettext_lazy("Every stopped node is started."),
     ),
     "cancel": (
-        lambda acting, members: services.allocation_cancel(acting=acting, allocation=members[0]),
+        services.cluster_cancel,
         gettext_lazy("The whole cluster is cancelled and refunded in full."),
     ),
 }
@@ -343,16 +348,10 @@ CLUSTER_ACTIONS = {
 def cluster_action(request, pk, action):
     if action not in CLUSTER_ACTIONS:
         raise Http404
-    _cluster, members = _cluster_readable(request, pk)
-    acting = acting_for_request(request)
-    if not selectors.may_act_on(acting=acting, allocation=members[0]):
+    cluster, members = _cluster_readable(request, pk)
+    if not selectors.may_act_on(acting=acting_for_request(request), allocation=members[0]):
         messages.error(request, _("Staff can read every allocation but change none."))
         return redirect("cluster-detail", pk=pk)
     service, done = CLUSTER_ACTIONS[action]
-    try:
-        service(acting, members)
-    except DomainError as exc:
-        messages.error(request, exc.detail)
-    else:
-        messages.success(request, done)
+    _act(request, lambda acting: service(acting=acting, cluster=cluster), done)
     return redirect("cluster-detail", pk=pk)
