@@ -27,11 +27,8 @@ class PeriodCountField(serializers.IntegerField):
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
-        if value > limits.period_count_max():
-            raise serializers.ValidationError(
-                _("Period count must be between 1 and %(max)s.")
-                % {"max": limits.period_count_max()}
-            )
+        if refusal := limits.period_count_refusal(value):
+            raise serializers.ValidationError(refusal)
         return value
 
 

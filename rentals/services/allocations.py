@@ -150,15 +150,8 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
 
 
 def _period_count_check(period_count) -> None:
-    max_count = limits.period_count_max()
-    if (
-        not isinstance(period_count, int)
-        or isinstance(period_count, bool)
-        or not (1 <= period_count <= max_count)
-    ):
-        raise ValidationError(
-            {"period_count": _("Period count must be between 1 and %(max)s.") % {"max": max_count}}
-        )
+    if refusal := limits.period_count_refusal(period_count):
+        raise ValidationError({"period_count": refusal})
 
 
 def _next_slot_taken(members: list[Allocation], until: datetime) -> list[Gpu]:

@@ -159,11 +159,7 @@ def quote_create(
         errors["gpu_count"] = _("Ask for either a GPU count or a node count.")
     elif node_count is not None:
         gpu_count = _cluster_gpu_count(node_count, model, errors)
-    elif (
-        not isinstance(gpu_count, int)
-        or isinstance(gpu_count, bool)
-        or not 1 <= gpu_count <= limits.GPU_COUNT_MAX
-    ):
+    elif not limits.within(gpu_count, 1, limits.GPU_COUNT_MAX):
         errors["gpu_count"] = _("GPU count must be a whole number from 1 to %(max)s.") % {
             "max": limits.GPU_COUNT_MAX
         }
@@ -174,15 +170,8 @@ def quote_create(
                 "At most %(n)s GPUs of this model fit on one node; an allocation uses one node."
             ) % {"n": per_node}
 
-    max_count = limits.period_count_max()
-    if (
-        not isinstance(period_count, int)
-        or isinstance(period_count, bool)
-        or not 1 <= period_count <= max_count
-    ):
-        errors["period_count"] = _("Period count must be between 1 and %(max)s.") % {
-            "max": max_count
-        }
+    if refusal := limits.period_count_refusal(period_count):
+        errors["period_count"] = refusal
 
     starts_now = starts_at is None
     if not starts_now:
@@ -258,11 +247,7 @@ def quote_create(
 
 def _cluster_gpu_count(node_count, model, errors) -> int | None:
     """node_count × the GPUs of one clusterable node, or None with a field error."""
-    if (
-        not isinstance(node_count, int)
-        or isinstance(node_count, bool)
-        or not 1 <= node_count <= limits.NODE_COUNT_MAX
-    ):
+    if not limits.within(node_count, 1, limits.NODE_COUNT_MAX):
         errors["node_count"] = _("Node count must be a whole number from 1 to %(max)s.") % {
             "max": limits.NODE_COUNT_MAX
         }
@@ -310,11 +295,7 @@ def _options(requested, model, period, errors):
                     "model": model,
                 }
                 continue
-        if (
-            not isinstance(quantity, int)
-            or isinstance(quantity, bool)
-            or not 1 <= quantity <= option.max_quantity
-        ):
+        if not limits.within(quantity, 1, option.max_quantity):
             errors[field] = _("Quantity of %(option)s must be between 1 and %(max)s.") % {
                 "option": option,
                 "max": option.max_quantity,
