@@ -289,28 +289,42 @@ def allocation_extend(
     members = _members_locked(allocation, acting)
     acting.require(Action.BOOK)  # an extension is a purchase
     _extendable_check(members, now)
-    lead = members[0]
     if quote is None:
         quote = extension_quote_create(
-            acting=acting, allocation=lead, period_count=period_count, now=now
+            acting=acting, allocation=members[0], period_count=period_count, now=now
         )
-    quote = (
+    quote = _extension_quote_locked(acting, members, quote, now)
+    _refuse_if_taken(members, quote.paid_until)
+    spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
+    _extension_write(acting, members, quote, now)
+    return next(m for m in members if m.pk == allocation.pk)
+
+
+def _extension_quote_locked(acting, members: list[Allocation], quote: Quote, now) -> Quote:
+    """The extension quote of these allocations, row-locked, if it can still be charged:
+    unused, valid, and starting where their paid period ends now."""
+    locked = (
         Quote.objects.select_for_update()
-        .filter(pk=quote.pk, kind=QuoteKind.EXTENSION, extends=lead, team=acting.team)
+        .filter(pk=quote.pk, kind=QuoteKind.EXTENSION, extends=members[0], team=acting.team)
         .first()
     )
-    if quote is None:
+    if locked is None:
         raise QuoteMissing(_("No such extension quote for this allocation."), field="quote")
-    if quote.used_at is not None:
+    if locked.used_at is not None:
         raise QuoteUsed(_("This extension quote was already used; request a new one."))
-    if quote.valid_until <= now or any(m.paid_until != quote.paid_from for m in members):
+    if locked.valid_until <= now or any(m.paid_until != locked.paid_from for m in members):
         raise QuoteExpired(
             _("The extension quote expired or the allocation changed; request a new one."),
             field="quote",
         )
+    return locked
+
+
+def _extension_write(acting, members: list[Allocation], quote: Quote, now) -> None:
+    """Move every member's paid_until to the quote's, charge its total once (on the lead),
+    and record the events and the receipt; `members` are updated in place."""
+    lead = members[0]
     old_until, new_until = lead.paid_until, quote.paid_until
-    _refuse_if_taken(members, new_until)
-    spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     try:
         with savepoint():
             # One statement for every node: the exclusion constraint takes all or none.
@@ -345,7 +359,6 @@ def allocation_extend(
         at=now,
     )
     receipt_record(allocation=lead, quote=quote, kind=NoticeKind.EXTENDED, at=now)
-    return next(m for m in members if m.pk == allocation.pk)
 
 
 def _cluster_first(cluster: Cluster) -> Allocation:

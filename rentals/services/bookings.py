@@ -21,7 +21,6 @@ from accounts.selectors import email_unverified, email_unverified_error, require
 from core.db import db_clock, prefetched, retried_transaction, savepoint
 from core.versions import CATALOG, bump
 from rentals import sql
-from rentals.availability import earliest_start
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
     Allocation,
@@ -42,6 +41,7 @@ from rentals.placement import place_cluster_locked, place_locked
 from rentals.services.access import allocation_keys_attach, keys_for_booking
 from rentals.services.events import events_announce, raise_if_lost_race
 from rentals.services.notices import receipt_mail
+from rentals.services.quotes import no_capacity
 from rentals.services.spend import spend_limit_check
 
 
@@ -61,42 +61,9 @@ def allocation_book(
     The allocations come back carrying what was written (their quote, model, period, node,
     GPUs and event), so a caller answers without reading them back."""
     acting.require(Action.BOOK)
-    # One statement: the quote locked, with its model, period and team (its spend limit),
-    # the database's clock, whether it was booked already and whether the person still
-    # has to confirm an e-mail address.
-    quote = (
-        Quote.objects.select_for_update(of=("self",))
-        .select_related("gpu_model", "period", "team")
-        .annotate(
-            clock=db_clock(),
-            booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
-            unverified=email_unverified(acting.user),
-        )
-        .filter(pk=getattr(quote, "pk", quote), team=acting.team, kind=QuoteKind.BOOKING)
-        .first()
-    )
-    if quote is None:
-        require_verified_email(user=acting.user)  # that refusal first, as for a found quote
-        raise QuoteMissing(_("No such quote."), field="quote")
-    if quote.unverified:
-        raise email_unverified_error()
+    quote = _quote_locked(acting, quote)
     now = now or quote.clock
-    if quote.booked:
-        raise QuoteUsed(_("This quote was already booked; request a new quote."), field="quote")
-    if quote.valid_until <= now:
-        raise QuoteExpired(
-            _("The quote expired at %(at)s; request a new quote.")
-            % {"at": quote.valid_until.isoformat()},
-            field="quote",
-        )
-    if quote.starts_now:
-        paid_from = now
-        paid_until = now + (quote.paid_until - quote.paid_from)
-    else:
-        paid_from, paid_until = quote.paid_from, quote.paid_until
-        if paid_from < now:
-            raise QuoteExpired(_("The quote's start has passed; request a new quote."))
-
+    paid_from, paid_until = _paid_window(quote, now)
     if quote.team.monthly_spend_limit is not None:  # checked again under the team's lock
         spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
     keys = keys_for_booking(acting=acting, ssh_key_ids=ssh_keys)
@@ -119,25 +86,7 @@ def allocation_book(
         raise
     allocation_keys_attach(allocations=allocations, keys=keys)
     bump(CATALOG)  # GPUs free now changed for the catalog list
-    events = []
-    for allocation, (_node, gpus) in zip(allocations, placed, strict=True):
-        held = [
-            _as_written(
-                AllocationGpu, id=holding_ids[gpu.pk], allocation=allocation, gpu=gpu,
-                starts_at=paid_from, ends_at=paid_until,
-            )
-            for gpu in gpus
-        ]  # fmt: skip
-        event = _as_written(
-            AllocationEvent, id=event_ids[allocation.pk], allocation=allocation, at=now,
-            actor=acting.user, kind=EventKind.BOOKED, to_state=state,
-        )  # fmt: skip
-        prefetched(allocation, "held", held)
-        prefetched(allocation, "events", [event])
-        allocation.live_gpus = held  # what its access is judged from (rentals.access)
-        allocation.member_keys = [AllocationKey(allocation=allocation, ssh_key=k) for k in keys]
-        events.append(event)
-    events_announce(events)
+    events_announce(_as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now))
     lead = allocations[0]
     receipt_mail(
         _as_written(
@@ -146,6 +95,72 @@ def allocation_book(
         )
     )  # fmt: skip
     return lead
+
+
+def _quote_locked(acting: Acting, quote: Quote | UUID) -> Quote:
+    """The team's booking quote, row-locked, if it was not booked yet and the person may
+    buy. One statement: the quote with its model, period and team (its spend limit), the
+    database's clock (`clock`), whether it was booked already and whether the person still
+    has to confirm an e-mail address."""
+    locked = (
+        Quote.objects.select_for_update(of=("self",))
+        .select_related("gpu_model", "period", "team")
+        .annotate(
+            clock=db_clock(),
+            booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
+            unverified=email_unverified(acting.user),
+        )
+        .filter(pk=getattr(quote, "pk", quote), team=acting.team, kind=QuoteKind.BOOKING)
+        .first()
+    )
+    if locked is None:
+        require_verified_email(user=acting.user)  # that refusal first, as for a found quote
+        raise QuoteMissing(_("No such quote."), field="quote")
+    if locked.unverified:
+        raise email_unverified_error()
+    if locked.booked:
+        raise QuoteUsed(_("This quote was already booked; request a new quote."), field="quote")
+    return locked
+
+
+def _paid_window(quote: Quote, now: datetime) -> tuple[datetime, datetime]:
+    """The quote's paid period, if it can still be booked at `now`: a quote "starting now"
+    starts now, for as long as it was priced."""
+    if quote.valid_until <= now:
+        raise QuoteExpired(
+            _("The quote expired at %(at)s; request a new quote.")
+            % {"at": quote.valid_until.isoformat()},
+            field="quote",
+        )
+    if quote.starts_now:
+        return now, now + (quote.paid_until - quote.paid_from)
+    if quote.paid_from < now:
+        raise QuoteExpired(_("The quote's start has passed; request a new quote."))
+    return quote.paid_from, quote.paid_until
+
+
+def _as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now):
+    """Attach to each allocation what `_write` wrote for it (its holdings, its booked event,
+    its keys), as if read back; back: the events."""
+    events = []
+    for allocation, (_node, gpus) in zip(allocations, placed, strict=True):
+        held = [
+            _as_written(
+                AllocationGpu, id=holding_ids[gpu.pk], allocation=allocation, gpu=gpu,
+                starts_at=allocation.paid_from, ends_at=allocation.paid_until,
+            )
+            for gpu in gpus
+        ]  # fmt: skip
+        event = _as_written(
+            AllocationEvent, id=event_ids[allocation.pk], allocation=allocation, at=now,
+            actor=acting.user, kind=EventKind.BOOKED, to_state=allocation.state,
+        )  # fmt: skip
+        prefetched(allocation, "held", held)
+        prefetched(allocation, "events", [event])
+        allocation.live_gpus = held  # what its access is judged from (rentals.access)
+        allocation.member_keys = [AllocationKey(allocation=allocation, ssh_key=k) for k in keys]
+        events.append(event)
+    return events
 
 
 def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, int], int]:
@@ -214,18 +229,7 @@ def _place(acting, quote, paid_from, paid_until):
 
 
 def _no_capacity(quote, paid_from, paid_until) -> NoCapacity:
-    detail = (
-        _("Not enough free whole %(model)s nodes in one network group for that period.")
-        if quote.node_count
-        else _("Not enough free %(model)s GPUs for that period.")
-    )
-    return NoCapacity(
-        detail % {"model": quote.gpu_model},
-        earliest_start=earliest_start(
-            gpu_model=quote.gpu_model,
-            gpu_count=quote.gpu_count,
-            node_count=quote.node_count,
-            duration=paid_until - paid_from,
-            not_before=paid_from,
-        ),
-    )
+    return no_capacity(
+        gpu_model=quote.gpu_model, gpu_count=quote.gpu_count, node_count=quote.node_count,
+        starts_at=paid_from, ends_at=paid_until,
+    )  # fmt: skip

@@ -1,5 +1,6 @@
 """Complete quotes: every line priced now and frozen, the total exactly their sum."""
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -124,6 +125,19 @@ def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
     return lines, total
 
 
+@dataclass(frozen=True)
+class QuoteRequest:
+    """A quote request that passed its checks: the catalog rows it names and its counts."""
+
+    gpu_model: GpuModel
+    period: RentalPeriod
+    gpu_count: int  # a cluster's: node_count × GPUs per node
+    node_count: int | None
+    period_count: int
+    starts_at: datetime | None  # None: starts when booked
+    options: list[tuple[Option, int]]
+
+
 @transaction.atomic
 def quote_create(
     *,
@@ -146,6 +160,44 @@ def quote_create(
     """
     acting.require(Action.BOOK)
     now = now or db_now()
+    request = quote_request_check(
+        gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, period=period,
+        period_count=period_count, starts_at=starts_at, options=options, now=now,
+    )  # fmt: skip
+    paid_from, paid_until = _paid_window(request, now)
+    lines, total = quote_lines(
+        gpu_model=request.gpu_model,
+        gpu_count=request.gpu_count,
+        period=request.period,
+        period_count=request.period_count,
+        options=request.options,
+        at=now,
+    )
+    _capacity_check(request, paid_from, paid_until)
+    return quote_store(
+        Quote(
+            team=acting.team,
+            user=acting.user,
+            gpu_model=request.gpu_model,
+            gpu_count=request.gpu_count,
+            node_count=request.node_count,
+            period=request.period,
+            period_count=request.period_count,
+            paid_from=paid_from,
+            paid_until=paid_until,
+            starts_now=request.starts_at is None,
+        ),
+        lines=lines,
+        total=total,
+        now=now,
+    )
+
+
+def quote_request_check(
+    *, gpu_model, gpu_count, node_count, period, period_count, starts_at, options, now
+) -> QuoteRequest:
+    """The request's catalog rows and counts, or a ValidationError with every field's
+    refusal at once."""
     errors: dict[str, str] = {}
     rows = catalog_rows()
     model = _get_active(
@@ -154,12 +206,27 @@ def quote_create(
     rental_period = _get_active(
         RentalPeriod, period, "period", errors, _("rental period"), active=rows.periods
     )
-
     if (gpu_count is None) == (node_count is None):
         errors["gpu_count"] = _("Ask for either a GPU count or a node count.")
     elif node_count is not None:
         gpu_count = _cluster_gpu_count(node_count, model, errors)
-    elif not limits.within(gpu_count, 1, limits.GPU_COUNT_MAX):
+    else:
+        _gpu_count_check(gpu_count, model, errors)
+    if refusal := limits.period_count_refusal(period_count):
+        errors["period_count"] = refusal
+    if starts_at is not None:
+        _start_check(starts_at, now, errors)
+    chosen = _options(options, model, rental_period, errors)
+    if errors:
+        raise ValidationError(errors)
+    return QuoteRequest(
+        gpu_model=model, period=rental_period, gpu_count=gpu_count, node_count=node_count,
+        period_count=period_count, starts_at=starts_at, options=chosen,
+    )  # fmt: skip
+
+
+def _gpu_count_check(gpu_count, model, errors) -> None:
+    if not limits.within(gpu_count, 1, limits.GPU_COUNT_MAX):
         errors["gpu_count"] = _("GPU count must be a whole number from 1 to %(max)s.") % {
             "max": limits.GPU_COUNT_MAX
         }
@@ -170,79 +237,62 @@ def quote_create(
                 "At most %(n)s GPUs of this model fit on one node; an allocation uses one node."
             ) % {"n": per_node}
 
-    if refusal := limits.period_count_refusal(period_count):
-        errors["period_count"] = refusal
 
-    starts_now = starts_at is None
-    if not starts_now:
-        if timezone.is_naive(starts_at):
-            errors["starts_at"] = _("Give the start with a time zone (UTC recommended).")
-        elif starts_at < now:
-            errors["starts_at"] = _("The start is in the past; choose now or a later time.")
-        elif starts_at > now + limits.schedule_ahead_max():
-            errors["starts_at"] = _("The start is too far ahead (at most %(days)s days).") % {
-                "days": limits.schedule_ahead_max().days
-            }
+def _start_check(starts_at: datetime, now: datetime, errors) -> None:
+    if timezone.is_naive(starts_at):
+        errors["starts_at"] = _("Give the start with a time zone (UTC recommended).")
+    elif starts_at < now:
+        errors["starts_at"] = _("The start is in the past; choose now or a later time.")
+    elif starts_at > now + limits.schedule_ahead_max():
+        errors["starts_at"] = _("The start is too far ahead (at most %(days)s days).") % {
+            "days": limits.schedule_ahead_max().days
+        }
 
-    chosen = _options(options, model, rental_period, errors)
-    if errors:
-        raise ValidationError(errors)
 
-    paid_from = now if starts_now else starts_at
-    paid_from = paid_from.astimezone(UTC)
-    paid_until = paid_from + rental_period.duration * period_count
+def _paid_window(request: QuoteRequest, now: datetime) -> tuple[datetime, datetime]:
+    """[paid_from, paid_until): from now or the chosen start, whole periods long."""
+    paid_from = (now if request.starts_at is None else request.starts_at).astimezone(UTC)
+    return paid_from, paid_from + request.period.duration * request.period_count
 
-    lines, total = quote_lines(
-        gpu_model=model,
-        gpu_count=gpu_count,
-        period=rental_period,
-        period_count=period_count,
-        options=chosen,
-        at=now,
-    )
 
-    fitting = (
-        cluster_fits(
+def _capacity_check(request: QuoteRequest, paid_from: datetime, paid_until: datetime) -> None:
+    """Refuse a window no node (a cluster: no network group) has free, with the earliest
+    start that would fit."""
+    model, node_count = request.gpu_model, request.node_count
+    if node_count:
+        fitting = cluster_fits(
             gpu_model=model, node_count=node_count, starts_at=paid_from, ends_at=paid_until
         )
-        if node_count
-        else fits(gpu_model=model, gpu_count=gpu_count, starts_at=paid_from, ends_at=paid_until)
-    )
+    else:
+        fitting = fits(
+            gpu_model=model, gpu_count=request.gpu_count, starts_at=paid_from, ends_at=paid_until
+        )
     if not fitting:
-        earliest = earliest_start(
-            gpu_model=model,
-            gpu_count=gpu_count,
-            node_count=node_count,
-            duration=paid_until - paid_from,
-            not_before=paid_from,
-        )
-        raise NoCapacity(
-            _("Not enough free %(model)s GPUs for that period.") % {"model": model.name}
-            if node_count is None
-            else _("Not enough free whole %(model)s nodes in one network group for that period.")
-            % {"model": model.name},
-            earliest_start=earliest,
-            field="starts_at",
-        )
+        raise no_capacity(
+            gpu_model=model, gpu_count=request.gpu_count, node_count=node_count,
+            starts_at=paid_from, ends_at=paid_until, field="starts_at",
+        )  # fmt: skip
 
-    quote = quote_store(
-        Quote(
-            team=acting.team,
-            user=acting.user,
-            gpu_model=model,
+
+def no_capacity(*, gpu_model, gpu_count, node_count, starts_at, ends_at, field=None) -> NoCapacity:
+    """The refusal of a window that does not fit, naming the earliest start that would (for
+    a quote, and for a booking that lost its GPUs since)."""
+    detail = (
+        _("Not enough free whole %(model)s nodes in one network group for that period.")
+        if node_count
+        else _("Not enough free %(model)s GPUs for that period.")
+    )
+    return NoCapacity(
+        detail % {"model": gpu_model.name},
+        earliest_start=earliest_start(
+            gpu_model=gpu_model,
             gpu_count=gpu_count,
             node_count=node_count,
-            period=rental_period,
-            period_count=period_count,
-            paid_from=paid_from,
-            paid_until=paid_until,
-            starts_now=starts_now,
+            duration=ends_at - starts_at,
+            not_before=starts_at,
         ),
-        lines=lines,
-        total=total,
-        now=now,
+        field=field,
     )
-    return quote
 
 
 def _cluster_gpu_count(node_count, model, errors) -> int | None:

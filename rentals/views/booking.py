@@ -4,6 +4,7 @@ from it.
 Writes go through the same services as the API; refusals are acted on by type."""
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib import messages
@@ -209,69 +210,60 @@ def _requote(request, quote):
 CALENDAR_DAYS = 91  # 13 weeks
 
 
+@dataclass(frozen=True)
+class _Choice:
+    """What the booking form asks availability for: as entered, or the defaults."""
+
+    shape: str  # "gpus" on one node, or whole "nodes" of one network group
+    gpu_count: int
+    node_count: int
+    period: RentalPeriod | None
+    period_count: int
+    region: Region | None
+    regions: list[Region]
+
+
 def _availability_context(request, gpu_model, form) -> dict:
     """The calendar and the earliest start for the choices on the form (as entered, or the
     defaults), before any quote; `region` narrows both."""
-    data = form.data if form.is_bound else request.GET
-    try:
-        gpu_count = max(1, int(data.get("gpu_count") or 1))
-        node_count = max(1, int(data.get("node_count") or 2))
-        period_count = max(1, int(data.get("period_count") or 1))
-    except ValueError:
-        gpu_count = period_count = 1
-        node_count = 2
     per_cluster_node, largest_group = cluster_shape(gpu_model=gpu_model)
-    shape = "nodes" if data.get("shape") == "nodes" and largest_group else "gpus"
-    # Matched in Python: whatever was typed (a NUL byte included) never reaches a query.
-    periods = list(RentalPeriod.objects.filter(is_active=True).order_by("duration"))
-    period = next((p for p in periods if p.slug == data.get("period")), None) or (
-        periods[0] if periods else None
-    )
-    regions = list(Region.objects.filter(nodes__gpu_model=gpu_model).distinct().order_by("name"))
-    region = next((r for r in regions if r.slug == request.GET.get("region")), None)
+    choice = _availability_choice(request, form, gpu_model, clusters=bool(largest_group))
+    region_id = choice.region.pk if choice.region else None
     now = db_now()
     days = availability_days(
-        gpu_model=gpu_model, start=now, days=CALENDAR_DAYS, region_id=region.pk if region else None
+        gpu_model=gpu_model, start=now, days=CALENDAR_DAYS, region_id=region_id
     )
     per_node = max_gpus_per_node(gpu_model=gpu_model)
+    fits_shape = (
+        choice.node_count <= largest_group
+        if choice.shape == "nodes"
+        else choice.gpu_count <= per_node
+    )
     windows = []
-    fits_shape = node_count <= largest_group if shape == "nodes" else gpu_count <= per_node
-    if period and fits_shape:
+    if choice.period and fits_shape:
         windows = start_windows(
-            gpu_model=gpu_model, duration=period.duration * period_count, not_before=now,
-            gpu_count=gpu_count, node_count=node_count if shape == "nodes" else None,
-            region_id=region.pk if region else None, limit=3,
+            gpu_model=gpu_model, duration=choice.period.duration * choice.period_count,
+            not_before=now, gpu_count=choice.gpu_count,
+            node_count=choice.node_count if choice.shape == "nodes" else None,
+            region_id=region_id, limit=3,
         )  # fmt: skip
-    start_then = None
-    if windows and period:
-        at = _ceil_minute(windows[0]["starts_at"])
-        params = {
-            "shape": shape, "gpu_count": gpu_count, "node_count": node_count,
-            "period": period.slug, "period_count": period_count,
-        }  # fmt: skip
-        if at > now + timedelta(minutes=1):
-            params |= {
-                "start": "later",
-                "starts_at": timezone.localtime(at).strftime("%Y-%m-%dT%H:%M"),
-            }
-        start_then = f"{reverse('book', args=[gpu_model.slug])}?{urlencode(params)}"
     return {
         "calendar_weeks": [days[i : i + 7] for i in range(0, len(days), 7)],
         "calendar_per_node": max(per_node, 1),
         "calendar_nodes": max(
             gpu_model.nodes.filter(state=NodeState.ACTIVE)
-            .filter(**({"region": region} if region else {}))
+            .filter(**({"region": choice.region} if choice.region else {}))
             .count(),
             1,
         ),
         "windows": windows,
-        "start_then": start_then,
+        "start_then": _start_then_url(gpu_model, choice, windows, now),
         "availability_for": {
-            "shape": shape,
-            "gpu_count": gpu_count,
-            "node_count": node_count,
-            "period": period,
-            "period_count": period_count,
+            "shape": choice.shape,
+            "gpu_count": choice.gpu_count,
+            "node_count": choice.node_count,
+            "period": choice.period,
+            "period_count": choice.period_count,
         },
         "cluster": {
             "gpus_per_node": per_cluster_node,
@@ -280,9 +272,54 @@ def _availability_context(request, gpu_model, form) -> dict:
                 set(gpu_model.nodes.exclude(network_group="").values_list("fabric", flat=True))
             ),
         },
-        "regions": regions,
-        "region": region,
+        "regions": choice.regions,
+        "region": choice.region,
     }
+
+
+def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice:
+    """The form's counts, shape, period and region, or the defaults where they are missing
+    or not numbers (whatever was typed, a NUL byte included, never reaches a query)."""
+    data = form.data if form.is_bound else request.GET
+    try:
+        gpu_count = max(1, int(data.get("gpu_count") or 1))
+        node_count = max(1, int(data.get("node_count") or 2))
+        period_count = max(1, int(data.get("period_count") or 1))
+    except ValueError:
+        gpu_count = period_count = 1
+        node_count = 2
+    # Matched in Python, never as a query's parameter.
+    periods = list(RentalPeriod.objects.filter(is_active=True).order_by("duration"))
+    period = next((p for p in periods if p.slug == data.get("period")), None) or (
+        periods[0] if periods else None
+    )
+    regions = list(Region.objects.filter(nodes__gpu_model=gpu_model).distinct().order_by("name"))
+    return _Choice(
+        shape="nodes" if data.get("shape") == "nodes" and clusters else "gpus",
+        gpu_count=gpu_count,
+        node_count=node_count,
+        period=period,
+        period_count=period_count,
+        region=next((r for r in regions if r.slug == request.GET.get("region")), None),
+        regions=regions,
+    )
+
+
+def _start_then_url(gpu_model, choice: _Choice, windows: list, now) -> str | None:
+    """The booking form filled in to start at the earliest window that fits ("Start then")."""
+    if not windows or not choice.period:
+        return None
+    at = _ceil_minute(windows[0]["starts_at"])
+    params = {
+        "shape": choice.shape, "gpu_count": choice.gpu_count, "node_count": choice.node_count,
+        "period": choice.period.slug, "period_count": choice.period_count,
+    }  # fmt: skip
+    if at > now + timedelta(minutes=1):
+        params |= {
+            "start": "later",
+            "starts_at": timezone.localtime(at).strftime("%Y-%m-%dT%H:%M"),
+        }
+    return f"{reverse('book', args=[gpu_model.slug])}?{urlencode(params)}"
 
 
 def _requote_url(quote, *, starts_at=None):
