@@ -33,6 +33,13 @@ it": never claimed, or the claim ran out.
 Refusals. Every `core.errors.DomainError` subclass lives in its app's `errors.py`
 (`accounts/errors.py`, `rentals/errors.py`, `telemetry/errors.py`), and callers import it
 from there.
+
+API bodies. An API view's request and response bodies are serializer classes, named in its
+`@extend_schema` and used by its code (`XIn(data=request.data)`, `Response(X(obj).data)`):
+no `inline_serializer`, no dict built beside the schema that describes it. A view's own
+serializers sit beside it; shared ones in its app's `api/serializers.py`.
+`tests/test_schema_fuzz.py` calls every documented GET once in a real world and checks the
+body against the schema.
 """
 
 import functools

@@ -93,7 +93,7 @@ class TokenObtainApi(APIView):
             team=team,
             role=data.validated_data.get("role"),
         )
-        return Response({"token": secret}, status=status.HTTP_201_CREATED)
+        return Response(TokenSerializer({"token": secret}).data, status=status.HTTP_201_CREATED)
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

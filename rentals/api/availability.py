@@ -1,10 +1,10 @@
 """GET /api/v1/availability/: what is free, where and when, before any quote."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
@@ -64,25 +64,28 @@ class AvailabilityQuerySerializer(serializers.Serializer):
                 "start": start, "end": end}  # fmt: skip
 
 
-DAY = inline_serializer(
-    "AvailabilityDay",
-    {
-        "date": serializers.DateField(),
-        "max_gpus_on_one_node": serializers.IntegerField(),
-        "free_whole_nodes": serializers.IntegerField(),
-        "free_gpus": serializers.IntegerField(),
-    },
-    many=True,
-)
-WINDOW = inline_serializer(
-    "AvailabilityWindow",
-    {
-        "starts_at": serializers.DateTimeField(),
-        "region": serializers.CharField(),
-        "nodes": serializers.ListField(child=serializers.CharField()),
-    },
-    many=True,
-)
+# The answer's body, named in the view's schema and used by its code (no docstrings: they
+# would become the schema's descriptions). Times in UTC, as stored.
+
+
+class AvailabilityDaySerializer(serializers.Serializer):
+    date = serializers.DateField()
+    max_gpus_on_one_node = serializers.IntegerField()
+    free_whole_nodes = serializers.IntegerField()
+    free_gpus = serializers.IntegerField()
+
+
+class AvailabilityWindowSerializer(serializers.Serializer):
+    starts_at = serializers.DateTimeField(default_timezone=UTC)
+    region = serializers.CharField()
+    nodes = serializers.ListField(child=serializers.CharField())
+
+
+class AvailabilitySerializer(serializers.Serializer):
+    gpu_model = serializers.CharField()
+    earliest_start = serializers.DateTimeField(allow_null=True, default_timezone=UTC)
+    windows = AvailabilityWindowSerializer(many=True)
+    days = AvailabilityDaySerializer(many=True)
 
 
 def availability(data: dict) -> dict:
@@ -119,15 +122,7 @@ class AvailabilityApi(APIView):
     @extend_schema(
         parameters=[AvailabilityQuerySerializer],
         responses={
-            200: inline_serializer(
-                "Availability",
-                {
-                    "gpu_model": serializers.CharField(),
-                    "earliest_start": serializers.DateTimeField(allow_null=True),
-                    "windows": WINDOW,
-                    "days": DAY,
-                },
-            ),
+            200: AvailabilitySerializer,
             400: OpenApiResponse(description="Problem details with field errors"),
             401: OpenApiResponse(description="Problem details"),
         },
@@ -139,4 +134,4 @@ class AvailabilityApi(APIView):
                 params[field] = params.pop(name)
         query = AvailabilityQuerySerializer(data=params)
         query.is_valid(raise_exception=True)
-        return Response(availability(query.validated_data))
+        return Response(AvailabilitySerializer(availability(query.validated_data)).data)

@@ -1,15 +1,11 @@
 """The staff fleet dashboard's figures, for scripts: the fleet over time, use by model and
 region, revenue, what is booked ahead and which allocations sit idle (rentals.dashboard)."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    extend_schema,
-    inline_serializer,
-)
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -91,27 +87,27 @@ class FleetUsageApi(StaffApi):
         return Response(FleetPointSerializer(points, many=True).data)
 
 
-USE_ROW = inline_serializer(
-    "UseRow",
-    {
-        "name": serializers.CharField(),
-        "util": serializers.FloatField(allow_null=True),
-        "hours": serializers.FloatField(),
-    },
-    many=True,
-)
+# The bodies below are serializer classes, named in each view's schema and used by its
+# code. They have no docstrings: a docstring would become the schema's description.
+
+
+class UseRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    util = serializers.FloatField(allow_null=True)
+    hours = serializers.FloatField()
 
 
 class _UseApi(StaffApi):
     index = 0  # models, regions
 
-    @extend_schema(parameters=RANGE_PARAMETERS, responses={200: USE_ROW, 400: PROBLEM})
+    @extend_schema(
+        parameters=RANGE_PARAMETERS,
+        responses={200: UseRowSerializer(many=True), 400: PROBLEM},
+    )
     def get(self, request):
         r = _range(request)
         rows = dashboard.use_by_model_and_region(start=r["start"], end=r["end"])[self.index]
-        return Response(
-            [{"name": row["name"], "util": row["util"], "hours": row["hours"]} for row in rows]
-        )
+        return Response(UseRowSerializer(rows, many=True).data)
 
 
 class ModelUsageApi(_UseApi):
@@ -126,105 +122,67 @@ class RegionUsageApi(_UseApi):
     index = 1
 
 
+class RevenueRowSerializer(serializers.Serializer):
+    currency = serializers.CharField()
+    period = serializers.CharField(source="period_name")
+    amount = serializers.CharField()
+    charges = serializers.IntegerField(source="bookings")
+
+
+class RefundRowSerializer(serializers.Serializer):
+    currency = serializers.CharField()
+    amount = serializers.CharField()
+
+
+class RevenueSerializer(serializers.Serializer):
+    charges = RevenueRowSerializer(many=True)
+    refunds = RefundRowSerializer(many=True)
+
+
 class RevenueApi(StaffApi):
     """Charges per currency and rental period, refunds per currency (never added across
     currencies)."""
 
-    @extend_schema(
-        parameters=RANGE_PARAMETERS,
-        responses={
-            200: inline_serializer(
-                "Revenue",
-                {
-                    "charges": inline_serializer(
-                        "RevenueRow",
-                        {
-                            "currency": serializers.CharField(),
-                            "period": serializers.CharField(),
-                            "amount": serializers.CharField(),
-                            "charges": serializers.IntegerField(),
-                        },
-                        many=True,
-                    ),
-                    "refunds": inline_serializer(
-                        "RefundRow",
-                        {"currency": serializers.CharField(), "amount": serializers.CharField()},
-                        many=True,
-                    ),
-                },
-            ),
-            400: PROBLEM,
-        },
-    )
+    @extend_schema(parameters=RANGE_PARAMETERS, responses={200: RevenueSerializer, 400: PROBLEM})
     def get(self, request):
         r = _range(request)
         charges, refunds = dashboard.revenue(start=r["start"], end=r["end"])
-        return Response(
-            {
-                "charges": [
-                    {"currency": c["currency"], "period": c["period_name"],
-                     "amount": str(c["amount"]), "charges": c["bookings"]}
-                    for c in charges
-                ],
-                "refunds": [{"currency": c, "amount": str(a)} for c, a in sorted(refunds.items())],
-            }
-        )  # fmt: skip
+        refunds = [{"currency": c, "amount": a} for c, a in sorted(refunds.items())]
+        return Response(RevenueSerializer({"charges": charges, "refunds": refunds}).data)
+
+
+class BookedDaySerializer(serializers.Serializer):
+    day = serializers.DateField()
+    gpu_days = serializers.FloatField()
+
+
+class BookedAheadSerializer(serializers.Serializer):
+    model = serializers.CharField(source="model.slug")
+    capacity = serializers.IntegerField()
+    days = BookedDaySerializer(many=True)
 
 
 class BookedAheadApi(StaffApi):
     """GPU-days booked per model for each of the next 30 days, against capacity."""
 
-    @extend_schema(
-        responses={
-            200: inline_serializer(
-                "BookedAhead",
-                {
-                    "model": serializers.CharField(),
-                    "capacity": serializers.IntegerField(),
-                    "days": inline_serializer(
-                        "BookedDay",
-                        {"day": serializers.DateField(), "gpu_days": serializers.FloatField()},
-                        many=True,
-                    ),
-                },
-                many=True,
-            )
-        }
-    )
+    @extend_schema(responses={200: BookedAheadSerializer(many=True)})
     def get(self, request):
         rows = dashboard.booked_ahead(now=timezone.now())
-        return Response(
-            [
-                {"model": row["model"]["slug"], "capacity": row["capacity"],
-                 "days": [{"day": d["day"], "gpu_days": d["gpu_days"]} for d in row["days"]]}
-                for row in rows
-            ]
-        )  # fmt: skip
+        return Response(BookedAheadSerializer(rows, many=True).data)
+
+
+class IdleAllocationSerializer(serializers.Serializer):
+    allocation = serializers.UUIDField(source="id")
+    owner = serializers.CharField()
+    gpu_model = serializers.CharField(source="model_slug")
+    node = serializers.CharField()
+    paid_until = serializers.DateTimeField(default_timezone=UTC)  # as stored, in UTC
 
 
 class IdleApi(StaffApi):
     """Running allocations whose GPUs have not been busy for two hours."""
 
-    @extend_schema(
-        responses={
-            200: inline_serializer(
-                "IdleAllocation",
-                {
-                    "allocation": serializers.UUIDField(),
-                    "owner": serializers.CharField(),
-                    "gpu_model": serializers.CharField(),
-                    "node": serializers.CharField(),
-                    "paid_until": serializers.DateTimeField(),
-                },
-                many=True,
-            )
-        }
-    )
+    @extend_schema(responses={200: IdleAllocationSerializer(many=True)})
     def get(self, request):
-        return Response(
-            [
-                {"allocation": a["id"], "owner": a["owner"], "gpu_model": a["model_slug"],
-                 "node": a["node"], "paid_until": a["paid_until"]}
-                for a in dashboard.idle_allocations(now=timezone.now())
-            ]
-        )  # fmt: skip
+        rows = dashboard.idle_allocations(now=timezone.now())
+        return Response(IdleAllocationSerializer(rows, many=True).data)

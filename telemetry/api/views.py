@@ -48,7 +48,8 @@ class NodeAgentCredentialApi(APIView):
     def post(self, request, hostname):
         node = get_object_or_404(Node, hostname=hostname)
         secret = agent_credential_issue(node=node, by=request.user)
-        return Response({"credential": secret}, status=status.HTTP_201_CREATED)
+        answer = AgentCredentialSerializer({"credential": secret})
+        return Response(answer.data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={204: None, 403: PROBLEM, 404: PROBLEM})
     def delete(self, request, hostname):
