@@ -9,6 +9,7 @@ act on one node (`cluster_stop`/`cluster_start` on every node).
 """
 
 from datetime import datetime
+from typing import NamedTuple
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -53,26 +54,38 @@ def _locked(allocation, acting: Acting) -> Allocation:
     return locked
 
 
-def _transition(allocation, *, acting, to_state, allowed, kind, now=None):
+class Transition(NamedTuple):
+    """A change of state that stop or start makes, and the states it is made from."""
+
+    kind: str  # EventKind
+    to_state: str
+    allowed: tuple[str, ...]
+
+
+STOP = Transition(EventKind.STOP, AllocationState.STOPPED, (AllocationState.RUNNING,))
+START = Transition(EventKind.START, AllocationState.RUNNING, (AllocationState.STOPPED,))
+
+
+def _transition(allocation, change: Transition, *, acting, now=None):
     """One allocation's state change, inside the caller's transaction."""
     now = now or db_now()
     allocation = _locked(allocation, acting)
     if allocation.paid_until <= now:
         raise InvalidTransition(_("The paid period has ended; the allocation has expired."))
-    if allocation.state not in allowed:
+    if allocation.state not in change.allowed:
         raise InvalidTransition(
             _("Cannot %(action)s an allocation that is %(state)s.")
-            % {"action": kind, "state": allocation.get_state_display()}
+            % {"action": change.kind, "state": allocation.get_state_display()}
         )
     from_state = allocation.state
-    allocation.state = to_state
+    allocation.state = change.to_state
     allocation.save(update_fields=["state"])
     event_record(
         allocation,
-        kind=kind,
+        kind=change.kind,
         actor=acting.user,
         from_state=from_state,
-        to_state=to_state,
+        to_state=change.to_state,
         at=now,
     )
     return allocation
@@ -81,26 +94,12 @@ def _transition(allocation, *, acting, to_state, allowed, kind, now=None):
 @transaction.atomic
 def allocation_stop(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
     """Stop the GPUs' work. The paid period runs on: stopped time is paid time."""
-    return _transition(
-        allocation,
-        acting=acting,
-        to_state=AllocationState.STOPPED,
-        allowed=[AllocationState.RUNNING],
-        kind=EventKind.STOP,
-        now=now,
-    )
+    return _transition(allocation, STOP, acting=acting, now=now)
 
 
 @transaction.atomic
 def allocation_start(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
-    return _transition(
-        allocation,
-        acting=acting,
-        to_state=AllocationState.RUNNING,
-        allowed=[AllocationState.STOPPED],
-        kind=EventKind.START,
-        now=now,
-    )
+    return _transition(allocation, START, acting=acting, now=now)
 
 
 @transaction.atomic
@@ -368,45 +367,28 @@ def _cluster_first(cluster: Cluster) -> Allocation:
     return first
 
 
-def _cluster_transition(cluster, *, acting, to_state, allowed, kind, refusal, now=None):
+def _cluster_transition(cluster, change: Transition, *, acting, refusal, now=None):
     """Every node of the cluster that can make the change, inside the caller's transaction."""
     now = now or db_now()
     members = _members_locked(_cluster_first(cluster), acting)
-    movable = [m for m in members if m.state in allowed and m.paid_until > now]
+    movable = [m for m in members if m.state in change.allowed and m.paid_until > now]
     if not movable:
         raise InvalidTransition(refusal)
-    return [
-        _transition(m, acting=acting, to_state=to_state, allowed=allowed, kind=kind, now=now)
-        for m in movable
-    ]
+    return [_transition(m, change, acting=acting, now=now) for m in movable]
 
 
 @transaction.atomic
 def cluster_stop(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
     """Stop every running node of the cluster (the paid period runs on)."""
-    return _cluster_transition(
-        cluster,
-        acting=acting,
-        to_state=AllocationState.STOPPED,
-        allowed=[AllocationState.RUNNING],
-        kind=EventKind.STOP,
-        refusal=_("No node of the cluster is running."),
-        now=now,
-    )
+    refusal = _("No node of the cluster is running.")
+    return _cluster_transition(cluster, STOP, acting=acting, refusal=refusal, now=now)
 
 
 @transaction.atomic
 def cluster_start(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
     """Start every stopped node of the cluster."""
-    return _cluster_transition(
-        cluster,
-        acting=acting,
-        to_state=AllocationState.RUNNING,
-        allowed=[AllocationState.STOPPED],
-        kind=EventKind.START,
-        refusal=_("No node of the cluster is stopped."),
-        now=now,
-    )
+    refusal = _("No node of the cluster is stopped.")
+    return _cluster_transition(cluster, START, acting=acting, refusal=refusal, now=now)
 
 
 @transaction.atomic
