@@ -27,6 +27,13 @@ def _since(bucket, source_model, source_filter=None):
     return source.order_by("at").values_list("at", flat=True).first()
 
 
+# Hours from minutes, days from hours: each from the start of the first unrolled bucket.
+COARSER = (
+    (RollupBucket.HOUR, RollupBucket.MINUTE, lambda at: at.replace(minute=0, second=0, microsecond=0)),
+    (RollupBucket.DAY, RollupBucket.HOUR, lambda at: at.replace(hour=0, minute=0, second=0, microsecond=0)),
+)  # fmt: skip
+
+
 @transaction.atomic
 def telemetry_rollup(*, now: datetime | None = None) -> dict:
     now = now or db_now()
@@ -44,24 +51,15 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
                 {"bucket": RollupBucket.MINUTE, "since": since, "now": now, "threshold": threshold},
             )
             counts["minute"] = cursor.rowcount
-        since = _since("hour", GpuRollup, {"bucket": "minute"})
-        counts["hour"] = 0
-        if since is not None:
-            cursor.execute(
-                sql.ROLLUP_COARSER,
-                {"bucket": RollupBucket.HOUR, "source": RollupBucket.MINUTE,
-                 "since": since.replace(minute=0, second=0, microsecond=0), "now": now},
-            )  # fmt: skip
-            counts["hour"] = cursor.rowcount
-        since = _since("day", GpuRollup, {"bucket": "hour"})
-        counts["day"] = 0
-        if since is not None:
-            cursor.execute(
-                sql.ROLLUP_COARSER,
-                {"bucket": RollupBucket.DAY, "source": RollupBucket.HOUR,
-                 "since": since.replace(hour=0, minute=0, second=0, microsecond=0), "now": now},
-            )  # fmt: skip
-            counts["day"] = cursor.rowcount
+        for bucket, source, start in COARSER:
+            since = _since(bucket, GpuRollup, {"bucket": source})
+            counts[bucket] = 0
+            if since is not None:
+                cursor.execute(
+                    sql.ROLLUP_COARSER,
+                    {"bucket": bucket, "source": source, "since": start(since), "now": now},
+                )
+                counts[bucket] = cursor.rowcount
     counts.update(fleet_rollups_refresh())
     return counts
 
