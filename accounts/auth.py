@@ -5,24 +5,22 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import authentication, exceptions
 
 from accounts.models import ApiToken, token_hash
+from core.authentication import authorization_credential
+
+INVALID = gettext_lazy("Invalid token.")
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        raw = authorization_credential(request, self.keyword, invalid=INVALID)
+        if raw is None:
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed(_("Invalid Authorization header."))
-        try:
-            raw = header[1].decode()
-        except UnicodeError as exc:
-            raise exceptions.AuthenticationFailed(_("Invalid token.")) from exc
         now = timezone.now()
         token = (
             ApiToken.objects.select_related("user", "team")

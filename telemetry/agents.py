@@ -14,14 +14,17 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import authentication, exceptions, permissions
 
 from catalog.models import Node, NodeState
+from core.authentication import authorization_credential
 from core.db import db_now
 from telemetry.flags import flags_sync
 from telemetry.models import FlagKind, NodeAgent
 
 PREFIX = "agpn_"  # AnchorGPU node
+INVALID_CREDENTIAL = gettext_lazy("Invalid agent credential.")
 
 
 def _hash(secret: str) -> str:
@@ -61,15 +64,10 @@ def agent_state_served(*, agent_id: int, generation: str, state: dict, at: datet
 def credential_hash(request) -> str | None:
     """The hash of the `Authorization: Agent <credential>` a request sends (None: no such
     header); a malformed one is refused."""
-    header = authentication.get_authorization_header(request).split()
-    if not header or header[0].lower() != AgentAuthentication.keyword.lower().encode():
-        return None
-    if len(header) != 2:
-        raise exceptions.AuthenticationFailed(_("Invalid Authorization header."))
-    try:
-        return _hash(header[1].decode())
-    except UnicodeError as exc:
-        raise exceptions.AuthenticationFailed(_("Invalid agent credential.")) from exc
+    secret = authorization_credential(
+        request, AgentAuthentication.keyword, invalid=INVALID_CREDENTIAL
+    )
+    return None if secret is None else _hash(secret)
 
 
 @transaction.atomic
