@@ -36,12 +36,14 @@ def client_address(request) -> str:
 
 
 def _count(key: str) -> int:
-    cache.add(key, 0, LOCKOUT_SECONDS)
+    """Count one attempt. Without Redis the count cannot be kept, so the attempt is refused
+    (core.cache.CacheUnavailable, a 503): sign-in fails closed."""
+    cache.strict.add(key, 0, LOCKOUT_SECONDS)
     try:
-        return cache.incr(key)
+        return cache.strict.incr(key)
     except ValueError:  # expired between add and incr
-        cache.add(key, 0, LOCKOUT_SECONDS)
-        return cache.incr(key)
+        cache.strict.add(key, 0, LOCKOUT_SECONDS)
+        return cache.strict.incr(key)
 
 
 def password_check(request, *, username: str, password: str):
@@ -55,9 +57,9 @@ def password_check(request, *, username: str, password: str):
     user = authenticate(request, username=username, password=password)
     if user is None:
         raise BadCredentials(_("Wrong username or password."))
-    cache.delete(pair)
+    cache.strict.delete(pair)
     with contextlib.suppress(ValueError):  # the count may have just expired
-        cache.decr(per_address)  # a success is not a failure from this address
+        cache.strict.decr(per_address)  # a success is not a failure from this address
     return user
 
 
@@ -82,9 +84,9 @@ def second_factor_check(request, *, user, code: str | None) -> Authenticator:
     authenticator = _second_factor_match(user, code)
     if authenticator is None:
         raise SecondFactorWrong(_("Wrong or already used code."), field="otp")
-    cache.delete(per_user)
+    cache.strict.delete(per_user)
     with contextlib.suppress(ValueError):
-        cache.decr(per_address)
+        cache.strict.decr(per_address)
     return authenticator
 
 
@@ -106,7 +108,7 @@ def second_factor_code_spend(*, user, code: str) -> bool:
     """Mark a TOTP code used (the one that turned TOTP on, too): False if it was already.
     Kept past the code's whole validity, tolerance included."""
     lifetime = mfa_settings.TOTP_PERIOD * (2 * mfa_settings.TOTP_TOLERANCE + 2)
-    return cache.add(f"second-factor-used:{user.pk}:{code.replace(' ', '')}", 1, lifetime)
+    return cache.strict.add(f"second-factor-used:{user.pk}:{code.replace(' ', '')}", 1, lifetime)
 
 
 def has_second_factor(user) -> bool:

@@ -97,7 +97,7 @@ def embedded_redis(*, announce=False):
             "--bind", "127.0.0.1",
             "--port", str(port),
             "--dir", str(folder),
-            "--save", "60 1",
+            "--save", "",  # a cache and a broker: nothing in it must outlive it (core/cache.py)
             "--appendonly", "no",
             "--daemonize", "no",
             "--logfile", str(folder / "redis.log"),

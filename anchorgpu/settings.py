@@ -133,12 +133,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = _read("REDIS_URL", "str", default="")
 if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"REDIS_URL is not set or not a redis:// URL. {_HINTS['REDIS_URL']}")
+# Redis answers in well under a millisecond here; one that hangs must not hold a request
+# for redis-py's default 5 s (core/cache.py then fails open for reads, closed for sign-in).
+REDIS_TIMEOUTS = {
+    "socket_connect_timeout": 0.5,
+    "socket_timeout": 1.0,
+    "health_check_interval": 30,
+}
 CACHES = {
     "default": {
-        "BACKEND": "core.cache.RedisCache",  # keeps its client (core/cache.py)
+        "BACKEND": "core.cache.RedisCache",  # keeps its client, fails open (core/cache.py)
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "anchorgpu",
         "TIMEOUT": 300,
+        "OPTIONS": REDIS_TIMEOUTS,
     }
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
@@ -310,7 +318,14 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SOFT_TIME_LIMIT = _read("CELERY_TASK_SOFT_TIME_LIMIT", "int", default=60)
 CELERY_TASK_TIME_LIMIT = _read("CELERY_TASK_TIME_LIMIT", "int", default=90)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": 3600, **REDIS_TIMEOUTS, "socket_timeout": 2.0,
+}  # fmt: skip
+# Publishing happens after a commit, in a request: it fails fast rather than retrying
+# while the person waits, and the beat sweeps send what was not queued (notices, webhook
+# deliveries).
+CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
+CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 # Two queues: `poll` (telemetry polling; add worker processes as the fleet grows) and

@@ -1,8 +1,11 @@
-"""Refuse control characters, and bodies too large to read, before any view or query sees
-them.
+"""Control characters and bodies too large to read, dealt with before any view or query
+sees them.
 
 PostgreSQL text cannot hold NUL, and no field of ours means to hold the other C0 controls
-(tab, line feed and carriage return excepted), so such a request is the client's error: 400.
+(tab, line feed and carriage return excepted). The API refuses such a request (a 400
+problem: a script's error is better told than guessed at). A page takes its query and
+form values without them, so the person gets the page they asked for, in words (the
+glossary says "no match", the sign-in form asks again); a path with one is a 400.
 """
 
 import re
@@ -12,9 +15,11 @@ from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import HttpResponse, JsonResponse, UnreadablePostError
 from django.shortcuts import render
 from django.utils.translation import gettext as _
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import RedisError
 
 from core.errors import DomainError
-from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE
+from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE, unavailable
 
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # A \u escape of one of those inside JSON text (not preceded by an escaping backslash).
@@ -22,9 +27,35 @@ ESCAPED_CONTROL = re.compile(rb"(?<!\\)(?:\\\\)*\\u00(?:0[0-8bcef]|1[0-9a-f]|7f)
 FORM = "application/x-www-form-urlencoded"
 
 
+def _without_control(values):
+    """A copy of a QueryDict with the control characters taken out of keys and values."""
+    cleaned = values.copy()
+    cleaned.clear()
+    for key, items in values.lists():
+        cleaned.setlist(CONTROL.sub("", key), [CONTROL.sub("", v) for v in items])
+    cleaned._mutable = False
+    return cleaned
+
+
+def _has_any(values) -> bool:
+    return any(CONTROL.search(v) for k, vs in values.lists() for v in [k, *vs])
+
+
+def _cleaned_for_a_page(request) -> None:
+    """Pages: the query and form values without control characters (files untouched)."""
+    if _has_any(request.GET):
+        request.GET = _without_control(request.GET)
+    form = request.content_type == FORM or request.content_type.startswith("multipart/")
+    if request.method == "POST" and form and _has_any(request.POST):
+        request.POST = _without_control(request.POST)
+
+
 def _has_control(request) -> bool:
     if CONTROL.search(request.path):
         return True
+    if not request.path.startswith("/api/"):
+        _cleaned_for_a_page(request)
+        return False
     if any(CONTROL.search(v) for k, vs in request.GET.lists() for v in [k, *vs]):
         return True
     if request.method in ("GET", "HEAD", "OPTIONS"):
@@ -110,7 +141,12 @@ class RefusalPage:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
+        if isinstance(exception, RedisError | BrokerError):
+            exception = unavailable(exception)
         if not isinstance(exception, DomainError) or request.path.startswith("/api/"):
             return None
         context = {"title": exception.title, "detail": exception.detail}
-        return render(request, "refused.html", context, status=exception.status)
+        response = render(request, "refused.html", context, status=exception.status)
+        if exception.retry_after:
+            response["Retry-After"] = str(exception.retry_after)
+        return response

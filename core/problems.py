@@ -12,10 +12,13 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiResponse
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import RedisError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from core.cache import CacheUnavailable
 from core.errors import DomainError
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -51,6 +54,12 @@ def domain_error_response(exc: DomainError):
     )
 
 
+def unavailable(exc) -> CacheUnavailable:
+    return CacheUnavailable(
+        _("A part of AnchorGPU (Redis) does not answer; nothing was changed. Try again soon.")
+    )
+
+
 def _flatten(detail):
     """DRF error detail (dict/list/str, nested) → {field: [messages]}."""
     if isinstance(detail, dict):
@@ -76,6 +85,8 @@ def _flatten(detail):
 
 
 def problem_exception_handler(exc, context):
+    if isinstance(exc, RedisError | BrokerError):  # what a fail-open cache did not absorb
+        exc = unavailable(exc)
     if isinstance(exc, DomainError):
         return domain_error_response(exc)
     if isinstance(exc, DjangoValidationError):

@@ -5,9 +5,12 @@ transaction commits, so no server answers from a stale copy once the change is v
 from django.core.cache import cache
 from django.db import transaction
 
+from core.cache import on_recovery
+
 CATALOG = "catalog"  # the GPU model list with prices and free GPUs now
 CATALOG_ROWS = "catalog-rows"  # models, periods and node sizes: changed by catalog rows only
 WEBHOOK_TEAMS = "webhook-teams"  # the teams with an active webhook endpoint
+ALL = (CATALOG, CATALOG_ROWS, WEBHOOK_TEAMS)
 
 
 def version_key(name: str) -> str:
@@ -33,6 +36,16 @@ def bump(name: str, *, now: bool = False) -> None:
     if now:
         _bump()
     transaction.on_commit(_bump)
+
+
+def _bump_all() -> None:
+    """Back from a Redis outage, a bump lost meanwhile could leave a copy from before a
+    change looking current: every version moves on, so none is served."""
+    for name in ALL:
+        cache.incr_from_zero(version_key(name))
+
+
+on_recovery(_bump_all)
 
 
 def versioned_copy(name: str, build, *, timeout: int = 3600):

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import httpx
-from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -23,6 +22,7 @@ from standardwebhooks.webhooks import Webhook
 from accounts.access import Acting, Action
 from accounts.errors import NotAllowed
 from core.db import db_now, lease_free
+from core.publish import publish
 from core.sealed import InvalidToken, reseal, seal, unseal
 from rentals.services import webhook_disabled_notice_record
 from webhooks import messages
@@ -179,8 +179,8 @@ def deliveries_record(*, team_ids, build) -> int:
 
 
 def _queue(ids) -> None:
-    for pk in ids:
-        current_app.send_task(DELIVER_TASK, args=[pk])
+    """Deliver them soon; what cannot be queued now the due-deliveries sweep sends."""
+    publish(DELIVER_TASK, ids)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ their reads in rentals/selectors.py.
 
 from datetime import datetime, timedelta
 
-from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -17,6 +16,7 @@ from django.db.models import Exists, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from core.db import db_now, lease_free
+from core.publish import publish
 from rentals.models import (
     Allocation,
     AllocationEvent,
@@ -102,8 +102,8 @@ def _one_per_cluster(allocations: list[Allocation]) -> list[Allocation]:
 
 
 def notices_queue(notice_ids):
-    for pk in notice_ids:
-        current_app.send_task(SEND_TASK, args=[pk])
+    """Mail them soon; what cannot be queued now the unsent-notices sweep sends."""
+    publish(SEND_TASK, notice_ids)
 
 
 def notice_send(*, notice_id: int) -> bool:

@@ -1,7 +1,10 @@
 """Bad input gets a clear 4xx and changes nothing: each case here was a 500 once."""
 
+from urllib.parse import urlencode
+
 import pytest
 
+from accounts.models import ApiToken
 from rentals.models import Quote
 from tests.rentals.helpers import book
 
@@ -21,12 +24,37 @@ def test_deep_json_on_a_signed_in_endpoint_is_a_400(catalog, alice_api):
     assert response.status_code == 400 and Quote.objects.count() == 0
 
 
-@pytest.mark.parametrize(
-    "url", ["/glossary/?q=a%00b", "/api/v1/allocations/?state=run%00ning", "/%00"]
-)
+@pytest.mark.parametrize("url", ["/api/v1/allocations/?state=run%00ning", "/%00"])
 def test_a_nul_byte_is_refused_before_any_query(alice, client, url):
     client.force_login(alice)
     assert client.get(url).status_code == 400
+
+
+def test_a_page_takes_a_search_without_its_nul_and_answers_in_words(glossary, client):
+    page = client.get("/glossary/?q=zz%00qq")
+    assert page.status_code == 200
+    assert 'value="zzqq"' in page.content.decode() and "No term matches" in page.content.decode()
+
+
+@pytest.mark.parametrize("encoding", ["urlencoded", "multipart"])
+def test_a_nul_in_the_sign_in_name_gets_the_form_again(alice, client, encoding):
+    data = {"login": "ali\x00ce", "password": "not-her-password"}
+    if encoding == "urlencoded":
+        page = client.post(
+            "/account/login/", urlencode(data), content_type="application/x-www-form-urlencoded"
+        )
+    else:
+        page = client.post("/account/login/", data)
+    assert page.status_code == 200 and "_auth_user_id" not in client.session
+    assert "username and/or password you specified are not correct" in page.content.decode()
+
+
+def test_a_five_thousand_character_token_name_is_a_field_error(alice, client):
+    client.force_login(alice)
+    page = client.post("/account/tokens/", {"name": "x" * 5000})
+    assert page.status_code == 400
+    assert "Ensure this value has at most 80 characters (it has 5000)." in page.content.decode()
+    assert 'id="id_name"' in page.content.decode() and not ApiToken.objects.exists()
 
 
 def test_a_nul_inside_json_text_is_refused(catalog, alice_api):

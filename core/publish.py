@@ -1,0 +1,35 @@
+"""Queueing a task after a commit, for what a sweep would queue anyway if this fails.
+
+Notices and webhook deliveries are rows first (written in the change's transaction), and
+a beat sweep sends whatever is still owed. So publishing them is best effort: with Redis
+away (core.cache's breaker open, or the publish failing) the request goes on at once and
+the sweep sends them later; nothing is lost and nobody waits for a broker.
+"""
+
+import logging
+
+from celery import current_app
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import RedisError
+
+from core.cache import breaker
+
+logger = logging.getLogger(__name__)
+
+
+def publish(task_name: str, ids: list) -> int:
+    """Queue `task_name(id)` for each id; how many were queued."""
+    queued = 0
+    for pk in ids:
+        if not breaker.allows():
+            break
+        try:
+            current_app.send_task(task_name, args=[pk])
+        except (RedisError, OSError, BrokerError) as exc:
+            breaker.failure(exc)
+            break
+        queued += 1
+    if queued < len(ids):
+        logger.warning("%s: %d of %d left for the sweep (broker unavailable)", task_name,
+                       len(ids) - queued, len(ids))  # fmt: skip
+    return queued
