@@ -161,9 +161,7 @@ def _team_post(request, acting, forms_):
     elif "set_role" in request.POST:
         form = RoleForm(request.POST)
         if form.is_valid():
-            membership = get_object_or_404(
-                Membership, pk=form.cleaned_data["membership"], team=acting.team
-            )
+            membership = _membership(acting, form)
             membership_role_set(
                 acting=acting, membership=membership, role=form.cleaned_data["role"]
             )
@@ -171,17 +169,13 @@ def _team_post(request, acting, forms_):
     elif "remove" in request.POST:
         form = RemoveForm(request.POST)
         if form.is_valid():
-            membership = get_object_or_404(
-                Membership, pk=form.cleaned_data["membership"], team=acting.team
-            )
+            membership = _membership(acting, form)
             membership_remove(acting=acting, membership=membership)
             messages.success(request, _("Removed from the team."))
     elif "transfer" in request.POST:
         form = RemoveForm(request.POST)
         if form.is_valid():
-            membership = get_object_or_404(
-                Membership, pk=form.cleaned_data["membership"], team=acting.team
-            )
+            membership = _membership(acting, form)
             team_ownership_transfer(acting=acting, membership=membership)
             messages.success(
                 request,
@@ -253,3 +247,8 @@ def invitation_page(request, secret):
             "nav": "teams",
         },
     )
+
+
+def _membership(acting, form) -> Membership:
+    """The acting team's membership a valid member form names, or 404."""
+    return get_object_or_404(Membership, pk=form.cleaned_data["membership"], team=acting.team)
