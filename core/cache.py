@@ -3,7 +3,7 @@
 Redis is a cache and a broker here, never needed for correctness (docs/operations.md):
 
 - Every operation has short socket timeouts (settings: connect 0.5 s, read 1 s), and a
-  failure opens a breaker for a few seconds in which this process does not try Redis at
+  failure opens a breaker for two seconds in which this process does not try Redis at
   all, so a hung Redis costs one request one second, not every request five.
 - What reads and ordinary writes do without Redis: a read finds nothing (the caller builds
   the answer from PostgreSQL), a write is dropped, each logged. Throttles, the catalog's
@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from core.errors import DomainError
 
 logger = logging.getLogger(__name__)
-BREAKER_SECONDS = 5.0
+BREAKER_SECONDS = 2.0
 
 
 class CacheUnavailable(DomainError):
