@@ -114,7 +114,10 @@ class AvailabilityApi(APIView):
     """For the next 90 days, per day: the most GPUs free on one node, whole nodes free and
     GPUs free in all; and the next start times that fit the request (`gpu_count` GPUs on
     one node, or `node_count` whole nodes in one region), with where. Read from the same
-    holds that booking checks, so it is never more optimistic than a booking."""
+    holds that booking checks, so it is never more optimistic than a booking.
+
+    For signed-in customers (a session or a token): what is free when is a fleet's
+    occupancy, not a public page; the catalog's `free_gpus_now` is public."""
 
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "quote"
