@@ -37,7 +37,7 @@ def client_address(request) -> str:
 
 def _count(key: str) -> int:
     """Count one attempt. Without Redis the count cannot be kept, so the attempt is refused
-    (core.cache.CacheUnavailable, a 503): sign-in fails closed."""
+    (core.errors.CacheUnavailable, a 503): sign-in fails closed."""
     cache.strict.add(key, 0, LOCKOUT_SECONDS)
     try:
         return cache.strict.incr(key)

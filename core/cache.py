@@ -30,17 +30,10 @@ from django.core.cache.backends import redis
 from django.utils.translation import gettext_lazy as _
 from redis.exceptions import RedisError
 
-from core.errors import DomainError
+from core.errors import CacheUnavailable
 
 logger = logging.getLogger(__name__)
 BREAKER_SECONDS = 2.0
-
-
-class CacheUnavailable(DomainError):
-    status = 503
-    code = "cache_unavailable"
-    title = _("Part of AnchorGPU is briefly unavailable")
-    retry_after = 10
 
 
 class _Breaker:

@@ -22,3 +22,12 @@ class Conflict(DomainError):
     status = 409
     code = "conflict"
     title = _("The request conflicts with the current state")
+
+
+class CacheUnavailable(DomainError):
+    """Redis cannot do what must not fail open (core.cache.StrictCache): try again soon."""
+
+    status = 503
+    code = "cache_unavailable"
+    title = _("Part of AnchorGPU is briefly unavailable")
+    retry_after = 10

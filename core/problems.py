@@ -18,8 +18,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from core.cache import CacheUnavailable
-from core.errors import DomainError
+from core.errors import CacheUnavailable, DomainError
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 # An error response in the schema (anchorgpu.schema gives it the problem body).

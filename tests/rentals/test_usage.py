@@ -84,13 +84,15 @@ def test_allocated_per_step_counts_the_holdings_that_overlap_each_step(catalog, 
     """Hourly and daily steps: the GPUs held at some time in each step, from its start
     (truncated) to the live one, against a count of every holding in Python. The range
     ends three days ahead, so holdings booked now lie on both sides of its steps."""
-    now = timezone.now()
+    # From the next midnight, so which holdings reach the last step does not depend on the
+    # time of day the test runs at.
+    base = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     book(alice, model="h100", count=1, period="day")
     for hours, period in [(5, "day"), (30, "day"), (50, "week"), (71.5, "day")]:
-        book(alice, model="h100", count=1, period=period, starts_at=now + timedelta(hours=hours))
-    cancelled = book(alice, model="h100", count=2, period="day", starts_at=now + timedelta(hours=2))
+        book(alice, model="h100", count=1, period=period, starts_at=base + timedelta(hours=hours))
+    cancelled = book(alice, model="h100", count=2, period="day", starts_at=base + timedelta(hours=2))
     allocation_cancel(acting=acting_as(alice), allocation=cancelled)
-    end = now + timedelta(days=3)
+    end = base + timedelta(days=3)
     step = step_for(days)
     points = fleet_over_time(start=end - timedelta(days=days), end=end, step=step)
     holdings = list(AllocationGpu.objects.filter(released=False))
@@ -99,7 +101,7 @@ def test_allocated_per_step_counts_the_holdings_that_overlap_each_step(catalog, 
         h = datetime.fromisoformat(point["t"])
         expected = sum(1 for g in holdings if g.starts_at < h + step and g.ends_at > h)
         assert point["allocated"] == expected, point
-    assert points[-1]["allocated"] == 2
+    assert points[-1]["allocated"] == 2  # the week from +50 h and the day from +71.5 h
 
 
 def test_the_dashboard_is_computed_once_a_minute(catalog, alice, django_assert_num_queries):
