@@ -43,15 +43,21 @@ openssh:
 run: venv
 	$(PY) -m anchorgpu.launcher run
 
-# Two passes on the same servers: everything in parallel (pytest-xdist; each worker has its
-# own PostgreSQL and Redis database, tests/parallel.py), then the tests that start servers
-# of their own, one at a time. PYTEST_ARGS goes to both; a pass it leaves empty (pytest's
-# exit status 5) is no failure.
+# Two passes at once on the same servers: everything in parallel (pytest-xdist; each
+# worker has its own PostgreSQL and Redis database, tests/parallel.py), and beside it, one
+# at a time, the tests that start servers or the whole product of their own (they mostly
+# wait: a Redis held stopped for 20 s, restarts). The second pass's output follows the
+# first's. PYTEST_ARGS goes to both; a pass it leaves empty (pytest's status 5) is no
+# failure.
 TEST_WORKERS ?= auto
 test: venv chromium gettext openssh
+	@mkdir -p test-artifacts
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
 	  pass() { $(PY) -m pytest "$$@" $(PYTEST_ARGS); rc=$$?; [ $$rc = 5 ] && return 0; return $$rc; }; \
-	  pass -n $(TEST_WORKERS) --maxprocesses 8 -m "not perf and not slow" && pass -m "slow and not perf"'
+	  pass -p no:xdist -m "slow and not perf" > test-artifacts/slow-tests.log 2>&1 & slow=$$!; \
+	  pass -n $(TEST_WORKERS) --maxprocesses 8 -m "not perf and not slow"; parallel=$$?; \
+	  wait $$slow; serial=$$?; echo; echo "== the tests that start servers of their own"; \
+	  cat test-artifacts/slow-tests.log; [ $$parallel = 0 ] && [ $$serial = 0 ]'
 
 bench: venv
 	$(PY) -m anchorgpu.launcher exec -- $(PY) -m pytest -m perf -s tests/perf $(PYTEST_ARGS)

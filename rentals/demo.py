@@ -20,8 +20,8 @@ from catalog.models import Gpu, NodeState
 from core.errors import DomainError
 from rentals.models import Allocation, Notice
 from rentals.services import allocation_book, allocations_enforce, quote_create
-from telemetry.models import FleetSize, GpuRollup
-from telemetry.rollup import fleet_rollups_refresh
+from telemetry.models import FleetSize, GpuRollup, RollupBucket
+from telemetry.rollup import fleet_rollups_refresh, rollups_copy
 
 
 def seed_demo_keys(folder: Path) -> list[Path]:
@@ -139,7 +139,8 @@ def seed_history(*, days: int = 30, now=None) -> bool:
 
 def _rollups_backfill(*, start, end, busy_of) -> None:
     """Hour and day rollups for every GPU from `start` to `end`, as the rollup job would
-    have written them from 15-second samples."""
+    have written them from 15-second samples (written with COPY: 80,000 rows for 30 days
+    of the demo fleet)."""
     rng = random.Random(20261130)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     gpus = list(Gpu.objects.select_related("node__gpu_model"))
@@ -148,43 +149,33 @@ def _rollups_backfill(*, start, end, busy_of) -> None:
     while h < end:
         for gpu in gpus:
             share = busy_of.get((gpu.pk, h))
+            total = gpu.node.gpu_model.memory_reported_mib
             if share is None:
                 util = rng.uniform(0, 2)
                 memory = 0.0
             else:
                 daytime = 0.75 + 0.25 * math.sin((h.hour - 6) / 24 * math.tau)
                 util = max(0.0, min(100.0, share * 100 * daytime + rng.uniform(-6, 6)))
-                memory = gpu.node.gpu_model.memory_reported_mib * min(0.95, 0.3 + share * 0.6)
+                memory = total * min(0.95, 0.3 + share * 0.6)
             power = 60 + util * 5.5
-            row = GpuRollup(
-                gpu=gpu, bucket=GpuRollup.Bucket.HOUR, at=h, samples=240,
-                utilization_avg=util, utilization_max=min(100.0, util * 1.15 + 2),
-                memory_used_max_mib=memory, memory_total_mib=gpu.node.gpu_model.memory_reported_mib,
-                power_avg_w=power, temperature_max_c=32 + util * 0.45, energy_j=power * 3600,
-                covered_s=3600.0, busy_s=3600.0 if util > threshold else 0.0,
+            row = (
+                gpu.pk, RollupBucket.HOUR, h, 240, util, min(100.0, util * 1.15 + 2), memory,
+                total, power, 32 + util * 0.45, power * 3600, 3600.0,
+                3600.0 if util > threshold else 0.0,
             )  # fmt: skip
             hours.append(row)
-            day = days.setdefault((gpu.pk, h.replace(hour=0)), [])
-            day.append(row)
+            days.setdefault((gpu.pk, h.replace(hour=0)), []).append(row)
         h += timedelta(hours=1)
-    GpuRollup.objects.bulk_create(hours, batch_size=5000)
     complete = end.replace(hour=0)
-    GpuRollup.objects.bulk_create(
+    daily = [
         (
-            GpuRollup(
-                gpu_id=gpu_id, bucket=GpuRollup.Bucket.DAY, at=day,
-                samples=sum(r.samples for r in rows),
-                utilization_avg=sum(r.utilization_avg for r in rows) / len(rows),
-                utilization_max=max(r.utilization_max for r in rows),
-                memory_used_max_mib=max(r.memory_used_max_mib for r in rows),
-                memory_total_mib=rows[0].memory_total_mib,
-                power_avg_w=sum(r.power_avg_w for r in rows) / len(rows),
-                temperature_max_c=max(r.temperature_max_c for r in rows),
-                energy_j=sum(r.energy_j for r in rows),
-                covered_s=sum(r.covered_s for r in rows), busy_s=sum(r.busy_s for r in rows),
-            )
-            for (gpu_id, day), rows in days.items()
-            if day < complete and len(rows) == 24
-        ),
-        batch_size=5000,
-    )  # fmt: skip
+            gpu_id, RollupBucket.DAY, day, sum(r[3] for r in rows),
+            sum(r[4] for r in rows) / len(rows), max(r[5] for r in rows),
+            max(r[6] for r in rows), rows[0][7], sum(r[8] for r in rows) / len(rows),
+            max(r[9] for r in rows), sum(r[10] for r in rows), sum(r[11] for r in rows),
+            sum(r[12] for r in rows),
+        )
+        for (gpu_id, day), rows in days.items()
+        if day < complete and len(rows) == 24
+    ]  # fmt: skip
+    rollups_copy([*hours, *daily])

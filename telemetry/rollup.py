@@ -97,3 +97,11 @@ def telemetry_prune(*, now: datetime | None = None) -> dict:
     rollups, _ = GpuRollup.objects.filter(at__lt=now - conf["ROLLUP_RETENTION"]).delete()
     FleetRollup.objects.filter(at__lt=now - conf["ROLLUP_RETENTION"]).delete()
     return {**samples, "polls": polls, "rollups": rollups}
+
+
+@transaction.atomic
+def rollups_copy(rows) -> None:
+    """Write rollup rows (tuples in `sql.ROLLUP_COLUMNS`' order) with COPY."""
+    with connection.cursor() as cursor, cursor.cursor.copy(sql.ROLLUPS_COPY) as copy:
+        for row in rows:
+            copy.write_row(row)

@@ -403,3 +403,16 @@ def table_drop(name: str) -> str:
 def rows_before_delete(table: str) -> str:
     """The rows of `table` older than the one parameter."""
     return SQL("DELETE FROM {} WHERE at < %s").format(Identifier(table)).as_string()
+
+
+# Rollup rows written in bulk (the demo's backfill): COPY, a fraction of INSERT's cost.
+ROLLUP_COLUMNS = (
+    "gpu_id", "bucket", "at", "samples", "utilization_avg", "utilization_max",
+    "memory_used_max_mib", "memory_total_mib", "power_avg_w", "temperature_max_c",
+    "energy_j", "covered_s", "busy_s",
+)  # fmt: skip
+ROLLUPS_COPY = (
+    SQL("COPY telemetry_gpurollup ({}) FROM STDIN")
+    .format(SQL(", ").join(Identifier(c) for c in ROLLUP_COLUMNS))
+    .as_string()
+)

@@ -6,9 +6,10 @@ world, answers 200 with the body its schema describes."""
 
 import pytest
 import schemathesis
+from django.contrib.auth import get_user_model
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -47,8 +48,27 @@ def keep_test_connection():
     signals.request_finished.connect(close_old_connections)
 
 
+@pytest.fixture(scope="module")
+def _two_users_world(django_db_setup, django_db_blocker):
+    """Built once per module (and xdist worker) inside a transaction that is rolled back at
+    the end: each test's own transaction is then a savepoint inside it, rolled back after
+    the test, so every test starts from this same world, as when each built its own."""
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            yield _two_users_build(get_user_model())
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+
+
 @pytest.fixture
-def two_users(db, django_user_model, keep_test_connection):
+def two_users(_two_users_world, db, keep_test_connection):
+    return _two_users_world
+
+
+def _two_users_build(django_user_model) -> dict:
     catalog_setup(h100_nodes=((8, 8), (4,), (8, 8)))  # two 2-node network groups
     alice = django_user_model.objects.create_user("fuzz-alice")
     bob = django_user_model.objects.create_user("fuzz-bob")
@@ -143,11 +163,8 @@ def _staff_and_flags(user_model) -> dict:
 
 
 @pytest.fixture
-def staff_fleet(db, django_user_model, keep_test_connection):
-    """A staff member's token, a fleet with bookings and one open flag of each kind."""
-    catalog_setup()
-    book(django_user_model.objects.create_user("fuzz-customer"), model="l4", count=1,
-         period="day")  # fmt: skip
+def staff_fleet(two_users, django_user_model):
+    """A staff member's token and one open flag of each kind, on the two users' fleet."""
     return _staff_and_flags(django_user_model)
 
 
