@@ -90,7 +90,9 @@ def test_allocated_per_step_counts_the_holdings_that_overlap_each_step(catalog, 
     book(alice, model="h100", count=1, period="day")
     for hours, period in [(5, "day"), (30, "day"), (50, "week"), (71.5, "day")]:
         book(alice, model="h100", count=1, period=period, starts_at=base + timedelta(hours=hours))
-    cancelled = book(alice, model="h100", count=2, period="day", starts_at=base + timedelta(hours=2))
+    cancelled = book(
+        alice, model="h100", count=2, period="day", starts_at=base + timedelta(hours=2)
+    )
     allocation_cancel(acting=acting_as(alice), allocation=cancelled)
     end = base + timedelta(days=3)
     step = step_for(days)
