@@ -161,3 +161,14 @@ def test_api_fields_answer_hostile_values_without_a_server_error(world, data):
         if response.status_code >= 400:
             assert _state() == before, (url, body, response.status_code, before, _state())
     assert response.status_code < 500, (url, response.content[:300])
+
+
+@pytest.mark.django_db
+def test_a_period_count_of_four_hundred_digits_on_the_booking_page_is_no_500(
+    catalog, alice, client
+):
+    """Found by the fuzz above once: the calendar's start windows multiplied the period by
+    it (OverflowError)."""
+    client.force_login(alice)
+    page = client.get("/book/h100/", {"gpu_count": "1", "period": "day", "period_count": "9" * 400})
+    assert page.status_code in (200, 400)

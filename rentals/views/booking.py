@@ -26,7 +26,7 @@ from catalog.selectors import gpu_price_history
 from core.dates import when_text
 from core.db import db_now
 from core.errors import DomainError
-from rentals import selectors, services
+from rentals import limits, selectors, services
 from rentals.availability import (
     availability_days,
     cluster_shape,
@@ -284,7 +284,8 @@ def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice
     try:
         gpu_count = max(1, int(data.get("gpu_count") or 1))
         node_count = max(1, int(data.get("node_count") or 2))
-        period_count = max(1, int(data.get("period_count") or 1))
+        # At most what may be booked: a longer window is no one's (and 10**400 days overflow).
+        period_count = min(max(1, int(data.get("period_count") or 1)), limits.period_count_max())
     except ValueError:
         gpu_count = period_count = 1
         node_count = 2
