@@ -55,7 +55,7 @@ test: venv chromium gettext openssh
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
 	  pass() { $(PY) -m pytest "$$@" $(PYTEST_ARGS); rc=$$?; [ $$rc = 5 ] && return 0; return $$rc; }; \
 	  pass -p no:xdist -m "slow and not perf" > test-artifacts/slow-tests.log 2>&1 & slow=$$!; \
-	  pass -n $(TEST_WORKERS) --maxprocesses 8 -m "not perf and not slow"; parallel=$$?; \
+	  pass -n $(TEST_WORKERS) --maxprocesses 8 --dist worksteal -m "not perf and not slow"; parallel=$$?; \
 	  wait $$slow; serial=$$?; echo; echo "== the tests that start servers of their own"; \
 	  cat test-artifacts/slow-tests.log; [ $$parallel = 0 ] && [ $$serial = 0 ]'
 
