@@ -104,7 +104,12 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ["at", "user", "kind", "amount", "currency", "description"]
     list_filter = ["kind", "reason", "currency"]
     search_fields = ["user__username"]
-    list_select_related = ["user", "allocation__gpu_model", "allocation__period"]
+    list_select_related = [
+        "user",
+        "allocation__gpu_model",
+        "allocation__period",
+        "allocation__cluster",
+    ]
 
     @admin.display(description=_("description"))
     def description(self, entry):

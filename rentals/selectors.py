@@ -155,7 +155,7 @@ def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[L
         qs = qs.filter(at__lt=end)
     if filters.get("kind"):
         qs = qs.filter(kind=filters["kind"])
-    return qs.select_related("allocation__gpu_model", "allocation__period")
+    return qs.select_related("allocation__gpu_model", "allocation__period", "allocation__cluster")
 
 
 _SIGNED = Case(

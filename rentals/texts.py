@@ -72,6 +72,24 @@ def ledger_entry_text(entry: LedgerEntry) -> str:
         "model": allocation.gpu_model.name,
         "periods": periods_text(allocation.period, entry.period_count),
     }
+    if allocation.cluster_id:  # one charge for every node: count them all
+        nodes = allocation.cluster.node_count
+        facts |= {"nodes": nodes, "total": allocation.gpu_count * nodes}
+        if entry.reason == LedgerReason.EXTENSION:
+            return (
+                _(
+                    "Cluster extension: %(nodes)s nodes × %(count)s %(model)s (%(total)s GPUs) "
+                    "for %(periods)s"
+                )
+                % facts
+            )
+        return (
+            _(
+                "Cluster booking: %(nodes)s nodes × %(count)s %(model)s (%(total)s GPUs) for "
+                "%(periods)s"
+            )
+            % facts
+        )
     if entry.reason == LedgerReason.EXTENSION:
         return _("Extension: %(count)s × %(model)s for %(periods)s") % facts
     return _("Booking: %(count)s × %(model)s for %(periods)s") % facts

@@ -211,3 +211,15 @@ def test_a_cluster_gets_one_expiry_warning_in_cluster_words(catalog, alice):
     members = Allocation.objects.filter(cluster=lead.cluster_id)
     assert all(m.warned_1h_at is not None for m in members)  # no second warning later
     assert expiry_notices_record(now=lead.paid_until - timedelta(minutes=20)) == 0
+
+
+def test_a_clusters_charge_reads_every_gpu_on_the_statement_csv_and_api(catalog, alice, client):
+    """The charge sits on one node's allocation: its words count every node's GPUs, as the
+    quote and the receipt do (it read "8 × H100" for a 16-GPU cluster)."""
+    allocation_book(acting=acting_as(alice), quote=cluster_quote(alice, nodes=2))
+    words = "Cluster booking: 2 nodes × 8 H100 SXM (16 GPUs) for 1 day"
+    client.force_login(alice)
+    assert words in client.get("/statement/").content.decode()
+    assert words in client.get("/statement.csv").content.decode()
+    api = client.get("/api/v1/ledger/").json()["results"]
+    assert [row["description"] for row in api] == [words]
