@@ -1,6 +1,7 @@
 """Flags: a condition on a node or a GPU, opened when it holds and closed when it clears.
 
-The reading flags (an unreachable node, a missing or hot GPU, an XID) are judged here from a
+The reading flags (an unreachable node, a missing or hot GPU, an XID, AMD's uncorrectable
+memory errors) are judged here from a
 polling round's readings; other judges (the rentals layer's activity flags, silent node
 agents) open and close theirs with `flags_sync`.
 """
@@ -37,21 +38,26 @@ def reading_flags_update(gpus_by_node, readings_by_gpu, now):
                 continue
             if reading.xid:
                 xids[gpu.pk] = (node_id, reading.xid)
+            if reading.ras_uncorrectable:
+                holding[(node_id, gpu.pk, FlagKind.RAS)] = (
+                    f"{reading.ras_uncorrectable:.0f} uncorrectable ECC errors"
+                )
             if (
                 reading.temperature_c is not None
                 and reading.temperature_c > conf["HOT_TEMPERATURE_C"]
             ):
                 holding[(node_id, gpu.pk, FlagKind.HOT)] = f"{reading.temperature_c:.0f} °C"
     decided = Q(kind=FlagKind.NODE_UNREACHABLE, node_id__any=gpus_by_node) | Q(
-        kind__in=[FlagKind.HOT, FlagKind.GPU_MISSING], node_id__any=reachable
+        kind__in=[FlagKind.HOT, FlagKind.GPU_MISSING, FlagKind.RAS], node_id__any=reachable
     )
     flags_sync(holding, decided=decided, now=now)
     _xid_events(xids, now)
 
 
 def _xid_events(xids: dict[int, tuple[int, int]], now):
-    """Open (or refresh) an XID flag where the last-XID value changed to a non-zero code;
-    close XID flags quiet for XID_QUIET_MINUTES."""
+    """Open (or refresh) an XID flag where the last-XID value changed to a non-zero code,
+    keeping the code (`Flag.code`: a reader tells a fatal XID by it); close XID flags quiet
+    for XID_QUIET_MINUTES."""
     if xids:
         before = dict(
             GpuSample.objects.filter(gpu_id__any=xids, at__lt=now)
@@ -65,19 +71,21 @@ def _xid_events(xids: dict[int, tuple[int, int]], now):
             detail = f"XID {xid}"
             refreshed = Flag.objects.filter(
                 gpu_id=gpu_id, kind=FlagKind.XID, closed_at__isnull=True
-            ).update(last_seen_at=now, detail=detail)
+            ).update(last_seen_at=now, detail=detail, code=xid)
             if not refreshed:
-                Flag.objects.bulk_create([_flag(node_id, gpu_id, FlagKind.XID, detail, now)])
+                Flag.objects.bulk_create(
+                    [_flag(node_id, gpu_id, FlagKind.XID, detail, now, code=xid)]
+                )
     quiet = timedelta(minutes=settings.ANCHORGPU["XID_QUIET_MINUTES"])
     Flag.objects.filter(
         kind=FlagKind.XID, closed_at__isnull=True, last_seen_at__lt=now - quiet
     ).update(closed_at=now)
 
 
-def _flag(node_id, gpu_id, kind, detail, now) -> Flag:
+def _flag(node_id, gpu_id, kind, detail, now, *, code=None) -> Flag:
     return Flag(
         node_id=node_id, gpu_id=gpu_id, kind=kind, severity=SEVERITY[kind], detail=detail[:200],
-        opened_at=now, last_seen_at=now,
+        code=code, opened_at=now, last_seen_at=now,
     )  # fmt: skip
 
 

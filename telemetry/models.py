@@ -154,6 +154,7 @@ class FlagKind(models.TextChoices):
     GPU_MISSING = "gpu_missing", _("GPU missing from the exporter")
     NODE_UNREACHABLE = "node_unreachable", _("node cannot be polled")
     AGENT_SILENT = "agent_silent", _("node agent not heard from")
+    RAS = "ras", _("uncorrectable memory error (RAS)")
 
 
 class Severity(models.TextChoices):
@@ -171,12 +172,14 @@ SEVERITY = {
     FlagKind.NODE_UNREACHABLE: Severity.CRITICAL,
     # A silent agent applies no stop and no key change (it still revokes at paid_until).
     FlagKind.AGENT_SILENT: Severity.CRITICAL,
+    # AMD's RAS: uncorrectable ECC errors since the driver loaded; the GPU needs a reset.
+    FlagKind.RAS: Severity.CRITICAL,
 }
 
 # Flags a reading holds open while it lasts (closed by the first reading without it); an
 # XID is an event instead, closed after a quiet time or by staff. The activity flags
 # compare use with allocation states, which only the rentals layer knows.
-READING_FLAGS = (FlagKind.HOT, FlagKind.GPU_MISSING, FlagKind.NODE_UNREACHABLE)
+READING_FLAGS = (FlagKind.HOT, FlagKind.GPU_MISSING, FlagKind.NODE_UNREACHABLE, FlagKind.RAS)
 ACTIVITY_FLAGS = (FlagKind.STOPPED_BUT_ACTIVE, FlagKind.UNALLOCATED_ACTIVE)
 
 
@@ -193,6 +196,8 @@ class Flag(models.Model):
     kind = models.CharField(max_length=20, choices=FlagKind.choices)
     severity = models.CharField(max_length=10, choices=Severity.choices)
     detail = models.CharField(max_length=200, blank=True)
+    # The XID code of an XID flag (the last one seen), so a reader can tell a fatal one.
+    code = models.IntegerField(null=True, blank=True)
     opened_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     closed_at = models.DateTimeField(null=True, blank=True)

@@ -33,6 +33,8 @@ class Reading:
     temperature_c: float | None = None
     energy_j: float | None = None  # a counter: joules since the GPU's boot
     xid: int | None = None
+    # AMD's RAS: uncorrectable ECC errors since the driver loaded (any is a GPU to reset)
+    ras_uncorrectable: float | None = None
     _fb: dict = field(default_factory=dict, repr=False)
     _alt: dict = field(default_factory=dict, repr=False)
 
@@ -85,6 +87,7 @@ AMD_FIELDS = {
     "gpu_power_usage": ("power_w", 1.0),
     "gpu_edge_temperature": ("temperature_c", 1.0),
     "gpu_energy_consumed": ("energy_j", 1e-6),  # µJ, a counter served as a gauge
+    "gpu_ecc_uncorrect_total": ("ras_uncorrectable", 1.0),  # RAS, AMD's fatal XIDs
 }
 AMD_FALLBACKS = {
     "gpu_package_power": "power_w",

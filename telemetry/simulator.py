@@ -3,7 +3,8 @@
 It serves every node at /nodes/<hostname>/metrics on one loopback port, following the
 allocations (running → load that varies, stopped or free → near idle), and injects faults
 on request: POST /faults/<hostname>?mode=timeout|500|empty|garbage|html|truncated|reset|
-gpu-gone|no-serials|gzip-bomb|trickle|counter-reset|ok.
+gpu-gone|no-serials|gzip-bomb|trickle|counter-reset|xid|ras|ok (`gpu=` for gpu-gone, xid and
+ras; `code=` for xid, 79 by default: the GPU fell off the bus).
 
 Energy counters rise with the power drawn, as the drivers' do (an `EnergyMeter` per
 simulator), and `counter-reset` restarts a node's counters from zero, as a reboot does.
@@ -32,11 +33,14 @@ GpuStates = Callable[[datetime], dict[int, str]]
 
 FAULT_MODES = {
     "ok", "timeout", "500", "empty", "garbage", "html", "truncated", "gpu-gone", "reset",
-    "no-serials", "gzip-bomb", "trickle", "counter-reset",
+    "no-serials", "gzip-bomb", "trickle", "counter-reset", "xid", "ras",
 }  # fmt: skip
 XID_CODES = {13: "Graphics Engine Exception", 31: "GPU memory page fault",
              43: "GPU stopped processing", 48: "Double Bit ECC Error",
              79: "GPU has fallen off the bus", 94: "Contained ECC error"}  # fmt: skip
+# More of NVIDIA's catalog, for the `xid` fault (the story logs only the codes above).
+XID_MESSAGES = {**XID_CODES, 95: "Uncontained ECC error", 119: "GSP RPC timeout",
+                120: "GSP error"}  # fmt: skip
 
 
 class EnergyMeter:
@@ -139,9 +143,11 @@ def render_dcgm(
     drop: set[int] | None = None,
     meter: EnergyMeter | None = None,
     story: Story | None = None,
+    xids: dict[int, int] | None = None,
 ) -> str:
     drop = drop or set()
     meter = meter or _METER
+    xids = xids or {}
     rows = {k: [] for k in ("GPU_TEMP", "POWER_USAGE", "TOTAL_ENERGY_CONSUMPTION", "GPU_UTIL",
                             "XID_ERRORS", "FB_FREE", "FB_USED", "FB_RESERVED")}  # fmt: skip
     for gpu in node.gpus:
@@ -149,7 +155,7 @@ def render_dcgm(
             continue
         hot = bool(story and story.hot(gpu.uuid, t))
         util, mem, power, temp = _load(gpu.state, gpu.index, t, gpu.uuid, node.memory_mib, hot=hot)
-        xid = story.xid(gpu.uuid, t) if story else 0
+        xid = xids.get(gpu.index) or (story.xid(gpu.uuid, t) if story else 0)
         labels = (
             f'gpu="{gpu.index}",UUID="{gpu.uuid}",pci_bus_id="00000000:{0x18 + gpu.index * 0x11:02X}:00.0",'
             f'device="nvidia{gpu.index}",modelName="{node.model_name}",Hostname="{node.hostname}",'
@@ -162,7 +168,7 @@ def render_dcgm(
         energy = meter.read_mj(gpu.uuid, t, power)
         rows["TOTAL_ENERGY_CONSUMPTION"].append((labels, f"{int(energy)}"))
         rows["GPU_UTIL"].append((labels, f"{int(util)}"))
-        message = XID_CODES.get(xid, "No Error")
+        message = XID_MESSAGES.get(xid, "No Error")
         rows["XID_ERRORS"].append((labels + f',err_code="{xid}",err_msg="{message}"', f"{xid}"))
         rows["FB_FREE"].append((labels, f"{node.memory_mib - used - reserved}"))
         rows["FB_USED"].append((labels, f"{used}"))
@@ -196,9 +202,11 @@ def render_amd(
     serials: bool = True,
     meter: EnergyMeter | None = None,
     story: Story | None = None,
+    ras: dict[int, int] | None = None,
 ) -> str:
     drop = drop or set()
     meter = meter or _METER
+    ras = ras or {}
     fams = {
         "gpu_gfx_activity": "Graphics engine usage in Percentage (0-100)",
         "gpu_junction_temperature": "Current junction/hotspot temperature in Celsius",
@@ -206,6 +214,7 @@ def render_amd(
         "gpu_total_vram": "Total VRAM memory of the GPU (in MB)",
         "gpu_used_vram": "Used VRAM memory of the GPU (in MB)",
         "gpu_energy_consumed": "Accumulated energy consumed by the GPU in uJ",
+        "gpu_ecc_uncorrect_total": "Total uncorrectable ECC errors",
     }
     values = {name: [] for name in fams}
     total_mb = node.memory_mib * 2**20 / 1e6
@@ -227,6 +236,7 @@ def render_amd(
         values["gpu_used_vram"].append((labels, f"{mem * 2**20 / 1e6:.0f}"))
         energy_uj = meter.read_mj(gpu.uuid, t, power) * 1000
         values["gpu_energy_consumed"].append((labels, f"{energy_uj:.12g}"))
+        values["gpu_ecc_uncorrect_total"].append((labels, f"{ras.get(gpu.index, 0)}"))
     out = []
     for name, text in fams.items():
         metric = node.prefix + name
@@ -253,17 +263,24 @@ class Simulator:
         self.nodes: dict[str, SimNode] = {}
         self.faults: dict[str, str] = {}
         self.gone: dict[str, set[int]] = {}
+        self.xids: dict[str, dict[int, int]] = {}  # hostname → {GPU index: XID code}
+        self.ras: dict[str, dict[int, int]] = {}  # hostname → {GPU index: uncorrectable errors}
         self._loaded_at = 0.0
         self._server = None
         self._loop = None
         self._thread = None
         self.ready = threading.Event()
 
-    def set_fault(self, hostname, mode, gpu=None):
+    def set_fault(self, hostname, mode, gpu=None, code=None):
         if mode not in FAULT_MODES:
             raise ValueError(f"unknown fault mode {mode!r}")
         if mode == "gpu-gone":
             self.gone.setdefault(hostname, set()).add(int(gpu or 0))
+        elif mode == "xid":  # the exporter's last-XID gauge is sticky, as dcgm-exporter's is
+            self.xids.setdefault(hostname, {})[int(gpu or 0)] = int(code or 79)
+        elif mode == "ras":  # AMD: an uncorrectable ECC error more
+            counts = self.ras.setdefault(hostname, {})
+            counts[int(gpu or 0)] = counts.get(int(gpu or 0), 0) + 1
         elif mode == "counter-reset":
             node = self.nodes.get(hostname)
             for sim_gpu in node.gpus if node else []:
@@ -271,6 +288,8 @@ class Simulator:
         elif mode == "ok":
             self.faults.pop(hostname, None)
             self.gone.pop(hostname, None)
+            self.xids.pop(hostname, None)
+            self.ras.pop(hostname, None)
         else:
             self.faults[hostname] = mode
 
@@ -295,8 +314,9 @@ class Simulator:
                 query = parse_qs(url.query)
                 try:
                     self.set_fault(
-                        parts[1], query.get("mode", ["ok"])[0], query.get("gpu", [None])[0]
-                    )
+                        parts[1], query.get("mode", ["ok"])[0], query.get("gpu", [None])[0],
+                        query.get("code", [None])[0],
+                    )  # fmt: skip
                     await self._send(writer, 200, "ok\n")
                 except ValueError as exc:
                     await self._send(writer, 400, f"{exc}\n")
@@ -344,12 +364,13 @@ class Simulator:
         if node.exporter == "amd":
             body = render_amd(
                 node, time.time(), drop=self.gone.get(hostname), serials=fault != "no-serials",
-                meter=self.meter, story=self.story,
+                meter=self.meter, story=self.story, ras=self.ras.get(hostname),
             )  # fmt: skip
         else:
             body = render_dcgm(
-                node, time.time(), drop=self.gone.get(hostname), meter=self.meter, story=self.story
-            )
+                node, time.time(), drop=self.gone.get(hostname), meter=self.meter,
+                story=self.story, xids=self.xids.get(hostname),
+            )  # fmt: skip
         if fault == "garbage":
             body = "DCGM_FI_DEV_GPU_UTIL{gpu=0} abc\n" + body
         if fault == "truncated":

@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
 from accounts.models import Team
-from catalog.models import GpuModel, Option, RentalPeriod
+from catalog.models import GpuModel, Option, Region, RentalPeriod
 from core.db import choices_check
 from core.money import CurrencyField, MoneyField
 
@@ -32,6 +32,10 @@ class Quote(models.Model):
     node_count = models.PositiveSmallIntegerField(null=True, blank=True)
     period = models.ForeignKey(RentalPeriod, on_delete=models.PROTECT, related_name="+")
     period_count = models.PositiveSmallIntegerField()
+    # The region the customer chose: the booking places only on its nodes. Empty: any region.
+    region = models.ForeignKey(
+        Region, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     paid_from = models.DateTimeField()
     paid_until = models.DateTimeField()
     starts_now = models.BooleanField(default=True)
