@@ -51,18 +51,23 @@ def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
     return per_node, max(groups.values(), default=0)
 
 
-def _room_read(statement: str, *, gpu_model, gpu_count, starts_at, ends_at) -> list[tuple]:
+def _room_read(
+    statement: str, *, gpu_model, gpu_count, starts_at, ends_at, region_id=None
+) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(
             statement,
             {"model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
-             "starts_at": starts_at, "ends_at": ends_at},
+             "starts_at": starts_at, "ends_at": ends_at, "region": region_id},
         )  # fmt: skip
         return cursor.fetchall()
 
 
-def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) -> list[int]:
-    """Nodes with room, fullest first: packing keeps whole nodes free for whole-node bookings.
+def candidate_nodes(
+    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None
+) -> list[int]:
+    """Nodes with room (in `region_id`, or any region), fullest first: packing keeps whole
+    nodes free for whole-node bookings.
 
     Counted in the database (one grouped query), so the cost does not grow with fleet size
     on the Python side.
@@ -70,29 +75,32 @@ def candidate_nodes(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at) 
     rows = _room_read(
         sql.ROOM_NODES,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
+        region_id=region_id,
     )  # fmt: skip
     return [node_id for (node_id,) in rows]
 
 
-def fits(*, gpu_model, gpu_count, starts_at, ends_at) -> bool:
-    """Whether some node has room: a yes or no, not the candidate list (every quote asks)."""
+def fits(*, gpu_model, gpu_count, starts_at, ends_at, region_id=None) -> bool:
+    """Whether some node (in `region_id`, or any region) has room: a yes or no, not the
+    candidate list (every quote asks)."""
     rows = _room_read(
         sql.ROOM_EXISTS,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
+        region_id=region_id,
     )  # fmt: skip
     return rows[0][0]
 
 
 def earliest_start(
     *, gpu_model: GpuModel, gpu_count: int = 1, node_count: int | None = None,
-    duration: timedelta, not_before: datetime,
+    duration: timedelta, not_before: datetime, region_id: int | None = None,
 ) -> datetime | None:  # fmt: skip
     """The first instant ≥ not_before at which the request (GPUs on one node, or whole
-    nodes of one network group) fits, or None if none is in sight (the first of
-    `start_windows`)."""
+    nodes of one network group; in `region_id`, or any region) fits, or None if none is in
+    sight (the first of `start_windows`)."""
     windows = start_windows(
         gpu_model=gpu_model, duration=duration, not_before=not_before, gpu_count=gpu_count,
-        node_count=node_count, limit=1,
+        node_count=node_count, region_id=region_id, limit=1,
     )  # fmt: skip
     return windows[0]["starts_at"] if windows else None
 
@@ -143,11 +151,14 @@ def _fitting_at(cursor, t, params) -> list[tuple]:
     return cursor.fetchall()
 
 
-def cluster_fits(*, gpu_model: GpuModel, node_count: int, starts_at, ends_at) -> bool:
-    """Whether `node_count` whole nodes of one network group are free for the window."""
+def cluster_fits(
+    *, gpu_model: GpuModel, node_count: int, starts_at, ends_at, region_id: int | None = None
+) -> bool:
+    """Whether `node_count` whole nodes of one network group (in `region_id`, or any
+    region) are free for the window."""
     params = _params(
         gpu_model=gpu_model, duration=ends_at - starts_at, gpu_count=1, node_count=node_count,
-        region_id=None,
+        region_id=region_id,
     )  # fmt: skip
     with connection.cursor() as cursor:
         return bool(_fitting_at(cursor, starts_at, params))

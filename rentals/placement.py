@@ -17,8 +17,11 @@ def _free_by_node(*, starts_at, ends_at, node_ids):
     return by_node
 
 
-def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
-    """(node, gpus) with the node row locked, or None. Call inside a transaction.
+def place_locked(
+    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None
+):
+    """(node, gpus) with the node row locked, or None: on a node of `region_id` where given
+    (a quote for a region), else of any region. Call inside a transaction.
 
     One statement finds the fullest node with room that no other booking holds right now
     and locks it (SKIP LOCKED: concurrent bookings spread instead of queueing on one node);
@@ -28,7 +31,7 @@ def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
     """
     params = {
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
-        "starts_at": starts_at, "ends_at": ends_at,
+        "starts_at": starts_at, "ends_at": ends_at, "region": region_id,
     }  # fmt: skip
     for node in Node.objects.raw(sql.PLACE, params):
         node.region = Region.from_db(
@@ -40,15 +43,17 @@ def place_locked(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
         if len(gpus) >= gpu_count:
             return node, gpus[:gpu_count]
     return _place_waiting(
-        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at
-    )
+        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
+        region_id=region_id,
+    )  # fmt: skip
 
 
-def _place_waiting(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at):
+def _place_waiting(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id):
     """Node by node, fullest first, waiting for a node another booking holds."""
     candidates = candidate_nodes(
-        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at
-    )
+        gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
+        region_id=region_id,
+    )  # fmt: skip
     busy = []
     for node_id in candidates:
         placed = _lock_and_take(node_id, gpu_count, starts_at, ends_at, skip_locked=True)
@@ -97,10 +102,12 @@ def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked):
 
 
 def place_cluster_locked(
-    *, gpu_model: GpuModel, node_count: int, gpus_per_node: int, starts_at, ends_at
-):
+    *, gpu_model: GpuModel, node_count: int, gpus_per_node: int, starts_at, ends_at,
+    region_id: int | None = None,
+):  # fmt: skip
     """(network group, [(node, its GPUs)]) for `node_count` whole nodes of `gpus_per_node`
-    GPUs in one group, every node row locked, or None. Call inside a transaction.
+    GPUs in one group (of `region_id` where given), every node row locked, or None. Call
+    inside a transaction.
 
     The group with the fewest free whole nodes that still fit goes first (least
     fragmentation: big groups stay whole for big clusters). Nodes another booking holds
@@ -112,7 +119,8 @@ def place_cluster_locked(
         cursor.execute(
             sql.WHOLE_FREE_GROUPS,
             {"model": gpu_model.pk, "active": NodeState.ACTIVE, "nodes": node_count,
-             "per_node": gpus_per_node, "starts_at": starts_at, "ends_at": ends_at},
+             "per_node": gpus_per_node, "starts_at": starts_at, "ends_at": ends_at,
+             "region": region_id},
         )  # fmt: skip
         groups = cursor.fetchall()
     for group, node_ids, gpus_per_node in groups:

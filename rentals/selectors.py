@@ -131,7 +131,7 @@ def gpu_states_at(at: datetime) -> dict[int, str]:
 def quote_get(*, acting: Acting, pk) -> Quote | None:
     return (
         Quote.objects.filter(team=acting.team, pk=pk)
-        .select_related("gpu_model", "period")
+        .select_related("gpu_model", "period", "region")
         .prefetch_related("lines__option")
         .first()
     )

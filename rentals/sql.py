@@ -42,13 +42,16 @@ _WINDOW = {"starts": Placeholder("starts_at"), "ends": Placeholder("ends_at")}
 # --- Availability and placement ----------------------------------------------------------
 
 # Per active node of the model, how many of its GPUs no live allocation holds in the period,
-# where that is at least `count`: placement's candidates and a quote's yes or no.
+# where that is at least `count`: placement's candidates and a quote's yes or no. `region`
+# (an id, or NULL for any region) narrows the nodes: a literal NULL is folded away when the
+# statement is planned, so one text serves both.
 _ROOM = SQL(
     """
 SELECT g.node_id, count(*) AS free
 FROM catalog_gpu g
 JOIN catalog_node m ON m.id = g.node_id
 WHERE m.gpu_model_id = %(model)s AND m.state = %(active)s
+  AND (%(region)s::bigint IS NULL OR m.region_id = %(region)s)
   AND {free}
 GROUP BY g.node_id
 HAVING count(*) >= %(count)s
@@ -103,7 +106,7 @@ FOR UPDATE OF n SKIP LOCKED
 )
 
 # Network groups with at least `nodes` whole nodes of `per_node` GPUs none of whose GPUs is
-# held in the window: the fewest such nodes first (least fragmentation).
+# held in the window: the fewest such nodes first (least fragmentation). `region` as in _ROOM.
 WHOLE_FREE_GROUPS = (
     SQL(
         """
@@ -111,6 +114,7 @@ SELECT n.network_group, array_agg(n.id ORDER BY n.id), array_agg(n.gpu_count ORD
 FROM catalog_node n
 WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
   AND n.gpu_count = %(per_node)s
+  AND (%(region)s::bigint IS NULL OR n.region_id = %(region)s)
   AND NOT EXISTS (
       SELECT 1 FROM catalog_gpu g
       WHERE g.node_id = n.id AND {held})

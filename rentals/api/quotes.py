@@ -42,6 +42,17 @@ class QuoteCreateApi(APIView):
                 },
             ),  # fmt: skip
             OpenApiExample(
+                "One H100 for a day in Frankfurt only (`region`; omit it for any region)",
+                request_only=True,
+                value={
+                    "gpu_model": "h100-sxm",
+                    "gpu_count": 1,
+                    "period": "day",
+                    "period_count": 1,
+                    "region": "de-fra",
+                },
+            ),
+            OpenApiExample(
                 "Eight H200s for 3 days from a chosen start",
                 request_only=True,
                 value={

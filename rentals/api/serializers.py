@@ -130,6 +130,11 @@ class QuoteInSerializer(serializers.Serializer):
     options = QuoteOptionInSerializer(
         many=True, required=False, default=list, max_length=limits.OPTIONS_MAX
     )
+    region = serializers.SlugField(
+        required=False, allow_null=True, default=None,
+        help_text="place only on nodes of this region (slug, as in /api/v1/regions/); "
+        "empty: any region",
+    )  # fmt: skip
 
     def validate(self, data):
         if ("gpu_count" in data) == ("node_count" in data):
@@ -166,6 +171,10 @@ class QuoteSerializer(serializers.ModelSerializer):
     extends = serializers.UUIDField(source="extends_id", read_only=True, allow_null=True)
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     period = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    region = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True,
+        help_text="the region the booking places in; null: any region",
+    )  # fmt: skip
     lines = QuoteLineSerializer(many=True, read_only=True)
     total = MoneyAmountField()
 
@@ -181,6 +190,7 @@ class QuoteSerializer(serializers.ModelSerializer):
             "node_count",
             "period",
             "period_count",
+            "region",
             "lines",
             "total",
             "currency",

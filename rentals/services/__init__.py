@@ -21,7 +21,12 @@ from rentals.services.notices import (
     stopped_notices_record,
     webhook_disabled_notice_record,
 )
-from rentals.services.quotes import quote_create, quotes_expired_purge
+from rentals.services.quotes import (
+    quote_capacity_refusal,
+    quote_create,
+    quote_estimate,
+    quotes_expired_purge,
+)
 
 __all__ = [
     "access_report",
@@ -40,7 +45,9 @@ __all__ = [
     "gpu_activity_flags_update",
     "notice_send",
     "notices_unsent",
+    "quote_capacity_refusal",
     "quote_create",
+    "quote_estimate",
     "quotes_expired_purge",
     "stopped_notices_record",
     "webhook_disabled_notice_record",

@@ -104,7 +104,7 @@ def _quote_locked(acting: Acting, quote: Quote | UUID) -> Quote:
     has to confirm an e-mail address."""
     locked = (
         Quote.objects.select_for_update(of=("self",))
-        .select_related("gpu_model", "period", "team")
+        .select_related("gpu_model", "period", "team", "region")
         .annotate(
             clock=db_clock(),
             booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
@@ -207,6 +207,7 @@ def _place(acting, quote, paid_from, paid_until):
             gpu_count=quote.gpu_count,
             starts_at=paid_from,
             ends_at=paid_until,
+            region_id=quote.region_id,  # a quote for a region places only there
         )
         if placed is None:
             raise _no_capacity(quote, paid_from, paid_until)
@@ -217,6 +218,7 @@ def _place(acting, quote, paid_from, paid_until):
         gpus_per_node=quote.gpu_count // quote.node_count,
         starts_at=paid_from,
         ends_at=paid_until,
+        region_id=quote.region_id,
     )
     if placed is None:
         raise _no_capacity(quote, paid_from, paid_until)
@@ -231,5 +233,5 @@ def _place(acting, quote, paid_from, paid_until):
 def _no_capacity(quote, paid_from, paid_until) -> NoCapacity:
     return no_capacity(
         gpu_model=quote.gpu_model, gpu_count=quote.gpu_count, node_count=quote.node_count,
-        starts_at=paid_from, ends_at=paid_until,
+        starts_at=paid_from, ends_at=paid_until, region=quote.region,
     )  # fmt: skip

@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
-from catalog.models import GpuModel, Option, OptionBilling, RentalPeriod
+from catalog.models import GpuModel, NodeState, Option, OptionBilling, Region, RentalPeriod
 from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
 from core.db import constraint_name, db_now, prefetched
 from core.money import Money
@@ -136,6 +137,7 @@ class QuoteRequest:
     period_count: int
     starts_at: datetime | None  # None: starts when booked
     options: list[tuple[Option, int]]
+    region: Region | None = None  # None: any region
 
 
 @transaction.atomic
@@ -149,21 +151,62 @@ def quote_create(
     period_count: int,
     starts_at: datetime | None = None,
     options: list[dict] | None = None,
+    region: str | None = None,
     now: datetime | None = None,
 ) -> Quote:
     """Price a request and store it as a snapshot valid for a limited time: `gpu_count`
     GPUs on one node, or `node_count` whole nodes of one network group (a cluster, whose
-    GPU line is node_count × GPUs per node).
+    GPU line is node_count × GPUs per node), on nodes of `region` (a slug) or any region.
 
     Raises ValidationError with field errors for bad input, NoCapacity (with the
     earliest start that would fit) when no node has enough free GPUs.
     """
     acting.require(Action.BOOK)
     now = now or db_now()
-    request = quote_request_check(
+    quote, lines, total = _quote_priced(
         gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, period=period,
-        period_count=period_count, starts_at=starts_at, options=options, now=now,
+        period_count=period_count, starts_at=starts_at, options=options, region=region,
+        now=now,
     )  # fmt: skip
+    _capacity_check(quote)
+    quote.team, quote.user = acting.team, acting.user
+    return quote_store(quote, lines=lines, total=total, now=now)
+
+
+def quote_estimate(
+    *,
+    gpu_model: str,
+    gpu_count: int | None = None,
+    node_count: int | None = None,
+    period: str,
+    period_count: int,
+    starts_at: datetime | None = None,
+    options: list[dict] | None = None,
+    region: str | None = None,
+    now: datetime | None = None,
+) -> Quote:
+    """What `quote_create` would price for the request, by the same code, stored nowhere:
+    the booking form's running total. An unsaved quote whose `lines.all()` are its lines;
+    capacity is not checked (the quote checks it), and nothing is valid until quoted.
+
+    Raises ValidationError with field errors for bad input, as quote_create does.
+    """
+    quote, lines, total = _quote_priced(
+        gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, period=period,
+        period_count=period_count, starts_at=starts_at, options=options, region=region,
+        now=now or db_now(),
+    )  # fmt: skip
+    quote.total, quote.currency = total.amount, total.currency
+    for position, line in enumerate(lines):
+        line.quote, line.position = quote, position
+    prefetched(quote, "lines", lines)
+    return quote
+
+
+def _quote_priced(*, now: datetime, **requested) -> tuple[Quote, list[QuoteLine], Money]:
+    """The request checked and priced at `now`: an unsaved quote (no team, user, total or
+    validity yet), its lines and their total. The one pricing path of quotes and estimates."""
+    request = quote_request_check(**requested, now=now)
     paid_from, paid_until = _paid_window(request, now)
     lines, total = quote_lines(
         gpu_model=request.gpu_model,
@@ -173,29 +216,24 @@ def quote_create(
         options=request.options,
         at=now,
     )
-    _capacity_check(request, paid_from, paid_until)
-    return quote_store(
-        Quote(
-            team=acting.team,
-            user=acting.user,
-            gpu_model=request.gpu_model,
-            gpu_count=request.gpu_count,
-            node_count=request.node_count,
-            period=request.period,
-            period_count=request.period_count,
-            paid_from=paid_from,
-            paid_until=paid_until,
-            starts_now=request.starts_at is None,
-        ),
-        lines=lines,
-        total=total,
-        now=now,
+    quote = Quote(
+        gpu_model=request.gpu_model,
+        gpu_count=request.gpu_count,
+        node_count=request.node_count,
+        period=request.period,
+        period_count=request.period_count,
+        region=request.region,
+        paid_from=paid_from,
+        paid_until=paid_until,
+        starts_now=request.starts_at is None,
     )
+    return quote, lines, total
 
 
 def quote_request_check(
-    *, gpu_model, gpu_count, node_count, period, period_count, starts_at, options, now
-) -> QuoteRequest:
+    *, gpu_model, gpu_count, node_count, period, period_count, starts_at, options, now,
+    region=None,
+) -> QuoteRequest:  # fmt: skip
     """The request's catalog rows and counts, or a ValidationError with every field's
     refusal at once."""
     errors: dict[str, str] = {}
@@ -217,12 +255,40 @@ def quote_request_check(
     if starts_at is not None:
         _start_check(starts_at, now, errors)
     chosen = _options(options, model, rental_period, errors)
+    chosen_region = _region(region, model, errors) if region not in (None, "") else None
     if errors:
         raise ValidationError(errors)
     return QuoteRequest(
         gpu_model=model, period=rental_period, gpu_count=gpu_count, node_count=node_count,
-        period_count=period_count, starts_at=starts_at, options=chosen,
+        period_count=period_count, starts_at=starts_at, options=chosen, region=chosen_region,
     )  # fmt: skip
+
+
+def _region(slug, model, errors) -> Region | None:
+    """The region with that slug, if the model has active nodes there, or a field error."""
+    if not isinstance(slug, str):
+        errors["region"] = _("Choose a region by its slug.")
+        return None
+    found = (
+        Region.objects.filter(slug=slug)
+        .annotate(
+            nodes_of_model=Count(
+                "nodes",
+                filter=Q(nodes__gpu_model=model, nodes__state=NodeState.ACTIVE),
+            )
+        )
+        .first()
+    )
+    if found is None:
+        errors["region"] = _("Unknown region: %(slug)s.") % {"slug": slug}
+        return None
+    if model is not None and not found.nodes_of_model:
+        errors["region"] = _("%(model)s is not offered in %(region)s.") % {
+            "model": model.name,
+            "region": found.name,
+        }
+        return None
+    return found
 
 
 def _gpu_count_check(gpu_count, model, errors) -> None:
@@ -255,41 +321,57 @@ def _paid_window(request: QuoteRequest, now: datetime) -> tuple[datetime, dateti
     return paid_from, paid_from + request.period.duration * request.period_count
 
 
-def _capacity_check(request: QuoteRequest, paid_from: datetime, paid_until: datetime) -> None:
-    """Refuse a window no node (a cluster: no network group) has free, with the earliest
-    start that would fit."""
-    model, node_count = request.gpu_model, request.node_count
+def _capacity_check(quote: Quote) -> None:
+    if refusal := quote_capacity_refusal(quote=quote):
+        raise refusal
+
+
+def quote_capacity_refusal(*, quote: Quote) -> NoCapacity | None:
+    """Why the quote's window cannot be held now: no node (a cluster: no network group) of
+    its region (or any) has it free; the refusal names the earliest start that would fit.
+    None when it fits. What quote_create refuses, and what an estimate says beside its total."""
+    model, node_count, region_id = quote.gpu_model, quote.node_count, quote.region_id
+    window = {"starts_at": quote.paid_from, "ends_at": quote.paid_until, "region_id": region_id}
     if node_count:
-        fitting = cluster_fits(
-            gpu_model=model, node_count=node_count, starts_at=paid_from, ends_at=paid_until
-        )
+        fitting = cluster_fits(gpu_model=model, node_count=node_count, **window)
     else:
-        fitting = fits(
-            gpu_model=model, gpu_count=request.gpu_count, starts_at=paid_from, ends_at=paid_until
-        )
-    if not fitting:
-        raise no_capacity(
-            gpu_model=model, gpu_count=request.gpu_count, node_count=node_count,
-            starts_at=paid_from, ends_at=paid_until, field="starts_at",
+        fitting = fits(gpu_model=model, gpu_count=quote.gpu_count, **window)
+    if fitting:
+        return None
+    return no_capacity(
+        gpu_model=model, gpu_count=quote.gpu_count, node_count=node_count,
+        starts_at=quote.paid_from, ends_at=quote.paid_until, region=quote.region,
+        field="starts_at",
+    )  # fmt: skip
+
+
+def no_capacity(
+    *, gpu_model, gpu_count, node_count, starts_at, ends_at, region=None, field=None
+) -> NoCapacity:
+    """The refusal of a window that does not fit, naming the earliest start that would (in
+    `region` where one was chosen; for a quote, and for a booking that lost its GPUs since)."""
+    if region is not None:
+        detail = (
+            _("Not enough free whole %(model)s nodes in one network group in %(region)s for "
+              "that period.")
+            if node_count
+            else _("Not enough free %(model)s GPUs in %(region)s for that period.")
         )  # fmt: skip
-
-
-def no_capacity(*, gpu_model, gpu_count, node_count, starts_at, ends_at, field=None) -> NoCapacity:
-    """The refusal of a window that does not fit, naming the earliest start that would (for
-    a quote, and for a booking that lost its GPUs since)."""
-    detail = (
-        _("Not enough free whole %(model)s nodes in one network group for that period.")
-        if node_count
-        else _("Not enough free %(model)s GPUs for that period.")
-    )
+    else:
+        detail = (
+            _("Not enough free whole %(model)s nodes in one network group for that period.")
+            if node_count
+            else _("Not enough free %(model)s GPUs for that period.")
+        )
     return NoCapacity(
-        detail % {"model": gpu_model.name},
+        detail % {"model": gpu_model.name, "region": getattr(region, "name", "")},
         earliest_start=earliest_start(
             gpu_model=gpu_model,
             gpu_count=gpu_count,
             node_count=node_count,
             duration=ends_at - starts_at,
             not_before=starts_at,
+            region_id=getattr(region, "pk", None),
         ),
         field=field,
     )
