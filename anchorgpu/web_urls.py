@@ -11,6 +11,7 @@ from webhooks import views as webhooks
 urlpatterns = [
     path("", booking.catalog_page, name="home"),
     path("book/<slug:slug>/", booking.book_page, name="book"),
+    path("book/<slug:slug>/estimate/", booking.book_estimate_part, name="book-estimate"),
     path("quotes/<uuid:pk>/", booking.quote_page, name="quote"),
     path("quotes/<uuid:pk>/book/", booking.quote_book, name="quote-book"),
     path("allocations/", allocations.allocation_list_page, name="allocation-list"),

@@ -7,9 +7,10 @@ from django.core.validators import MaxValueValidator
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from catalog.models import Option, RentalPeriod, SoftwareStack, Vendor
+from catalog.models import NodeState, Option, Region, RentalPeriod, SoftwareStack, Vendor
 from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals import limits
+from rentals.availability import max_gpus_per_node
 from rentals.models import AllocationState, LedgerKind
 
 
@@ -85,6 +86,20 @@ class DashboardForm(forms.Form):
         return self.cleaned_data["days"] or self.DEFAULT_DAYS
 
 
+class OnOffInput(forms.CheckboxInput):
+    """A checkbox for an option that is taken once or not at all. It sends `1`, as the
+    number box it replaces did, and reads `0` (a link's `option_x=0`) as not chosen."""
+
+    def __init__(self, attrs=None):
+        super().__init__(
+            attrs={"value": "1", **(attrs or {})},
+            check_test=lambda v: v not in (None, False, "", "0", 0),
+        )
+
+    def value_from_datadict(self, data, files, name):
+        return data.get(name) not in (None, "", "0", "false", "False")
+
+
 class QuoteForm(forms.Form):
     """The booking form's input; the quote service does the real validation."""
 
@@ -125,25 +140,61 @@ class QuoteForm(forms.Form):
 
     def __init__(self, *args, gpu_model, **kwargs):
         super().__init__(*args, **kwargs)
+        self.gpu_model = gpu_model
         # Entered and shown in the reader's time zone (UTC unless their account says else).
         self.fields["starts_at"].label = _("Start (%(zone)s)") % {
             "zone": timezone.get_current_timezone_name()
         }
         self.fields["period_count"] = _period_count_field(_("Number of periods"), initial=1)
+        self._gpu_count_bound(max_gpus_per_node(gpu_model=gpu_model))
+        self.fields["region"] = forms.ModelChoiceField(
+            label=_("Region"),
+            queryset=Region.objects.filter(
+                nodes__gpu_model=gpu_model, nodes__state=NodeState.ACTIVE
+            ).distinct(),
+            to_field_name="slug",
+            required=False,
+            empty_label=_("Any region"),
+        )
         self.options = [
             o
             for o in Option.objects.filter(is_active=True).prefetch_related("gpu_models")
             if not o.gpu_models.all() or gpu_model in o.gpu_models.all()
         ]
         for option in self.options:
-            self.fields[f"option_{option.slug}"] = forms.IntegerField(
-                label=f"{option.name} ({option.unit})",
-                min_value=0,
-                max_value=option.max_quantity,
-                initial=0,
-                required=False,
-                help_text=option.description,
+            if option.max_quantity == 1:  # on or off: a checkbox, not a 0–1 number box
+                field = forms.BooleanField(
+                    label=option.name, required=False, widget=OnOffInput,
+                    help_text=option.description,
+                )  # fmt: skip
+            else:
+                field = forms.IntegerField(
+                    label=f"{option.name} ({option.unit})",
+                    min_value=0,
+                    max_value=option.max_quantity,
+                    initial=0,
+                    required=False,
+                    help_text=option.description,
+                )
+            self.fields[f"option_{option.slug}"] = field
+
+    def _gpu_count_bound(self, per_node: int) -> None:
+        """At most the GPUs of the model's largest node: an allocation uses one node."""
+        field = self.fields["gpu_count"]
+        if not 1 <= per_node < limits.GPU_COUNT_MAX:
+            return
+        field.max_value = per_node
+        field.widget.attrs["max"] = per_node
+        field.validators = [v for v in field.validators if not isinstance(v, MaxValueValidator)]
+        field.validators.append(
+            MaxValueValidator(
+                per_node,
+                message=_(
+                    "At most %(limit_value)s GPUs of this model fit on one node; "
+                    "an allocation uses one node."
+                ),
             )
+        )
 
     def option_fields(self):
         return [self[f"option_{o.slug}"] for o in self.options]
@@ -173,10 +224,11 @@ class QuoteForm(forms.Form):
             "period_count": data["period_count"],
             "starts_at": data["starts_at"],
             "options": [
-                {"option": o.slug, "quantity": data[f"option_{o.slug}"]}
+                {"option": o.slug, "quantity": int(data[f"option_{o.slug}"])}  # True: 1
                 for o in self.options
                 if data.get(f"option_{o.slug}")
             ],
+            "region": data["region"].slug if data.get("region") else None,
         }
 
 

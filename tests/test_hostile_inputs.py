@@ -92,6 +92,7 @@ PAGE_GETS = [
 ]
 PAGE_POSTS = [
     ("/book/h100/", ["gpu_count", "period", "period_count", "start", "starts_at", "option_nvme"]),
+    ("/book/h100/estimate/", ["gpu_count", "shape", "period", "start", "starts_at", "region"]),
     ("/account/tokens/", ["name", "revoke"]),
     ("/account/login/", ["login", "password"]),
     ("/allocations/{pk}/extend/", ["period_count", "idempotency_key"]),
@@ -107,7 +108,7 @@ API_GETS = [
 ]  # fmt: skip
 API_POSTS = [
     ("/api/v1/quotes/", {"gpu_model": "h100", "gpu_count": 1, "period": "day",
-                         "period_count": 1, "starts_at": None, "options": []}),
+                         "period_count": 1, "starts_at": None, "options": [], "region": None}),
     ("/api/v1/bookings/", {"quote": "00000000-0000-0000-0000-000000000000"}),
     ("/api/v1/allocations/{pk}/extend/", {"period_count": 1}),
     ("/api/v1/auth/token/", {"username": "alice", "password": "x", "name": "n"}),

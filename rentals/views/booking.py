@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -98,6 +99,9 @@ def book_page(request, slug):
                 return redirect("quote", pk=quote.pk)
     else:
         form = QuoteForm(gpu_model=gpu_model, initial=request.GET.dict() or None)
+    # The estimate reads the input afresh: a refusal added to the form (no capacity) is no
+    # input error, and an unbound form is estimated as it is shown.
+    priced = QuoteForm(request.POST, gpu_model=gpu_model) if form.is_bound else _bound_copy(form)
     return render(
         request,
         "catalog/book.html",
@@ -106,10 +110,66 @@ def book_page(request, slug):
             "form": form,
             "earliest": earliest,
             **_availability_context(request, gpu_model, form),
+            **_estimate_context(gpu_model, priced, errors_beside_fields=form.is_bound),
             "price_history": gpu_price_history(gpu_model=gpu_model),
             "nav": "catalog",
         },
     )
+
+
+@login_required
+@require_POST
+def book_estimate_part(request, slug):
+    """The booking form's running total, fetched by htmx as the form changes: priced by the
+    quote's own code, stored nowhere. Bad input answers its field errors, never a 500."""
+    gpu_model = get_object_or_404(GpuModel, slug=slug, is_active=True)
+    form = QuoteForm(request.POST, gpu_model=gpu_model)
+    return render(request, "catalog/_estimate.html", _estimate_context(gpu_model, form))
+
+
+def _bound_copy(form: QuoteForm) -> QuoteForm:
+    """The unbound form's initial choices as input (the first period where none is given),
+    so the page opens with the estimate of what it shows."""
+    data = {}
+    for field in form:
+        value = field.value()
+        if value not in (None, "", False):
+            data[field.html_name] = "1" if value is True else value
+    if "period" not in data and (first := form.fields["period"].queryset.first()):
+        data["period"] = first.slug
+    return QuoteForm(data, gpu_model=form.gpu_model)
+
+
+def _estimate_context(gpu_model, form: QuoteForm, *, errors_beside_fields=False) -> dict:
+    """`estimate` (an unsaved quote from services.quote_estimate) and, when its window is not
+    free now, `estimate_refusal` with the earliest start that fits; or `estimate_errors`,
+    (label, message) for each field that does not price (unless the page shows them beside
+    the fields already)."""
+    context = {
+        "gpu_model": gpu_model, "estimate": None, "estimate_errors": [],
+        "errors_beside_fields": errors_beside_fields,
+    }  # fmt: skip
+    if form.is_valid():
+        try:
+            context["estimate"] = services.quote_estimate(
+                gpu_model=gpu_model.slug, **form.quote_input()
+            )
+        except ValidationError as exc:
+            _apply_errors(form, exc)
+        except DomainError as exc:
+            form.add_error(None, exc.detail)
+    if context["estimate"] is None:
+        context["estimate_errors"] = [
+            (form.fields[name].label if name in form.fields else None, message)
+            for name, messages_ in form.errors.items()
+            for message in messages_
+        ]
+        return context
+    refusal = services.quote_capacity_refusal(quote=context["estimate"])
+    context["estimate_refusal"] = refusal
+    context["estimate_earliest"] = _ceil_minute(refusal.earliest_start) if refusal else None
+    context["quote_minutes"] = int(settings.ANCHORGPU["QUOTE_VALIDITY"].total_seconds() // 60)
+    return context
 
 
 @login_required
@@ -200,6 +260,7 @@ def _requote(request, quote):
                 {"option": option.slug, "quantity": quantity}
                 for option, quantity in selectors.quote_options(quote=quote)
             ],
+            region=quote.region.slug if quote.region_id else None,
         )
     except (ValidationError, DomainError) as exc:
         messages.error(request, getattr(exc, "detail", None) or " ".join(exc.messages))
@@ -247,15 +308,23 @@ def _availability_context(request, gpu_model, form) -> dict:
             node_count=choice.node_count if choice.shape == "nodes" else None,
             region_id=region_id, limit=3,
         )  # fmt: skip
+    nodes = max(
+        gpu_model.nodes.filter(state=NodeState.ACTIVE)
+        .filter(**({"region": choice.region} if choice.region else {}))
+        .count(),
+        1,
+    )
+    whole = choice.shape == "nodes"
+    of = nodes if whole else max(per_node, 1)
+    for day in days:
+        day["free_gpus"] = int(day["free_gpus"])  # a SQL sum (a Decimal); counted in words
+        day["free"] = day["free_whole_nodes"] if whole else day["max_gpus_on_one_node"]
+        day["shade"] = _calendar_shade(day["free"], of)
     return {
         "calendar_weeks": [days[i : i + 7] for i in range(0, len(days), 7)],
         "calendar_per_node": max(per_node, 1),
-        "calendar_nodes": max(
-            gpu_model.nodes.filter(state=NodeState.ACTIVE)
-            .filter(**({"region": choice.region} if choice.region else {}))
-            .count(),
-            1,
-        ),
+        "calendar_nodes": nodes,
+        "calendar_scale": [{"free": n, "shade": _calendar_shade(n, of)} for n in _scale_steps(of)],
         "windows": windows,
         "start_then": _start_then_url(gpu_model, choice, windows, now),
         "availability_for": {
@@ -275,6 +344,21 @@ def _availability_context(request, gpu_model, form) -> dict:
         "regions": choice.regions,
         "region": choice.region,
     }
+
+
+def _calendar_shade(free: int, of: int) -> int:
+    """A day's shade, in percent of the dark ink: none free is 0 (drawn hatched instead),
+    one free already clearly tinted (15), all free the darkest (50), evenly between."""
+    if free <= 0:
+        return 0
+    return 15 + round(35 * min(free, of) / of)
+
+
+def _scale_steps(of: int) -> list[int]:
+    """The legend's values: every count up to 8, else nine even steps from 0 to `of`."""
+    if of <= 8:
+        return list(range(of + 1))
+    return sorted({round(of * i / 8) for i in range(9)})
 
 
 def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice:
@@ -301,7 +385,7 @@ def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice
         node_count=node_count,
         period=period,
         period_count=period_count,
-        region=next((r for r in regions if r.slug == request.GET.get("region")), None),
+        region=next((r for r in regions if r.slug == data.get("region")), None),
         regions=regions,
     )
 
@@ -315,6 +399,8 @@ def _start_then_url(gpu_model, choice: _Choice, windows: list, now) -> str | Non
         "shape": choice.shape, "gpu_count": choice.gpu_count, "node_count": choice.node_count,
         "period": choice.period.slug, "period_count": choice.period_count,
     }  # fmt: skip
+    if choice.region:
+        params["region"] = choice.region.slug
     if at > now + timedelta(minutes=1):
         params |= {
             "start": "later",
@@ -333,6 +419,8 @@ def _requote_url(quote, *, starts_at=None):
     )
     params = {**count, "period": quote.period.slug, "period_count": quote.period_count}
     params |= {f"option_{o.slug}": q for o, q in selectors.quote_options(quote=quote)}
+    if quote.region_id:
+        params["region"] = quote.region.slug
     if starts_at is not None:
         at = timezone.localtime(_ceil_minute(starts_at)).strftime("%Y-%m-%dT%H:%M")
         params |= {"start": "later", "starts_at": at}

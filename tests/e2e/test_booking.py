@@ -242,3 +242,44 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
     page.goto(f"{live_server.url}/allocations/")
     assert page.get_by_role("link", name="cluster").count() == 2
     assert page.errors == []
+
+
+def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
+    catalog, alice, page, live_server
+):
+    from playwright.sync_api import expect
+
+    login(page, live_server, "alice", "pw-alice-123456")
+    page.goto(f"{live_server.url}/book/l4/")
+    form = page.locator("#book-form")
+    total = page.locator("#estimate-total")
+    expect(total).to_have_text("13.20 USD")  # the defaults: 1 GPU for 1 day
+    expect(page.locator("#estimate-note")).to_contain_text("fixes the price for 15 minutes")
+
+    form.get_by_label("GPUs").fill("2")
+    expect(total).to_have_text("26.40 USD")
+    form.get_by_label("Number of periods").fill("2")
+    expect(total).to_have_text("52.80 USD")
+    form.get_by_label("NVMe scratch (TB)").fill("1")
+    expect(total).to_have_text("60.80 USD")  # 2×13.20×2 + 4.00×2
+    form.get_by_label("Custom image").check()  # on or off: a checkbox
+    expect(page.locator("#estimate-lines")).to_contain_text("Custom image: 1 setup (one-time)")
+    expect(total).to_have_text("210.80 USD")
+    form.get_by_label("Region").select_option("pl-waw")
+    expect(page.locator("#estimate")).to_contain_text("In Warsaw only.")
+    screenshot(page, "book-estimate")
+    assert axe_serious(page) == []
+
+    form.get_by_label("GPUs").fill("5")  # the L4 node has 4
+    expect(page.locator("#estimate-errors")).to_contain_text("At most 4 GPUs of this model")
+    assert form.get_by_label("GPUs").get_attribute("max") == "4"
+    form.get_by_label("GPUs").fill("2")
+    expect(total).to_have_text("210.80 USD")
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "book-estimate-phone")
+
+    page.get_by_role("button", name="Get a quote").click()
+    page.wait_for_url(re.compile(r"/quotes/"))
+    assert page.locator("#quote-total").inner_text() == "210.80 USD"  # the estimate's total
+    assert page.locator("#quote-region").inner_text().startswith("Region: Warsaw")
+    assert page.errors == []

@@ -120,3 +120,22 @@ def test_the_schema_offers_the_region(api):
     quote_in = schema["components"]["schemas"]["QuoteInRequest"]["properties"]
     assert quote_in["region"]["type"] == "string" and quote_in["region"]["nullable"] is True
     assert "region" in schema["components"]["schemas"]["Quote"]["properties"]
+
+
+def test_the_booking_form_quotes_for_the_chosen_region_and_the_quote_says_so(
+    catalog, frankfurt, alice, client
+):
+    client.force_login(alice)
+    page = client.get("/book/l4/", {"region": "de-fra"})
+    html = page.content.decode()
+    assert '<option value="de-fra" selected>Frankfurt</option>' in html
+    assert page.context["calendar_nodes"] == 1  # the calendar follows the region too
+
+    response = client.post(
+        "/book/l4/",
+        {"gpu_count": "1", "period": "day", "period_count": "1", "start": "now",
+         "region": "de-fra"},
+    )  # fmt: skip
+    quote = Quote.objects.get()
+    assert response["Location"] == f"/quotes/{quote.pk}/" and quote.region == frankfurt
+    assert "Region: Frankfurt" in client.get(response["Location"]).content.decode()
