@@ -283,3 +283,34 @@ def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
     assert page.locator("#quote-total").inner_text() == "210.80 USD"  # the estimate's total
     assert page.locator("#quote-region").inner_text().startswith("Region: Warsaw")
     assert page.errors == []
+
+
+def test_a_polish_customer_on_a_phone_sees_the_estimate_in_polish(
+    catalog, alice, browser, live_server
+):
+    from playwright.sync_api import expect
+
+    account_preferences_set(user=alice, language="pl", time_zone="Europe/Warsaw")
+    context = browser.new_context(viewport={"width": 390, "height": 844}, locale="en-US")
+    page = context.new_page()
+    try:
+        login(page, live_server, "alice", "pw-alice-123456")
+        page.goto(f"{live_server.url}/book/h100/")
+        expect(page.locator("#estimate-h")).to_have_text("Szacunek")
+        expect(page.locator("#estimate-total")).to_have_text("57,60 USD")
+        page.locator("#id_gpu_count").fill("3")
+        expect(page.locator("#estimate-total")).to_have_text("172,80 USD")
+        expect(page.locator("#estimate-note")).to_contain_text("ustala cenę na 15 minut.")
+        page.locator("#id_gpu_count").fill("9")
+        expect(page.locator("#estimate-errors")).to_contain_text("najwyżej 8 GPU tego modelu")
+        page.locator("#id_gpu_count").fill("3")
+        expect(page.locator("#estimate-total")).to_have_text("172,80 USD")
+        expect(page.locator("#calendar-legend")).to_contain_text("Wolne GPU na jednym węźle")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the booking page is {width} px wide on a 390 px phone"
+        screenshot(page, "book-estimate-pl-phone")
+        # The form, its estimate and the calendar; the price history's table on a phone is
+        # the phone-tables work of issue 29 (item 2), which the every-page walk checks.
+        assert [v for v in axe_serious(page) if "history-h" not in str(v[2])] == []
+    finally:
+        context.close()
