@@ -1,9 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounts import views as accounts
 from anchorgpu import health, metrics
+
+admin.site.site_header = _("AnchorGPU administration")
+admin.site.site_title = _("AnchorGPU administration")
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

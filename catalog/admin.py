@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from translated_fields import TranslatedFieldAdmin
 
 from catalog.models import (
     Gpu,
@@ -143,7 +145,7 @@ class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(GpuModel)
-class GpuModelAdmin(admin.ModelAdmin):
+class GpuModelAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
     list_display = ["name", "vendor", "memory_gb", "stack", "compute_target", "fp8", "is_active"]
     list_filter = ["vendor", "stack", "fp8", "is_active"]
     search_fields = ["name", "slug"]
@@ -158,10 +160,10 @@ class OptionPriceHistoryInline(ReadOnlyInline):
 
 
 @admin.register(Option)
-class OptionAdmin(admin.ModelAdmin):
-    list_display = ["name", "billing", "unit", "max_quantity", "is_active"]
+class OptionAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
+    list_display = ["name_en", "name_pl", "billing", "unit_en", "max_quantity", "is_active"]
     list_filter = ["billing", "is_active"]
-    search_fields = ["name", "slug"]
+    search_fields = ["name_en", "name_pl", "slug"]
     filter_horizontal = ["gpu_models"]
     inlines = [OptionPriceHistoryInline]
 
@@ -174,8 +176,8 @@ class PriceChangeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Region)
-class RegionAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug"]
+class RegionAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
+    list_display = ["name_en", "name_pl", "slug"]
 
 
 class GpuInline(admin.TabularInline):
@@ -187,6 +189,14 @@ class FleetImportForm(forms.Form):
     file = forms.FileField(
         help_text="CSV: hostname,region,gpu_model,telemetry_url,exporter,gpu_ids[,state]"
     )
+
+
+class NetworkGroupFilter(admin.AllValuesFieldListFilter):
+    """Network groups by name; the nodes in none (an empty value) said in words."""
+
+    def choices(self, changelist):
+        for choice in super().choices(changelist):
+            yield choice | {"display": choice["display"] or _("none (a node on its own)")}
 
 
 @admin.register(Node)
@@ -201,7 +211,9 @@ class NodeAdmin(admin.ModelAdmin):
         "health",
         "last_good_poll_at",
     ]
-    list_filter = ["state", "health", "region", "gpu_model", "exporter", "network_group"]
+    list_filter = [
+        "state", "health", "region", "gpu_model", "exporter", ("network_group", NetworkGroupFilter)
+    ]  # fmt: skip
     search_fields = ["hostname", "gpus__uuid"]
     inlines = [GpuInline]
     readonly_fields = ["health", "health_detail", "last_poll_at", "last_good_poll_at"]

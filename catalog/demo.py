@@ -1,6 +1,7 @@
 """Demo data: a realistic catalog and fleet (sizing.md §3) and four demo accounts.
 
-Every step is an upsert, so running it again changes nothing that is already there.
+Every step is an upsert, so running it again changes nothing that is already there. Words
+customers read come as (English, Polish) pairs: the catalog's content in both languages.
 """
 
 import uuid
@@ -27,9 +28,9 @@ from catalog.models import (
 )
 
 PERIODS = [
-    ("day", "day", timedelta(hours=24)),
-    ("week", "week", timedelta(days=7)),
-    ("month", "month", timedelta(days=30)),
+    ("day", ("day", "dzień"), timedelta(hours=24)),
+    ("week", ("week", "tydzień"), timedelta(days=7)),
+    ("month", ("month", "miesiąc"), timedelta(days=30)),
 ]
 
 # slug, name, vendor, GB, MiB reported, GB/s, stack, target, fp8, bf16, link, $/GPU-hour
@@ -41,35 +42,51 @@ MODELS = [
     ("a100-80gb", "NVIDIA A100 80GB SXM", "nvidia", 80, 81920, 2039, "cuda", "8.0", False, True,
      "NVLink 3, 600 GB/s", "1.40"),
     ("l40s", "NVIDIA L40S", "nvidia", 48, 46068, 864, "cuda", "8.9", True, True,
-     "none (PCIe Gen4 ×16)", "1.05"),
+     ("none (PCIe Gen4 ×16)", "brak (PCIe Gen4 ×16)"), "1.05"),
     ("l4", "NVIDIA L4", "nvidia", 24, 23034, 300, "cuda", "8.9", True, True,
-     "none (PCIe)", "0.55"),
+     ("none (PCIe)", "brak (PCIe)"), "0.55"),
     ("mi300x", "AMD Instinct MI300X", "amd", 192, 196592, 5300, "rocm", "gfx942", True, True,
      "Infinity Fabric, 896 GB/s", "1.90"),
 ]  # fmt: skip
 
 NOTES = {
-    "mi300x": "FP8 is the FNUZ variant (e4m3fnuz/e5m2fnuz); check your checkpoints.",
-    "a100-80gb": "No FP8 tensor cores: W8A16 only.",
+    "mi300x": (
+        "FP8 is the FNUZ variant (e4m3fnuz/e5m2fnuz); check your checkpoints.",
+        "FP8 w wariancie FNUZ (e4m3fnuz/e5m2fnuz); sprawdź swoje punkty kontrolne.",
+    ),
+    "a100-80gb": ("No FP8 tensor cores: W8A16 only.", "Bez rdzeni tensorowych FP8: tylko W8A16."),
 }
 
 # Longer commitments are cheaper per hour.
 PERIOD_DISCOUNT = {"day": Decimal("1.00"), "week": Decimal("0.90"), "month": Decimal("0.75")}
 
 OPTIONS = [
-    ("nvme-scratch", "NVMe scratch", "TB", OptionBilling.PER_PERIOD, 16,
-     "Local NVMe scratch space, wiped at the end of the rental.",
+    ("nvme-scratch", ("NVMe scratch", "Przestrzeń robocza NVMe"), ("TB", "TB"),
+     OptionBilling.PER_PERIOD, 16,
+     ("Local NVMe scratch space, wiped at the end of the rental.",
+      "Lokalna przestrzeń robocza NVMe, czyszczona po zakończeniu wynajmu."),
      {"day": "4.00", "week": "25.00", "month": "90.00"}, None),
-    ("public-ipv4", "Public IPv4 address", "address", OptionBilling.PER_PERIOD, 4,
-     "A routable IPv4 address on the node.", {"day": "1.00", "week": "5.00", "month": "18.00"}, None),
-    ("priority-support", "Priority support", "plan", OptionBilling.PER_PERIOD, 1,
-     "A 1-hour response target from our engineers.",
+    ("public-ipv4", ("Public IPv4 address", "Publiczny adres IPv4"), ("address", "adres"),
+     OptionBilling.PER_PERIOD, 4,
+     ("A routable IPv4 address on the node.", "Routowalny adres IPv4 na węźle."),
+     {"day": "1.00", "week": "5.00", "month": "18.00"}, None),
+    ("priority-support", ("Priority support", "Wsparcie priorytetowe"), ("plan", "plan"),
+     OptionBilling.PER_PERIOD, 1,
+     ("A 1-hour response target from our engineers.",
+      "Odpowiedź naszych inżynierów w ciągu godziny."),
      {"day": "30.00", "week": "150.00", "month": "500.00"}, None),
-    ("custom-image", "Custom image setup", "setup", OptionBilling.ONE_TIME, 1,
-     "We build and verify your OS image before the start.", {None: "150.00"}, None),
+    ("custom-image", ("Custom image setup", "Przygotowanie własnego obrazu"),
+     ("setup", "przygotowanie"), OptionBilling.ONE_TIME, 1,
+     ("We build and verify your OS image before the start.",
+      "Budujemy i sprawdzamy Twój obraz systemu przed startem."),
+     {None: "150.00"}, None),
 ]  # fmt: skip
 
-REGIONS = [("pl-waw", "Warsaw"), ("de-fra", "Frankfurt"), ("us-east", "Ashburn")]
+REGIONS = [
+    ("pl-waw", ("Warsaw", "Warszawa")),
+    ("de-fra", ("Frankfurt", "Frankfurt nad Menem")),
+    ("us-east", ("Ashburn", "Ashburn")),
+]
 
 IB_NDR = "InfiniBand NDR 400 Gb/s × 8"
 ROCE = "RoCE 200 Gb/s"
@@ -96,6 +113,12 @@ USERS = [
 PRICING_USERS = {"pricing"}
 
 
+def _words(field: str, words: str | tuple[str, str]) -> dict[str, str]:
+    """{"name_en": …, "name_pl": …} from an (English, Polish) pair; one word serves both."""
+    english, polish = (words, words) if isinstance(words, str) else words
+    return {f"{field}_en": english, f"{field}_pl": polish}
+
+
 def gpu_identity(hostname: str, index: int, vendor: str) -> str:
     digest = uuid.uuid5(uuid.NAMESPACE_DNS, f"{hostname}/{index}")
     if vendor == "amd":
@@ -107,9 +130,11 @@ def gpu_identity(hostname: str, index: int, vendor: str) -> str:
 def seed_catalog(*, simulator_url: str | None = None) -> None:
     periods = {}
     for slug, name, duration in PERIODS:
-        periods[slug], _ = RentalPeriod.objects.get_or_create(
-            slug=slug, defaults={"name": name, "duration": duration}
-        )
+        periods[slug], _ = RentalPeriod.objects.update_or_create(
+            slug=slug, defaults={**_words("name", name)}, create_defaults={
+                **_words("name", name), "duration": duration
+            },
+        )  # fmt: skip
     now = timezone.now()
     models = {}
     for slug, name, vendor, gb, mib, bw, stack, target, fp8, bf16, link, hourly in MODELS:
@@ -118,7 +143,7 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
             defaults=dict(
                 name=name, vendor=vendor, memory_gb=gb, memory_reported_mib=mib,
                 bandwidth_gbps=bw, stack=stack, compute_target=target, fp8=fp8, bf16=bf16,
-                interconnect=link, notes=NOTES.get(slug, ""),
+                **_words("interconnect", link), **_words("notes", NOTES.get(slug, "")),
             ),
         )  # fmt: skip
         for period in periods.values():
@@ -136,8 +161,12 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
         option, _ = Option.objects.update_or_create(
             slug=slug,
             defaults=dict(
-                name=name, unit=unit, billing=billing, max_quantity=max_q, description=description
-            ),
+                **_words("name", name),
+                **_words("unit", unit),
+                **_words("description", description),
+                billing=billing,
+                max_quantity=max_q,
+            ),  # fmt: skip
         )
         if applies:
             option.gpu_models.set([models[s] for s in applies])
@@ -150,7 +179,7 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
                 )  # fmt: skip
     regions = {}
     for slug, name in REGIONS:
-        regions[slug], _ = Region.objects.get_or_create(slug=slug, defaults={"name": name})
+        regions[slug], _ = Region.objects.update_or_create(slug=slug, defaults=_words("name", name))
     for region, model_slug, count, per_node, fabric, group in FLEET:
         model = models[model_slug]
         for n in range(1, count + 1):

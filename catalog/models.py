@@ -1,4 +1,9 @@
-"""What can be rented: GPU models, rental periods, prices, options, and the fleet."""
+"""What can be rented: GPU models, rental periods, prices, options, and the fleet.
+
+Words customers read (a period's or an option's name, a region, a model's link and notes)
+are kept in each language (`name_en`, `name_pl`, edited side by side in the admin); `name`
+reads the active language's and falls back to English where no translation was given.
+"""
 
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -9,7 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import gettext_noop
+from translated_fields import TranslatedFieldWithFallback
 
 from core.db import choices_check
 from core.money import CurrencyField, MoneyField, amount_check
@@ -40,8 +45,10 @@ class GpuModel(models.Model):
     )
     fp8 = models.BooleanField(_("FP8"), default=False)
     bf16 = models.BooleanField(_("BF16"), default=True)
-    interconnect = models.CharField(_("GPU-to-GPU link"), max_length=80, blank=True)
-    notes = models.TextField(blank=True)
+    interconnect = TranslatedFieldWithFallback(
+        models.CharField(_("GPU-to-GPU link"), max_length=80, blank=True)
+    )
+    notes = TranslatedFieldWithFallback(models.TextField(_("notes"), blank=True))
     is_active = models.BooleanField(default=True)
 
     class Meta:
@@ -59,8 +66,6 @@ class GpuModel(models.Model):
         return self.name
 
 
-# The built-in periods' names, for translation (see the `period_name` template filter).
-PERIOD_NAMES = (gettext_noop("day"), gettext_noop("week"), gettext_noop("month"))
 # The customer's fixed lengths: a day is 24 h, a week exactly 7 days, a month exactly 30.
 FIXED_PERIODS = {"day": timedelta(days=1), "week": timedelta(days=7), "month": timedelta(days=30)}
 
@@ -69,7 +74,7 @@ class RentalPeriod(models.Model):
     """An exact duration (a month is 30 days, never a calendar month)."""
 
     slug = models.SlugField(unique=True)
-    name = models.CharField(max_length=40)
+    name = TranslatedFieldWithFallback(models.CharField(_("name"), max_length=40))
     duration = models.DurationField()
     is_active = models.BooleanField(default=True)
 
@@ -144,9 +149,11 @@ class Option(models.Model):
     """A priced add-on to a rental: per period (like the GPUs) or charged once."""
 
     slug = models.SlugField(unique=True)
-    name = models.CharField(max_length=80)
-    description = models.TextField(blank=True)
-    unit = models.CharField(max_length=20, default="unit", help_text="TB, address, setup…")
+    name = TranslatedFieldWithFallback(models.CharField(_("name"), max_length=80))
+    description = TranslatedFieldWithFallback(models.TextField(_("description"), blank=True))
+    unit = TranslatedFieldWithFallback(
+        models.CharField(_("unit"), max_length=20, help_text=_("TB, address, setup…"))
+    )
     billing = models.CharField(max_length=12, choices=OptionBilling.choices)
     max_quantity = models.PositiveIntegerField(default=1)
     gpu_models = models.ManyToManyField(
@@ -155,7 +162,7 @@ class Option(models.Model):
     is_active = models.BooleanField(default=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name_en"]
         constraints = [
             models.CheckConstraint(
                 condition=Q(max_quantity__gte=1), name="catalog_option_max_quantity_positive"
@@ -212,10 +219,10 @@ class PriceChange(models.Model):
 
 class Region(models.Model):
     slug = models.SlugField(unique=True)
-    name = models.CharField(max_length=80)
+    name = TranslatedFieldWithFallback(models.CharField(_("name"), max_length=80))
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name_en"]
 
     def __str__(self):
         return self.name

@@ -3,6 +3,7 @@ go through the same services as the API (admin actions)."""
 
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
+from translated_fields import TranslatedFieldAdmin
 
 from accounts.access import operator_acting
 from catalog.models import RentalPeriod
@@ -14,10 +15,10 @@ from rentals.texts import ledger_entry_text, quote_line_text
 
 
 @admin.register(RentalPeriod)
-class RentalPeriodAdmin(admin.ModelAdmin):
+class RentalPeriodAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
     """Registered here, not in catalog: whether a period is in use is a rentals fact."""
 
-    list_display = ["name", "slug", "duration", "is_active"]
+    list_display = ["name_en", "name_pl", "slug", "duration", "is_active"]
 
     def get_readonly_fields(self, request, obj=None):
         if obj and Quote.objects.filter(period=obj).exists():
@@ -61,7 +62,7 @@ class EventInline(ReadOnlyInline):
 @admin.register(Allocation)
 class AllocationAdmin(ReadOnlyAdmin):
     list_display = [
-        "id",
+        "reference",
         "user",
         "gpu_model",
         "gpu_count",
@@ -73,6 +74,11 @@ class AllocationAdmin(ReadOnlyAdmin):
     list_filter = ["state", "gpu_model", "node__region"]
     search_fields = ["user__username", "node__hostname", "id"]
     inlines = [EventInline]
+
+    @admin.display(description=_("allocation"), ordering="id")
+    def reference(self, allocation):
+        return str(allocation.pk)[:8]
+
     actions = ["stop_selected", "start_selected"]
 
     def _apply(self, request, queryset, service, verb):

@@ -9,10 +9,12 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
+from django.utils.translation import get_language
 
 from catalog.models import NodeHealth, NodeState
 from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
+from core.words import in_language
 from rentals import sql
 from rentals.models import AllocationState, LedgerKind
 from telemetry.models import FleetRollup, GpuRollup, RollupBucket
@@ -72,6 +74,7 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
     kinds = [LedgerKind.CHARGE, LedgerKind.REFUND]
     for row in read_rows(sql.REVENUE, {"start": start, "end": end, "kinds": kinds}):
         kind, currency = row.pop("kind"), row["currency"]
+        row["period_name"] = in_language(row, "period")
         if kind == LedgerKind.CHARGE:
             charges.append({**row, "amount": quantize(row["amount"], currency)})
         else:
@@ -137,6 +140,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     )
     for node in troubled:
         node["health_label"] = NodeHealth(node["health"]).label
+        node["region"] = in_language(node, "region")
     heatmap = booked_ahead(now=now)
     return {
         "now": now,
@@ -165,10 +169,10 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
 
 
 def fleet_dashboard_cached(*, days: int, now: datetime | None = None) -> dict:
-    """`fleet_dashboard`, computed at most once a minute per range and kept in the cache
-    for that minute: the page shows when its figures were computed (`now`)."""
+    """`fleet_dashboard`, computed at most once a minute per range and language and kept in
+    the cache for that minute: the page shows when its figures were computed (`now`)."""
     now = now or timezone.now()
-    key = f"fleet-dashboard:{days}:{now:%Y%m%d%H%M}"
+    key = f"fleet-dashboard:{get_language()}:{days}:{now:%Y%m%d%H%M}"
     context = cache.get(key)
     if context is None:
         context = fleet_dashboard(days=days, now=now)
@@ -183,7 +187,10 @@ def use_by_model_and_region(*, start, end):
     per_group = fleet_totals_by_group(start=start, end=end)
     with reads_cursor() as cursor:
         cursor.execute(sql.NAMES)
-        names = {(kind, pk): name for kind, pk, name in cursor.fetchall()}
+        names = {
+            (kind, pk): in_language({"name_en": en, "name_pl": pl}, "name")
+            for kind, pk, en, pl in cursor.fetchall()
+        }
     groups = ({}, {})
     for (model_id, region_id), totals in per_group.items():
         keys = (names.get(("model", model_id), "?"), names.get(("region", region_id), "?"))

@@ -36,8 +36,8 @@ def place_locked(
     for node in Node.objects.raw(sql.PLACE, params):
         node.region = Region.from_db(
             connection.alias,
-            ["id", "slug", "name"],
-            [node.region_id, node.region_slug, node.region_name],
+            ["id", "slug", "name_en", "name_pl"],
+            [node.region_id, node.region_slug, node.region_name_en, node.region_name_pl],
         )
         gpus = _free_by_node(starts_at=starts_at, ends_at=ends_at, node_ids=[node.pk])[node.pk]
         if len(gpus) >= gpu_count:

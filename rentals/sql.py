@@ -89,7 +89,7 @@ PLACE = (
 WITH room AS MATERIALIZED (  -- once, whatever plan the join below gets
 {room}
 )
-SELECT n.*, r.slug AS region_slug, r.name AS region_name
+SELECT n.*, r.slug AS region_slug, r.name_en AS region_name_en, r.name_pl AS region_name_pl
 FROM (SELECT node_id, free FROM room ORDER BY free, node_id) AS fullest_first
 JOIN LATERAL (
     -- a primary-key lookup per candidate, in order, until one is not held by another booking
@@ -378,13 +378,14 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
 
 # Charges and refunds (`kinds`) per currency and rental period.
 REVENUE = """
-SELECT l.kind, l.currency, p.name AS period_name, sum(l.amount) AS amount, count(*) AS bookings
+SELECT l.kind, l.currency, p.name_en AS period_en, p.name_pl AS period_pl,
+       sum(l.amount) AS amount, count(*) AS bookings
 FROM rentals_ledgerentry l
 JOIN rentals_allocation a ON a.id = l.allocation_id
 JOIN catalog_rentalperiod p ON p.id = a.period_id
 WHERE l.at >= %(start)s AND l.at < %(end)s AND l.kind = ANY(%(kinds)s)
-GROUP BY l.kind, l.currency, p.name
-ORDER BY l.currency, p.name
+GROUP BY l.kind, l.currency, p.id
+ORDER BY l.currency, p.duration
 """
 
 # Each active model's GPUs on its active nodes.
@@ -399,15 +400,15 @@ ORDER BY m.name
 
 # The names of models and regions by id, for the rollups' groups.
 NAMES = """
-SELECT 'model', id, name FROM catalog_gpumodel
+SELECT 'model', id, name AS name_en, name AS name_pl FROM catalog_gpumodel
 UNION ALL
-SELECT 'region', id, name FROM catalog_region
+SELECT 'region', id, name_en, name_pl FROM catalog_region
 """
 
 # Nodes in service that are not healthy, as the list shows them.
 TROUBLED = """
-SELECT n.hostname, n.health, n.health_detail, n.last_good_poll_at, r.name AS region,
-       m.name AS model
+SELECT n.hostname, n.health, n.health_detail, n.last_good_poll_at, r.name_en AS region_en,
+       r.name_pl AS region_pl, m.name AS model
 FROM catalog_node n
 JOIN catalog_region r ON r.id = n.region_id
 JOIN catalog_gpumodel m ON m.id = n.gpu_model_id

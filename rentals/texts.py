@@ -40,7 +40,7 @@ def periods_text(period: RentalPeriod, n: int) -> str:
     """ "3 weeks", "3 tygodnie", or "3 × sprint" for a period without a plural of its own."""
     words = _PERIOD_WORDS.get(period.slug)
     if words is None:
-        return f"{n} × {_(period.name)}"
+        return f"{n} × {period.name}"
     return words(n) % {"n": n}
 
 

@@ -4,7 +4,14 @@ from catalog.models import Option, Region, RentalPeriod
 from core.fields import MoneyAmountField
 
 
+def in_language(help_text: str) -> serializers.CharField:
+    """A catalog word in the request's language (Accept-Language; English where the
+    catalog has no translation)."""
+    return serializers.CharField(read_only=True, help_text=help_text)
+
+
 class RentalPeriodSerializer(serializers.ModelSerializer):
+    name = in_language("The period's name")
     duration_seconds = serializers.SerializerMethodField()
 
     class Meta:
@@ -16,6 +23,9 @@ class RentalPeriodSerializer(serializers.ModelSerializer):
 
 
 class OptionSerializer(serializers.ModelSerializer):
+    name = in_language("The option's name")
+    description = in_language("What the option gives")
+    unit = in_language("What one of its quantity is: TB, address, setup")
     gpu_models = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
 
     class Meta:
@@ -24,6 +34,8 @@ class OptionSerializer(serializers.ModelSerializer):
 
 
 class RegionSerializer(serializers.ModelSerializer):
+    name = in_language("The region's name")
+
     class Meta:
         model = Region
         fields = ["slug", "name"]

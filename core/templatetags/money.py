@@ -1,7 +1,6 @@
 """Money and period names for people: grouped and with the decimal mark of the language."""
 
 from django import template
-from django.utils.translation import gettext
 
 from core.money import default_currency, money_text
 
@@ -19,8 +18,8 @@ def money(amount, currency=""):
 
 @register.filter
 def period_name(period):
-    """A rental period's name in the page's language (admins may add untranslated ones)."""
-    return gettext(period.name)
+    """A rental period's name in the page's language (English where staff gave no other)."""
+    return period.name
 
 
 @register.simple_tag

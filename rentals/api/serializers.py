@@ -2,6 +2,7 @@ from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from catalog.api.serializers import in_language
 from catalog.models import GpuModel, SoftwareStack, Vendor
 from core.fields import BoundedDateTimeField, MoneyAmountField
 from core.money import DECIMAL_PLACES, MAX_DIGITS
@@ -40,6 +41,8 @@ class PriceSerializer(serializers.Serializer):
 
 
 class GpuModelSerializer(serializers.ModelSerializer):
+    interconnect = in_language("The GPU-to-GPU link")
+    notes = in_language("What to know before renting it")
     prices = PriceSerializer(source="current_prices", many=True)
     free_gpus_now = serializers.IntegerField()
 

@@ -378,7 +378,7 @@ def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice
     period = next((p for p in periods if p.slug == data.get("period")), None) or (
         periods[0] if periods else None
     )
-    regions = list(Region.objects.filter(nodes__gpu_model=gpu_model).distinct().order_by("name"))
+    regions = list(Region.objects.filter(nodes__gpu_model=gpu_model).distinct().order_by("name_en"))
     return _Choice(
         shape="nodes" if data.get("shape") == "nodes" and clusters else "gpus",
         gpu_count=gpu_count,

@@ -119,6 +119,7 @@ def test_old_layout_rows_survive_the_move(old_layout):
 BEFORE_TEAMS = [
     ("accounts", "0005_profile_and_sign_in_history"),
     ("rentals", "0006_period_duration_guard"),
+    ("catalog", "0009_node_ssh_details"),  # before the catalog's words had a column each
 ]
 
 

@@ -27,7 +27,7 @@ class RegionFactory(factory.django.DjangoModelFactory):
         django_get_or_create = ["slug"]
 
     slug = factory.Sequence(lambda n: f"region-{n}")
-    name = factory.LazyAttribute(lambda o: o.slug.title())
+    name_en = factory.LazyAttribute(lambda o: o.slug.title())
 
 
 class GpuModelFactory(factory.django.DjangoModelFactory):
@@ -92,9 +92,14 @@ def price(model, period, amount, *, ago=timedelta(days=1)):
 
 
 def catalog_setup(*, h100_nodes=((8, 8), (4,))) -> Catalog:
-    day = RentalPeriod.objects.create(slug="day", name="day", duration=timedelta(hours=24))
-    week = RentalPeriod.objects.create(slug="week", name="week", duration=timedelta(days=7))
-    month = RentalPeriod.objects.create(slug="month", name="month", duration=timedelta(days=30))
+    day, week, month = (
+        RentalPeriod.objects.create(slug=slug, name_en=slug, name_pl=polish, duration=duration)
+        for slug, polish, duration in (
+            ("day", "dzień", timedelta(hours=24)),
+            ("week", "tydzień", timedelta(days=7)),
+            ("month", "miesiąc", timedelta(days=30)),
+        )
+    )
     h100 = GpuModelFactory(slug="h100", name="H100 SXM")
     l4 = GpuModelFactory(slug="l4", name="L4", memory_gb=24, memory_reported_mib=23034, fp8=True)
     mi300x = GpuModelFactory(
@@ -110,17 +115,17 @@ def catalog_setup(*, h100_nodes=((8, 8), (4,))) -> Catalog:
         price(model, week, w)
         price(model, month, m)
     scratch = Option.objects.create(
-        slug="nvme-scratch", name="NVMe scratch", unit="TB", billing=OptionBilling.PER_PERIOD,
-        max_quantity=16,
+        slug="nvme-scratch", name_en="NVMe scratch", name_pl="Przestrzeń NVMe", unit_en="TB",
+        unit_pl="TB", billing=OptionBilling.PER_PERIOD, max_quantity=16,
     )  # fmt: skip
     ipv4 = Option.objects.create(
-        slug="public-ipv4", name="Public IPv4", unit="address", billing=OptionBilling.PER_PERIOD,
-        max_quantity=2,
+        slug="public-ipv4", name_en="Public IPv4", name_pl="Publiczny IPv4", unit_en="address",
+        unit_pl="adres", billing=OptionBilling.PER_PERIOD, max_quantity=2,
     )  # fmt: skip
     ipv4.gpu_models.set([h100])
     setup = Option.objects.create(
-        slug="custom-image", name="Custom image", unit="setup", billing=OptionBilling.ONE_TIME,
-        max_quantity=1,
+        slug="custom-image", name_en="Custom image", name_pl="Własny obraz", unit_en="setup",
+        unit_pl="przygotowanie", billing=OptionBilling.ONE_TIME, max_quantity=1,
     )  # fmt: skip
     past = timezone.now() - timedelta(days=1)
     for period, amount in ((day, "4.00"), (week, "25.00"), (month, "90.00")):
@@ -133,7 +138,7 @@ def catalog_setup(*, h100_nodes=((8, 8), (4,))) -> Catalog:
     OptionPrice.objects.create(
         option=setup, period=None, unit_price=Decimal("150.00"), effective_from=past
     )
-    region = RegionFactory(slug="pl-waw", name="Warsaw")
+    region = RegionFactory(slug="pl-waw", name_en="Warsaw", name_pl="Warszawa")
     nodes = []
     # Each tuple of `h100_nodes` is one network group (clusters span one group only).
     for number, group in enumerate(h100_nodes, start=1):

@@ -105,7 +105,7 @@ def test_a_period_in_use_keeps_its_duration(catalog, alice, admin_client):
     page = admin_client.get(f"/admin/catalog/rentalperiod/{catalog.week.pk}/change/")
     assert b'name="duration"' not in page.content  # read-only in the admin
     hour = RentalPeriod.objects.create(
-        slug="fortnight", name="fortnight", duration=timedelta(days=14)
+        slug="fortnight", name_en="fortnight", duration=timedelta(days=14)
     )
     hour.duration = timedelta(days=15)
     hour.save()  # unused periods other than day, week and month may still change

@@ -20,12 +20,12 @@ def test_a_lost_race_reruns_the_whole_transaction_from_the_outermost_function():
         calls["inner"] += 1
         if calls["inner"] == 1:
             raise Retry(Conflict("taken"))
-        return Region.objects.create(slug="inner", name="inner")
+        return Region.objects.create(slug="inner", name_en="inner")
 
     @retried_transaction
     def outer():
         calls["outer"] += 1
-        Region.objects.create(slug=f"outer-{calls['outer']}", name="outer")
+        Region.objects.create(slug=f"outer-{calls['outer']}", name_en="outer")
         return inner()
 
     outer()
@@ -37,7 +37,7 @@ def test_a_lost_race_reruns_the_whole_transaction_from_the_outermost_function():
 def test_the_last_attempt_raises_the_refusal_and_leaves_nothing():
     @retried_transaction
     def always_loses():
-        Region.objects.create(slug=f"r{Region.objects.count()}", name="r")
+        Region.objects.create(slug=f"r{Region.objects.count()}", name_en="r")
         raise Retry(Conflict("taken"))
 
     with pytest.raises(Conflict):

@@ -116,7 +116,7 @@ def test_a_polish_reader_reads_polish_lines_for_a_quote_an_english_script_made(
     client.post("/i18n/setlang/", {"language": "pl", "next": "/"})
     page = client.get(f"/quotes/{quote.pk}/").content.decode()
     assert "2 × H100 SXM na 3 tygodnie" in page
-    assert "NVMe scratch: 2 TB na 3 tygodnie" in page
+    assert "Przestrzeń NVMe: 2 TB na 3 tygodnie" in page  # the option's own Polish name
 
     statement = _csv(client.get("/statement.csv"))
     assert statement[1][2] == "Rezerwacja: 2 × H100 SXM na 3 tygodnie"
@@ -126,7 +126,7 @@ def test_a_polish_reader_reads_polish_lines_for_a_quote_an_english_script_made(
     (receipt,) = mail.outbox
     assert receipt.subject.startswith("AnchorGPU: rezerwacja potwierdzona")
     assert "2 × H100 SXM na 3 tygodnie: " in receipt.body
-    assert "NVMe scratch: 2 TB na 3 tygodnie: " in receipt.body
+    assert "Przestrzeń NVMe: 2 TB na 3 tygodnie: " in receipt.body
     assert "Pobrano: " in receipt.body
     assert Notice.objects.get().kind == "booked"
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def frankfurt(catalog):
     """A second region: two whole 8-GPU H100 nodes in one network group, and one L4 node."""
-    region = RegionFactory(slug="de-fra", name="Frankfurt")
+    region = RegionFactory(slug="de-fra", name_en="Frankfurt")
     for _ in range(2):
         NodeFactory(
             gpu_model=catalog.h100, region=region, gpus=8, network_group="fra-1",
@@ -87,7 +87,7 @@ def test_a_cluster_for_a_region_takes_whole_nodes_there(catalog, frankfurt, alic
     [("mars", "Unknown region: mars."), ("us-east", "MI300X is not offered in Ashburn.")],
 )
 def test_a_region_without_the_model_is_a_field_error(catalog, alice, region, message):
-    RegionFactory(slug="us-east", name="Ashburn")
+    RegionFactory(slug="us-east", name_en="Ashburn")
     with pytest.raises(ValidationError) as error:
         quote_create(
             acting=acting_as(alice), gpu_model="mi300x", gpu_count=1, period="day",
