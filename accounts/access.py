@@ -13,7 +13,10 @@ What a credential brings:
 - a team that requires two-factor sign-in refuses everything but reading the team and
   leaving it to a member without a second factor.
 
-Staff also read every team's rentals, and change none but their own team's.
+Staff also read every team's rentals, and change none but their own team's. The provider's
+answers to its own faults (maintenance windows, replacing an impaired allocation's GPUs,
+crediting impaired time) are operator actions on any team's rentals: `Operation` below, for
+staff who hold its permission (superusers hold them all).
 """
 
 from dataclasses import dataclass
@@ -170,6 +173,25 @@ def acting_as(
         token=token,
         second_factor_missing=team.require_second_factor and not has_second_factor(user),
     )
+
+
+class Operation(StrEnum):
+    """What staff operators may do to any team's rentals, each by a Django permission (the
+    admin's groups hand them out; superusers hold them all)."""
+
+    MAINTAIN = "rentals.schedule_maintenance"  # maintenance windows: move or cancel bookings
+    REPLACE = "rentals.replace_gpus"  # swap an impaired allocation's GPUs
+    CREDIT = "rentals.issue_credit"  # credit notes for impaired time: money
+
+
+def operator_can(user, operation: Operation) -> bool:
+    return bool(user and user.is_active and user.is_staff and user.has_perm(operation))
+
+
+def operator_require(user, operation: Operation) -> None:
+    """Refuse an operator action to anyone but active staff with its permission."""
+    if not operator_can(user, operation):
+        raise NotAllowed(_("Only staff with the permission for this may do it."))
 
 
 def operator_acting(user, team: Team) -> Acting:

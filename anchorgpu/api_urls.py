@@ -16,7 +16,7 @@ from accounts.api.views import (
 )
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
-from rentals.api import agent, allocations, bookings, clusters, fleet, ledger, quotes
+from rentals.api import agent, allocations, bookings, clusters, fleet, ledger, maintenance, quotes
 from rentals.api.availability import AvailabilityApi
 from rentals.api.catalog import GpuModelListApi
 from sizing.api import SizingApi
@@ -140,6 +140,7 @@ urlpatterns = [
     path("webhooks/endpoints/", webhooks.EndpointListApi.as_view(), name="api-webhooks"),
     path(
         "webhooks/endpoints/<uuid:pk>/",
+    path("maintenance/", maintenance.MaintenanceListApi.as_view(), name="api-maintenance"),
         webhooks.EndpointDetailApi.as_view(),
         name="api-webhook",
     ),

@@ -90,7 +90,12 @@ class ConsoleCollector:
             Gpu.objects.filter(node__state=NodeState.ACTIVE).values(*keys).annotate(n=Count("id"))
         ):
             total.add_metric([row[k] for k in keys], row["n"])
-        held = holdings_at(now).values(*(f"gpu__{k}" for k in keys)).annotate(n=Count("id"))
+        held = (
+            holdings_at(now)
+            .filter(allocation__isnull=False)  # a maintenance window's are not allocated
+            .values(*(f"gpu__{k}" for k in keys))
+            .annotate(n=Count("id"))
+        )
         for row in held:
             allocated.add_metric([row[f"gpu__{k}"] for k in keys], row["n"])
         threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]

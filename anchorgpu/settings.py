@@ -402,3 +402,16 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": _read("LOG_LEVEL", "str", default="INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+    # When the provider fails (issue 27): NVIDIA's XIDs that mean a GPU cannot work until it is
+    # reset (48 double-bit ECC, 79 fallen off the bus, 94/95 ECC, 119/120 GSP); how long a
+    # node may stay unreachable or stale before its allocations are impaired; whether an
+    # impaired allocation is moved to a spare by itself; how far ahead a maintenance window
+    # that moves or cancels bookings must be scheduled (their owners hear of it at once).
+    "FATAL_XIDS": [
+        int(x) for x in _read("FATAL_XIDS", "list", default=["48", "79", "94", "95", "119", "120"])
+    ],  # fmt: skip
+    "IMPAIRED_NODE_AFTER": timedelta(
+        seconds=_read("IMPAIRED_NODE_AFTER_SECONDS", "float", default=120.0)
+    ),
+    "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
+    "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),

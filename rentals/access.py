@@ -65,7 +65,9 @@ def _keys_of_members():
 
 _ACCESS_FACTS = (
     Prefetch(
-        "held", AllocationGpu.objects.filter(released=False).select_related("gpu"),
+        "held",  # the GPUs it holds now: a swap ended the others' holdings
+        AllocationGpu.objects.filter(released=False, ends_at=F("allocation__paid_until"))
+        .select_related("gpu"),
         to_attr="live_gpus",
     ),
     Prefetch("keys", _keys_of_members(), to_attr="member_keys"),

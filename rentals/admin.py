@@ -127,3 +127,6 @@ class NoticeAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "user", "kind", "ends_at", "sent_at", "attempts", "last_error"]
     list_filter = ["kind"]
     search_fields = ["user__username"]
+
+
+from rentals import admin_maintenance  # noqa: E402, F401  (maintenance windows)

@@ -60,3 +60,20 @@ class KeyInFlight(Conflict):
 class SpendLimitReached(Conflict):
     code = "spend_limit_reached"
     title = _("The team's monthly spend limit would be passed")
+
+
+class ChoiceMissing(Conflict):
+    """A maintenance window over bookings, sent without a choice for each of them: the
+    problem lists them (`affected`) with the choices each allows."""
+
+    code = "affected_allocations"
+    title = _("Bookings are in the window's way")
+
+    def __init__(self, detail, *, affected: list[dict]):
+        super().__init__(detail, extra={"affected": affected})
+        self.affected = affected
+
+
+class NoSpare(Conflict):
+    code = "no_spare"
+    title = _("No equivalent free GPUs")

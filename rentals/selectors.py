@@ -16,6 +16,7 @@ from rentals.models import (
     Cluster,
     LedgerEntry,
     LedgerKind,
+    MaintenanceWindow,
     Notice,
     Quote,
 )
@@ -111,6 +112,22 @@ def holdings_overlapping(*, starts_at: datetime, ends_at: datetime) -> QuerySet[
     return AllocationGpu.objects.filter(
         released=False, starts_at__lt=ends_at, ends_at__gt=starts_at
     )
+
+
+def maintenance_list() -> QuerySet[MaintenanceWindow]:
+    """Maintenance windows, the latest first, with the GPUs each holds (staff)."""
+    return MaintenanceWindow.objects.select_related("created_by").prefetch_related(
+        Prefetch(
+            "held",
+            queryset=AllocationGpu.objects.select_related("gpu__node").order_by(
+                "gpu__node__hostname", "gpu__index"
+            ),
+        )
+    )
+
+
+def maintenance_get(*, pk) -> MaintenanceWindow | None:
+    return maintenance_list().filter(pk=pk).first()
 
 
 def holdings_at(at: datetime) -> QuerySet[AllocationGpu]:
@@ -211,6 +228,7 @@ def _with_facts(notices):
         "allocation__quote",
         "quote__gpu_model",
         "quote__period",
+        "maintenance",
     ).prefetch_related("quote__lines__option")
 
 

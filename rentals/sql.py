@@ -308,8 +308,8 @@ SELECT least(
 
 # --- The staff dashboard -----------------------------------------------------------------
 
-# Each holding in the range counted in the steps it touches (a join of every step with
-# every holding grew with both); steps without any still come back, with 0.
+# Each allocation's holding in the range counted in the steps it touches (a join of every
+# step with every holding grew with both); steps without any still come back, with 0.
 ALLOCATED_PER_STEP = """
 WITH first AS (
     SELECT date_trunc(%(unit)s, %(start)s::timestamptz) AS at
@@ -321,7 +321,7 @@ WITH first AS (
     CROSS JOIN LATERAL generate_series(
         greatest(date_trunc(%(unit)s, ag.starts_at), first.at),
         least(ag.ends_at - interval '1 microsecond', %(end)s), %(step)s::interval) AS h
-    WHERE NOT ag.released AND ag.ends_at > first.at
+    WHERE NOT ag.released AND ag.ends_at > first.at AND ag.allocation_id IS NOT NULL
       AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
     GROUP BY h
 )
@@ -352,8 +352,9 @@ WITH recent AS MATERIALIZED (
     SELECT gpu_id, utilization FROM telemetry_gpusample WHERE at >= %(since)s
 )
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
-       (SELECT count(*) FROM rentals_allocationgpu
-        WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s),
+       (SELECT count(*) FROM rentals_allocationgpu  -- a maintenance window's are not
+        WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s
+          AND allocation_id IS NOT NULL),
        (SELECT count(DISTINCT gpu_id) FILTER (WHERE utilization > %(threshold)s)
         FROM recent),
        (SELECT count(DISTINCT gpu_id) FROM recent),
@@ -459,7 +460,7 @@ def allocation_rows(which: str) -> str:
 
 # One statement per agent poll: the credential's agent and node, the database's clock, and
 # the node's allocations as its desired state lists them (live, paid past now, a scheduled
-# one within the lead), each with its unreleased GPUs and the keys of its team's members
+# one within the lead), each with the GPUs it holds now and the keys of its team's members
 # that were chosen for it. The agent's last_seen_at is written in passing, at most every
 # %(seen_every)s, so most polls write nothing. rentals.access builds the state from it.
 AGENT_POLL = """
@@ -480,7 +481,8 @@ SELECT agent.id, agent.served_generation, agent.now, n.id, n.hostname, n.exporte
                       al.id, al.state, al.paid_from, al.paid_until,
                       (SELECT coalesce(json_agg(json_build_array(g.index, g.uuid)), '[]')
                        FROM rentals_allocationgpu ag JOIN catalog_gpu g ON g.id = ag.gpu_id
-                       WHERE ag.allocation_id = al.id AND NOT ag.released),
+                       WHERE ag.allocation_id = al.id AND NOT ag.released
+                         AND ag.ends_at = al.paid_until),  -- its GPUs now, not swapped ones
                       (SELECT coalesce(json_agg(k.public_key), '[]')
                        FROM rentals_allocationkey ak
                        JOIN accounts_sshkey k ON k.id = ak.ssh_key_id
@@ -494,3 +496,56 @@ SELECT agent.id, agent.served_generation, agent.now, n.id, n.hostname, n.exporte
        (SELECT count(*) FROM seen)
 FROM agent JOIN catalog_node n ON n.id = agent.node_id
 """
+
+
+# --- When the provider fails: maintenance windows, impairments, spare GPUs ----------------
+
+
+def gpu_broken(gpu: Composable) -> Composed:
+    """`gpu` cannot work now, by an open flag on it: missing from its exporter, AMD's
+    uncorrectable memory errors (RAS), or an XID of the fatal set. Parameters: `broken_kinds`,
+    `xid` and `fatal_xids`. The impairment sync and the choice of spares read this one rule."""
+    return SQL(
+        """EXISTS (
+      SELECT 1 FROM telemetry_flag bf
+      WHERE bf.gpu_id = {gpu} AND bf.closed_at IS NULL
+        AND (bf.kind = ANY(%(broken_kinds)s)
+             OR (bf.kind = %(xid)s AND bf.code = ANY(%(fatal_xids)s))))"""
+    ).format(gpu=gpu)
+
+
+# Nodes that could take GPUs over for [starts_at, ends_at): of the model and region (a cluster
+# member: of its network group, whole nodes only), in service and answering, with `count`
+# GPUs that are free for the window, working and not `exclude`d; the fullest first, as
+# placement packs. `not_nodes`: nodes to pass over (the allocation's own, when it moves away).
+SPARE_NODES = (
+    SQL(
+        """
+SELECT n.id
+FROM catalog_node n JOIN catalog_gpu g ON g.node_id = n.id
+WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.region_id = %(region)s
+  AND n.id <> ALL(%(not_nodes)s) AND n.health <> ALL(%(down)s)
+  AND (%(group)s = '' OR n.network_group = %(group)s)
+  AND g.id <> ALL(%(exclude)s) AND {free} AND NOT {broken}
+GROUP BY n.id
+HAVING count(*) >= %(count)s AND (NOT %(whole)s OR count(*) = n.gpu_count)
+ORDER BY count(*), n.id
+"""
+    )
+    .format(free=gpu_free(_G_ID, **_WINDOW), broken=gpu_broken(_G_ID))
+    .as_string()
+)
+
+# The GPUs of one (locked) node that are free for [starts_at, ends_at), working and not
+# `exclude`d, by index: what a replacement or a move takes.
+SPARE_GPUS = (
+    SQL(
+        """
+SELECT g.id, g.node_id, g.index, g.uuid FROM catalog_gpu g
+WHERE g.node_id = %(node)s AND g.id <> ALL(%(exclude)s) AND {free} AND NOT {broken}
+ORDER BY g.index
+"""
+    )
+    .format(free=gpu_free(_G_ID, **_WINDOW), broken=gpu_broken(_G_ID))
+    .as_string()
+)

@@ -18,6 +18,7 @@ from core.dates import when_text
 from core.money import money_text
 from rentals.access import connection_details, tenant_login
 from rentals.models import (
+    MAINTENANCE_NOTICES,
     RECEIPTS,
     LedgerEntry,
     LedgerReason,
@@ -143,6 +144,10 @@ def notice_subject(notice: Notice) -> str:
         return _("Your stopped AnchorGPU allocation is still being paid for")
     if notice.kind == NoticeKind.ACCESS_READY:
         return _("Your AnchorGPU GPUs are ready: %(count)s × %(model)s") % facts
+    if notice.kind == NoticeKind.MAINTENANCE_MOVED:
+        return _("Maintenance: your AnchorGPU allocation moved to other GPUs")
+    if notice.kind == NoticeKind.MAINTENANCE_CANCELLED:
+        return _("Maintenance: your AnchorGPU booking was cancelled and refunded")
     return _("Your AnchorGPU allocation ends at %(at)s") % {"at": when_text(notice.ends_at)}
 
 
@@ -168,6 +173,8 @@ def notice_text(notice: Notice) -> str:
             "Your %(count)s × %(model)s allocation on %(node)s is ready to log in to with "
             "the SSH keys you chose: %(command)s (paid until %(at)s)."
         ) % {**facts, "node": allocation.node.hostname, "command": details["ssh_command"]}
+    if notice.kind in MAINTENANCE_NOTICES:
+        return _maintenance_text(notice, facts)
     if notice.kind != NoticeKind.STOPPED_WHILE_PAID and allocation.cluster_id:
         return _(
             "Your cluster of %(nodes)s × %(model)s nodes (%(count)s GPUs) is paid until "
@@ -186,6 +193,33 @@ def notice_text(notice: Notice) -> str:
         _(
             "Your %(count)s × %(model)s allocation's paid period ends at "
             "%(at)s. Extend it before then to keep the same GPUs."
+        )
+        % facts
+    )
+
+
+def _maintenance_text(notice: Notice, facts: dict) -> str:
+    """What a maintenance window did to the allocation, with the window's times and reason."""
+    window = notice.maintenance
+    facts = {
+        **facts, "from": when_text(window.starts_at), "until": when_text(window.ends_at),
+        "reason": window.reason, "node": notice.allocation.node.hostname,
+    }  # fmt: skip
+    if notice.kind == NoticeKind.MAINTENANCE_CANCELLED:
+        return (
+            _(
+                "Maintenance from %(from)s to %(until)s (%(reason)s) takes the GPUs your "
+                "%(count)s × %(model)s booking was to use, so it was cancelled before its start "
+                "and refunded in full."
+            )
+            % facts
+        )
+    return (
+        _(
+            "Maintenance from %(from)s to %(until)s (%(reason)s) takes GPUs your %(count)s × "
+            "%(model)s allocation held, so it was moved to equivalent GPUs on %(node)s, with "
+            "the same paid period (until %(at)s) and price. If it was running, log in again: "
+            "the ssh command on its page names the node."
         )
         % facts
     )

@@ -7,6 +7,7 @@ world, answers 200 with the body its schema describes."""
 import pytest
 import schemathesis
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, transaction
@@ -32,6 +33,7 @@ from telemetry.models import SEVERITY, Flag, FlagKind
 from tests.accounts.test_ssh_keys import ed25519_key, public_line
 from tests.catalog.factories import catalog_setup
 from tests.rentals.helpers import book
+from tests.rentals.provider import OPERATIONS
 from webhooks.models import WebhookEndpoint
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
@@ -149,8 +151,10 @@ def test_api_never_errors_and_documents_every_status(case, two_users, owner):
 
 
 def _staff_and_flags(user_model) -> dict:
-    """In a world with a fleet: a staff member's token and one open flag of each kind."""
+    """In a world with a fleet: a staff member's token (with the operator permissions) and
+    one open flag of each kind."""
     staff = user_model.objects.create_user("fuzz-staff", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename__in=OPERATIONS))
     now, gpu = timezone.now(), Gpu.objects.select_related("node").first()
     flags = [
         Flag.objects.create(
@@ -168,7 +172,7 @@ def staff_fleet(two_users, django_user_model):
     return _staff_and_flags(django_user_model)
 
 
-@schema.include(path_regex=r"^/api/v1/(flags|nodes|usage)/").parametrize()
+@schema.include(path_regex=r"^/api/v1/(flags|nodes|usage|maintenance)/").parametrize()
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 def test_staff_endpoints_never_error_for_staff(case, staff_fleet):
     """The staff-only operations, fuzzed as staff (the test above reaches them only as a
@@ -180,7 +184,10 @@ def test_staff_endpoints_never_error_for_staff(case, staff_fleet):
 
 
 GET_PATHS = sorted(path for path, item in schema.raw_schema["paths"].items() if "get" in item)
-STAFF_PATHS = ("/api/v1/flags/", "/api/v1/nodes/", "/api/v1/usage/")
+STAFF_PATHS = (
+    "/api/v1/flags/", "/api/v1/nodes/", "/api/v1/usage/", "/api/v1/prometheus/",
+    "/api/v1/maintenance/",
+)  # fmt: skip
 AGENT_PATHS = ("/api/v1/agent/",)
 QUERIES = {"/api/v1/availability/": {"gpu_model": "h100"}}
 

@@ -9,7 +9,14 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from core.money import quantize
 from rentals.access import connection_details, tenant_login
-from rentals.models import Allocation, AllocationEvent, EventKind, Notice, NoticeKind
+from rentals.models import (
+    MAINTENANCE_NOTICES,
+    Allocation,
+    AllocationEvent,
+    EventKind,
+    Notice,
+    NoticeKind,
+)
 from webhooks.models import EventType
 
 
@@ -47,6 +54,7 @@ _BY_KIND = {
     EventKind.EXPIRE: EventType.EXPIRED,
     EventKind.ACCESS_GRANTED: EventType.ACCESS_READY,
     EventKind.ACCESS_REVOKED: EventType.ACCESS_REVOKED,
+    EventKind.MOVE: EventType.MOVED,
 }
 
 
@@ -76,12 +84,25 @@ def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
             kind = _BY_KIND[event.kind]
             if event.kind == EventKind.ACCESS_GRANTED:
                 data["access"] = connection_details(allocation.node, tenant_login(allocation.pk))
+            if event.kind in _SWAPS:  # the GPUs it holds now, and where to log in
+                data["gpus"] = _gpus_now(allocation)
+                data["access"] = connection_details(allocation.node, tenant_login(allocation.pk))
         else:  # a change with no message of its own (SSH keys chosen)
             continue
         messages.append(
             Message(allocation.team_id, kind, f"evt_{event.pk}", body_text(kind, event.at, data))
         )
     return messages
+
+
+_SWAPS = (EventKind.MOVE,)
+
+
+def _gpus_now(allocation: Allocation) -> list[dict]:
+    return [
+        {"uuid": h.gpu.uuid, "index": h.gpu.index}
+        for h in allocation.held.select_related("gpu").filter(ends_at=allocation.paid_until)
+    ]
 
 
 def _booking_message(allocation: Allocation, at: datetime) -> Message:
@@ -103,31 +124,37 @@ def _booking_message(allocation: Allocation, at: datetime) -> Message:
 
 
 def from_notices(notice_ids: list[int], *, team_ids: set[int]) -> list[Message]:
-    """`allocation.expiring` for the 24 h and 1 h warnings (the moments of the notices)."""
+    """`allocation.expiring` for the 24 h and 1 h warnings (the moments of the notices), and
+    `allocation.maintenance` for what a maintenance window did to an allocation."""
     notices = (
         Notice.objects.filter(
             pk__in=notice_ids,
-            kind__in=[NoticeKind.EXPIRY_24H, NoticeKind.EXPIRY_1H],
+            kind__in=[NoticeKind.EXPIRY_24H, NoticeKind.EXPIRY_1H, *MAINTENANCE_NOTICES],
             allocation__team_id__in=team_ids,
         )
-        .select_related("allocation__gpu_model", "allocation__node__region")
+        .select_related("allocation__gpu_model", "allocation__node__region", "maintenance")
         .order_by("id")
     )
-    kind = EventType.EXPIRING
-    return [
-        Message(
-            n.allocation.team_id,
-            kind,
-            f"ntc_{n.pk}",
-            body_text(
-                kind,
-                n.created_at,
-                {
-                    "allocation": allocation_data(n.allocation),
-                    "ends_at": n.ends_at,
-                    "within": "24h" if n.kind == NoticeKind.EXPIRY_24H else "1h",
-                },
-            ),
-        )  # fmt: skip
-        for n in notices
-    ]
+    return [_notice_message(n) for n in notices]
+
+
+def _notice_message(notice: Notice) -> Message:
+    data = {"allocation": allocation_data(notice.allocation)}
+    if notice.kind in MAINTENANCE_NOTICES:
+        kind, window = EventType.MAINTENANCE, notice.maintenance
+        moved = notice.kind == NoticeKind.MAINTENANCE_MOVED
+        data["action"] = "moved" if moved else "cancelled"
+        data["maintenance"] = {
+            "id": window.pk, "starts_at": window.starts_at, "ends_at": window.ends_at,
+            "reason": window.reason,
+        }  # fmt: skip
+        if moved:
+            data["gpus"] = _gpus_now(notice.allocation)
+    else:
+        kind = EventType.EXPIRING
+        data["ends_at"] = notice.ends_at
+        data["within"] = "24h" if notice.kind == NoticeKind.EXPIRY_24H else "1h"
+    return Message(
+        notice.allocation.team_id, kind, f"ntc_{notice.pk}",
+        body_text(kind, notice.created_at, data),
+    )  # fmt: skip

@@ -25,6 +25,11 @@ class EventType(models.TextChoices):
     EXTENDED = "allocation.extended", _("an allocation was extended")
     ACCESS_READY = "allocation.access_ready", _("the node lets the allocation's keys in")
     ACCESS_REVOKED = "allocation.access_revoked", _("the node took the allocation's access away")
+    MAINTENANCE = (
+        "allocation.maintenance",
+        _("a maintenance window moved an allocation to other GPUs or cancelled it"),
+    )
+    MOVED = "allocation.moved", _("an allocation's GPUs were swapped for equivalent ones")
 
 
 TEST_EVENT = "webhook.test"

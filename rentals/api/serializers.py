@@ -290,7 +290,10 @@ class AllocationSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.hostname", read_only=True)
     region = serializers.CharField(source="node.region.slug", read_only=True)
     owner = serializers.CharField(source="user.username", read_only=True)
-    gpus = GpuRefSerializer(source="held", many=True, read_only=True)
+    gpus = GpuRefSerializer(
+        source="current_holdings", many=True, read_only=True,
+        help_text="the GPUs it holds now (a replacement or a move swaps them: see `events`)",
+    )  # fmt: skip
     events = EventSerializer(many=True, read_only=True)
     cluster = serializers.UUIDField(source="cluster_id", read_only=True, allow_null=True)
     access = serializers.SerializerMethodField()

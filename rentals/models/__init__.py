@@ -10,11 +10,13 @@ from rentals.models.allocations import (
 )
 from rentals.models.idempotency import IdempotencyKey
 from rentals.models.ledger import LedgerEntry, LedgerKind, LedgerReason
-from rentals.models.notices import RECEIPTS, Notice, NoticeKind
+from rentals.models.maintenance import MaintenanceWindow
+from rentals.models.notices import MAINTENANCE_NOTICES, RECEIPTS, Notice, NoticeKind
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
 
 __all__ = [
     "LIVE_STATES",
+    "MAINTENANCE_NOTICES",
     "Allocation",
     "AllocationEvent",
     "AllocationGpu",
@@ -26,6 +28,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerKind",
     "LedgerReason",
+    "MaintenanceWindow",
     "Notice",
     "RECEIPTS",
     "NoticeKind",

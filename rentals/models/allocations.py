@@ -113,6 +113,12 @@ class Allocation(models.Model):
     def is_live(self):
         return self.state in LIVE_STATES
 
+    @property
+    def current_holdings(self) -> list["AllocationGpu"]:
+        """The holdings of the GPUs it has now: those that run to paid_until (a replacement
+        or a move ended the others at its swap), read from `held` (prefetched where listed)."""
+        return [h for h in self.held.all() if h.ends_at == self.paid_until]
+
 
 class Int8Range(Func):
     function = "int8range"
@@ -125,13 +131,23 @@ class TsTzRange(Func):
 
 
 class AllocationGpu(models.Model):
-    """One GPU held by an allocation for [starts_at, ends_at): the row the exclusion guards.
+    """One GPU held for [starts_at, ends_at) by an allocation or by a maintenance window: the
+    row the exclusion guards, so a booking and a window never hold a GPU at the same time,
+    whichever commits first, and every free-window read (`rentals.sql.gpu_free`) sees both.
 
     `int8range(gpu_id, gpu_id, '[]') WITH =` needs no btree_gist, which the embedded
-    PostgreSQL lacks. A cancelled allocation releases its rows, freeing the time.
+    PostgreSQL lacks. A cancelled allocation releases its rows, freeing the time. A GPU swap
+    (a replacement, a move for maintenance) ends the old row at the swap and adds the new one
+    up to paid_until, so an allocation's rows are its GPUs over time.
     """
 
-    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="held")
+    allocation = models.ForeignKey(
+        Allocation, null=True, blank=True, on_delete=models.CASCADE, related_name="held"
+    )
+    maintenance = models.ForeignKey(
+        "rentals.MaintenanceWindow", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="held",
+    )  # fmt: skip
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="held")
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
@@ -145,6 +161,14 @@ class AllocationGpu(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["allocation", "gpu"], name="rentals_allocationgpu_once"
+            ),
+            models.UniqueConstraint(
+                fields=["maintenance", "gpu"], name="rentals_allocationgpu_once_per_window"
+            ),
+            models.CheckConstraint(
+                condition=Q(allocation__isnull=False, maintenance__isnull=True)
+                | Q(allocation__isnull=True, maintenance__isnull=False),
+                name="rentals_allocationgpu_one_holder",
             ),
             ExclusionConstraint(
                 name="rentals_allocationgpu_no_overlap",
@@ -174,6 +198,7 @@ class EventKind(models.TextChoices):
     KEYS = "keys", _("SSH keys changed")
     ACCESS_GRANTED = "access_granted", _("access granted on the node")
     ACCESS_REVOKED = "access_revoked", _("access revoked on the node")
+    MOVE = "move", _("moved to other GPUs for maintenance")
 
 
 class AllocationEvent(models.Model):

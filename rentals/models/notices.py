@@ -19,9 +19,13 @@ class NoticeKind(models.TextChoices):
     EXTENDED = "extended", _("extension confirmed")
     WEBHOOK_DISABLED = "webhook_off", _("webhook endpoint disabled")
     ACCESS_READY = "access_ready", _("GPUs ready to log in to")
+    MAINTENANCE_MOVED = "maint_moved", _("moved for maintenance")
+    MAINTENANCE_CANCELLED = "maint_cancelled", _("cancelled for maintenance")
 
 
 RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED)
+# A maintenance window's notices: one per window and allocation, naming the window.
+MAINTENANCE_NOTICES = (NoticeKind.MAINTENANCE_MOVED, NoticeKind.MAINTENANCE_CANCELLED)
 
 
 class Notice(models.Model):
@@ -46,12 +50,29 @@ class Notice(models.Model):
     quote = models.ForeignKey(
         "rentals.Quote", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
+    # A maintenance notice's window: its times and reason are the notice's words.
+    maintenance = models.ForeignKey(
+        "rentals.MaintenanceWindow", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="+",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["allocation", "kind", "ends_at"], name="rentals_notice_once"
+                fields=["allocation", "kind", "ends_at"],
+                condition=Q(maintenance__isnull=True),
+                name="rentals_notice_once",
+            ),
+            models.UniqueConstraint(
+                fields=["maintenance", "allocation", "kind"],
+                condition=Q(maintenance__isnull=False),
+                name="rentals_notice_once_per_window",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=MAINTENANCE_NOTICES, maintenance__isnull=False)
+                | (~Q(kind__in=MAINTENANCE_NOTICES) & Q(maintenance__isnull=True)),
+                name="rentals_notice_maintenance_names_its_window",
             ),
             choices_check("kind", NoticeKind, name="rentals_notice_kind_valid"),
             models.CheckConstraint(

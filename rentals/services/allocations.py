@@ -112,6 +112,14 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
         raise InvalidTransition(
             _("Only a scheduled allocation can be cancelled before it starts; stop it instead.")
         )
+    members_cancel(members, actor=acting.user, now=now)
+    return next(m for m in members if m.pk == allocation.pk)
+
+
+def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:
+    """Cancel these scheduled allocations (one, or a cluster's every node; their rows locked)
+    and refund every charge in full, inside the caller's transaction: the owner's cancel
+    and a maintenance window's alike."""
     Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
         state=AllocationState.CANCELLED
     )
@@ -125,7 +133,7 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
     LedgerEntry.objects.bulk_create(
         LedgerEntry(
             team=members[0].team,
-            user=acting.user,
+            user=actor,
             allocation_id=row["allocation_id"],
             kind=LedgerKind.REFUND,
             amount=row["total"],
@@ -140,12 +148,11 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
     events_record(
         members,
         kind=EventKind.CANCEL,
-        actor=acting.user,
+        actor=actor,
         from_state=AllocationState.SCHEDULED,
         to_state=AllocationState.CANCELLED,
         at=now,
     )
-    return next(m for m in members if m.pk == allocation.pk)
 
 
 def _period_count_check(period_count) -> None:
@@ -156,7 +163,7 @@ def _period_count_check(period_count) -> None:
 def _next_slot_taken(members: list[Allocation], until: datetime) -> list[Gpu]:
     """The members' GPUs that someone else holds between their paid_until and `until`."""
     return list(
-        Gpu.objects.filter(held__allocation__in=members)
+        Gpu.objects.filter(held__allocation__in=members, held__ends_at=members[0].paid_until)
         .filter(
             Exists(
                 holdings_overlapping(starts_at=members[0].paid_until, ends_at=until)
@@ -193,6 +200,12 @@ def _members_locked(allocation: Allocation, acting: Acting) -> list[Allocation]:
     if cluster_id is None:
         return [_locked(allocation, acting)]
     return _members(Allocation(pk=allocation.pk, cluster_id=cluster_id), lock=True)
+
+
+def members_locked(allocation: Allocation) -> list[Allocation]:
+    """The allocation, or every allocation of its cluster, row-locked in id order, the one
+    carrying the booking charge first: for operators, who act for no team."""
+    return _members(allocation, lock=True)
 
 
 def _members(allocation: Allocation, *, lock=False) -> list[Allocation]:
@@ -326,8 +339,11 @@ def _extension_write(acting, members: list[Allocation], quote: Quote, now) -> No
     old_until, new_until = lead.paid_until, quote.paid_until
     try:
         with savepoint():
-            # One statement for every node: the exclusion constraint takes all or none.
-            AllocationGpu.objects.filter(allocation__in=members).update(ends_at=new_until)
+            # One statement for every node: the exclusion constraint takes all or none. Only
+            # the GPUs they hold now (a replacement ended the others at its swap).
+            AllocationGpu.objects.filter(allocation__in=members, ends_at=old_until).update(
+                ends_at=new_until
+            )
     except IntegrityError as exc:
         raise_if_lost_race(exc)
         raise
