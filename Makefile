@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint fmt venv chromium gettext openssh clean manage
+.PHONY: run test bench lint fmt venv chromium gettext openssh engines clean manage
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is needed (python3 --version)"; exit 1; }
@@ -40,6 +40,14 @@ openssh:
 	@[ "$$(id -u)" != 0 ] || test -x /usr/sbin/sshd || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
 
+# Prometheus and VictoriaMetrics (Debian's): the remote telemetry source's tests and benchmark
+# run both real engines on loopback, scraping the simulator through our SD endpoint.
+engines:
+	@command -v prometheus >/dev/null && command -v victoria-metrics >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends prometheus victoria-metrics >/dev/null; }
+
 run: venv
 	$(PY) -m anchorgpu.launcher run
 
@@ -50,7 +58,7 @@ run: venv
 # first's. PYTEST_ARGS goes to both; a pass it leaves empty (pytest's status 5) is no
 # failure.
 TEST_WORKERS ?= auto
-test: venv chromium gettext openssh
+test: venv chromium gettext openssh engines
 	@mkdir -p test-artifacts
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
 	  pass() { $(PY) -m pytest "$$@" $(PYTEST_ARGS); rc=$$?; [ $$rc = 5 ] && return 0; return $$rc; }; \
@@ -59,7 +67,7 @@ test: venv chromium gettext openssh
 	  wait $$slow; serial=$$?; echo; echo "== the tests that start servers of their own"; \
 	  cat test-artifacts/slow-tests.log; [ $$parallel = 0 ] && [ $$serial = 0 ]'
 
-bench: venv
+bench: venv engines
 	$(PY) -m anchorgpu.launcher exec -- $(PY) -m pytest -m perf -s tests/perf $(PYTEST_ARGS)
 
 # A management command on the embedded servers (or DATABASE_URL / REDIS_URL when set):

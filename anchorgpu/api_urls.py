@@ -65,6 +65,11 @@ urlpatterns = [
     ),
     path("agent/state/", agent.AgentStateApi.as_view(), name="api-agent-state"),
     path("agent/report/", agent.AgentReportApi.as_view(), name="api-agent-report"),
+    path(
+        "prometheus/targets",
+        telemetry.PrometheusTargetsApi.as_view(),
+        name="api-prometheus-targets",
+    ),
     path("flags/", telemetry.FlagListApi.as_view(), name="api-flags"),
     path(
         "flags/<int:pk>/acknowledge/",
@@ -135,12 +140,12 @@ urlpatterns = [
         clusters.ClusterExtensionQuoteApi.as_view(),
         name="api-cluster-extension-quotes",
     ),
+    path("maintenance/", maintenance.MaintenanceListApi.as_view(), name="api-maintenance"),
     path("ledger/", ledger.LedgerListApi.as_view(), name="api-ledger"),
     path("ledger/csv/", ledger.LedgerCsvApi.as_view(), name="api-ledger-csv"),
     path("webhooks/endpoints/", webhooks.EndpointListApi.as_view(), name="api-webhooks"),
     path(
         "webhooks/endpoints/<uuid:pk>/",
-    path("maintenance/", maintenance.MaintenanceListApi.as_view(), name="api-maintenance"),
         webhooks.EndpointDetailApi.as_view(),
         name="api-webhook",
     ),

@@ -24,7 +24,7 @@ from catalog.models import Gpu, Node, NodeState
 from rentals.models import Allocation, LedgerEntry, LedgerKind
 from rentals.selectors import holdings_at
 from telemetry.agents import agent_silent_after
-from telemetry.models import Flag, GpuSample, NodeAgent, Poll, PollOutcome
+from telemetry.models import Flag, FlagKind, GpuSample, IngestMark, NodeAgent, Poll, PollOutcome
 
 RECENT = timedelta(minutes=5)
 QUEUES = ("celery",)
@@ -40,6 +40,7 @@ class ConsoleCollector:
         yield from self._money()
         yield from self._polls(now)
         yield from self._agents(now)
+        yield from self._engine(now)
         yield from self._queues()
 
     @staticmethod
@@ -69,6 +70,30 @@ class ConsoleCollector:
         if counts["oldest"] is not None:
             oldest.add_metric([], (now - counts["oldest"]).total_seconds())
         yield oldest
+
+    @staticmethod
+    def _engine(now):
+        """With TELEMETRY_SOURCE=prometheus: whether the operator's engine answers, and how
+        far behind now the least ingested node's samples are."""
+        if settings.ANCHORGPU["TELEMETRY_SOURCE"] != "prometheus":
+            return
+        up = GaugeMetricFamily(
+            "anchorgpu_telemetry_engine_up",
+            "1 while the telemetry engine (PROMETHEUS_URL) answers, 0 while its flag is open",
+        )
+        down = Flag.objects.filter(kind=FlagKind.ENGINE_UNREACHABLE, closed_at__isnull=True)
+        up.add_metric([], 0 if down.exists() else 1)
+        yield up
+        lag = GaugeMetricFamily(
+            "anchorgpu_telemetry_ingest_lag_seconds",
+            "Seconds between now and the least ingested active node's mark",
+        )
+        oldest = IngestMark.objects.filter(node__state=NodeState.ACTIVE).aggregate(
+            oldest=Min("ingested_until")
+        )["oldest"]
+        if oldest is not None:
+            lag.add_metric([], (now - oldest).total_seconds())
+        yield lag
 
     @staticmethod
     def _fleet(now):

@@ -14,7 +14,7 @@ def beat_schedule():
     conf = settings.ANCHORGPU
     enforce = conf["ENFORCE_INTERVAL"]
     poll = conf["POLL_INTERVAL"]
-    return {
+    schedule = {
         "enforce-allocations": {
             "task": "rentals.tasks.allocations_enforce_task",
             "schedule": timedelta(seconds=enforce),
@@ -71,3 +71,10 @@ def beat_schedule():
             "options": {"expires": 3600},
         },
     }
+    if conf["TELEMETRY_SOURCE"] == "prometheus":  # the closed minutes from the operator's engine
+        schedule["ingest-telemetry"] = {
+            "task": "telemetry.tasks.telemetry_ingest_task",
+            "schedule": timedelta(minutes=1),
+            "options": {"expires": 60},
+        }
+    return schedule

@@ -29,6 +29,20 @@ class AgentCredentialScheme(OpenApiAuthenticationExtension):
         }
 
 
+class PrometheusSdSecretScheme(OpenApiAuthenticationExtension):
+    target_class = "telemetry.api.views.SdSecretAuthentication"
+    name = "prometheusSdSecret"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "PROMETHEUS_SD_TOKEN, for the operator's Prometheus or "
+            "VictoriaMetrics reading the targets (`authorization: {type: Bearer, credentials}` "
+            "in its `http_sd_configs`).",
+        }
+
+
 PROBLEM_SCHEMA = {
     "type": "object",
     "description": "RFC 9457 problem details",

@@ -334,6 +334,9 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "telemetry.tasks.nodes_poll_task": {"queue": "poll"},
     "telemetry.tasks.nodes_poll_shard_task": {"queue": "poll"},
+    "telemetry.tasks.nodes_remote_poll_shard_task": {"queue": "poll"},
+    "telemetry.tasks.telemetry_ingest_task": {"queue": "poll"},
+    "telemetry.tasks.telemetry_ingest_shard_task": {"queue": "poll"},
 }
 WORKER_QUEUES = ["default", "poll"]
 CELERY_TASK_ALWAYS_EAGER = False
@@ -362,7 +365,13 @@ ANCHORGPU = {
     "STALE_AFTER_POLLS": _read("STALE_AFTER_POLLS", "int", default=4),
     # A node agent that has not asked for its state this long gets a flag (it asks every 10 s).
     "AGENT_SILENT_SECONDS": _read("AGENT_SILENT_SECONDS", "int", default=60),
-    "RAW_RETENTION": timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7)),
+    # Hours, where set, instead of days: with TELEMETRY_SOURCE=prometheus the engine keeps
+    # the raw history, and PostgreSQL needs raw samples only until they are rolled up.
+    "RAW_RETENTION": (
+        timedelta(hours=_read("TELEMETRY_RAW_RETENTION_HOURS", "float"))
+        if env.str("TELEMETRY_RAW_RETENTION_HOURS", default="")
+        else timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7))
+    ),
     "PARTITIONS_AHEAD_DAYS": _read("TELEMETRY_PARTITIONS_AHEAD_DAYS", "int", default=3),
     "ROLLUP_RETENTION": timedelta(
         days=_read("TELEMETRY_ROLLUP_RETENTION_DAYS", "int", default=400)
@@ -373,10 +382,52 @@ ANCHORGPU = {
     # A bearer secret for Prometheus at /metrics (staff API tokens work too); empty: none.
     "METRICS_TOKEN": _read("METRICS_TOKEN", "str", default=""),
     "ACTIVE_UTILISATION_PCT": _read("ACTIVE_UTILISATION_PCT", "float", default=5.0),
+    # Where telemetry comes from: our own poller (`embedded`), or the operator's Prometheus,
+    # VictoriaMetrics or Mimir (`prometheus`), read over its HTTP API (telemetry/remote.py).
+    "TELEMETRY_SOURCE": _read("TELEMETRY_SOURCE", "str", default="embedded"),
+    "PROMETHEUS": {
+        # The API's base: http://prometheus:9090, http://vmselect:8481/select/0/prometheus,
+        # http://mimir:8080/prometheus (…/api/v1/query is appended).
+        "URL": _read("PROMETHEUS_URL", "str", default="").rstrip("/"),
+        "BEARER_TOKEN": _read("PROMETHEUS_BEARER_TOKEN", "str", default=""),
+        "USERNAME": _read("PROMETHEUS_USERNAME", "str", default=""),
+        "PASSWORD": _read("PROMETHEUS_PASSWORD", "str", default=""),
+        "TENANT": _read("PROMETHEUS_TENANT", "str", default=""),  # X-Scope-OrgID (Mimir)
+        "TLS_VERIFY": _read("PROMETHEUS_TLS_VERIFY", "bool", default=True),
+        "CA_FILE": _read("PROMETHEUS_CA_FILE", "str", default=""),
+        "TIMEOUT": _read("PROMETHEUS_TIMEOUT_SECONDS", "float", default=10.0),
+        # The target label that holds a node's hostname: our SD endpoint sets anchorgpu_node;
+        # an operator who scrapes its nodes itself names its own label.
+        "NODE_LABEL": _read("PROMETHEUS_NODE_LABEL", "str", default="anchorgpu_node"),
+        # A high-availability pair's replica label (one replica's samples are kept per node).
+        "REPLICA_LABEL": _read("PROMETHEUS_REPLICA_LABEL", "str", default=""),
+        # How far behind now the engine's data is complete (VictoriaMetrics hides the newest
+        # 30 s; remote write arrives late): minutes are ingested once this long past.
+        "LAG": _read("PROMETHEUS_LAG_SECONDS", "float", default=45.0),
+        "REPULL_MINUTES": _read("PROMETHEUS_REPULL_MINUTES", "int", default=3),
+        "CATCHUP_MINUTES": _read("PROMETHEUS_CATCHUP_MINUTES", "int", default=30),
+        # The live path reads the newest scrape within this window (≥ the scrape interval).
+        "LIVE_WINDOW": _read("PROMETHEUS_LIVE_WINDOW_SECONDS", "float", default=30.0),
+        # A bearer secret for the engine's http_sd_configs (staff API tokens work too).
+        "SD_TOKEN": _read("PROMETHEUS_SD_TOKEN", "str", default=""),
+    },
     "API_TOKEN_LIFETIME": timedelta(days=_read("API_TOKEN_DAYS", "int", default=90)),
     "API_TOKENS_MAX": _read("API_TOKENS_MAX", "int", default=20),
     "NOTICE_STOPPED_HOURS": _read("NOTICE_STOPPED_HOURS", "float", default=24.0),
     "NOTICE_RETRY_SECONDS": _read("NOTICE_RETRY_SECONDS", "float", default=30.0),
+    # When the provider fails (issue 27): NVIDIA's XIDs that mean a GPU cannot work until it is
+    # reset (48 double-bit ECC, 79 fallen off the bus, 94/95 ECC, 119/120 GSP); how long a
+    # node may stay unreachable or stale before its allocations are impaired; whether an
+    # impaired allocation is moved to a spare by itself; how far ahead a maintenance window
+    # that moves or cancels bookings must be scheduled (their owners hear of it at once).
+    "FATAL_XIDS": [
+        int(x) for x in _read("FATAL_XIDS", "list", default=["48", "79", "94", "95", "119", "120"])
+    ],  # fmt: skip
+    "IMPAIRED_NODE_AFTER": timedelta(
+        seconds=_read("IMPAIRED_NODE_AFTER_SECONDS", "float", default=120.0)
+    ),
+    "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
+    "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
     # Webhooks: http and loopback/private receivers only where an operator allows them.
     "WEBHOOK_ALLOW_PRIVATE_URLS": _read("WEBHOOK_ALLOW_PRIVATE_URLS", "bool", default=False),
@@ -395,6 +446,16 @@ ANCHORGPU = {
     ),
 }
 
+if ANCHORGPU["TELEMETRY_SOURCE"] not in ("embedded", "prometheus"):
+    raise ImproperlyConfigured("TELEMETRY_SOURCE must be embedded or prometheus.")
+if ANCHORGPU["TELEMETRY_SOURCE"] == "prometheus" and not ANCHORGPU["PROMETHEUS"]["URL"].startswith(
+    ("http://", "https://")
+):
+    raise ImproperlyConfigured(
+        "PROMETHEUS_URL is not set: TELEMETRY_SOURCE=prometheus reads the engine's HTTP API "
+        "there (http://host:9090, …/select/0/prometheus, …/prometheus)."
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -402,16 +463,3 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": _read("LOG_LEVEL", "str", default="INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
-    # When the provider fails (issue 27): NVIDIA's XIDs that mean a GPU cannot work until it is
-    # reset (48 double-bit ECC, 79 fallen off the bus, 94/95 ECC, 119/120 GSP); how long a
-    # node may stay unreachable or stale before its allocations are impaired; whether an
-    # impaired allocation is moved to a spare by itself; how far ahead a maintenance window
-    # that moves or cancels bookings must be scheduled (their owners hear of it at once).
-    "FATAL_XIDS": [
-        int(x) for x in _read("FATAL_XIDS", "list", default=["48", "79", "94", "95", "119", "120"])
-    ],  # fmt: skip
-    "IMPAIRED_NODE_AFTER": timedelta(
-        seconds=_read("IMPAIRED_NODE_AFTER_SECONDS", "float", default=120.0)
-    ),
-    "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
-    "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),

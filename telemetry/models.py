@@ -154,6 +154,7 @@ class FlagKind(models.TextChoices):
     GPU_MISSING = "gpu_missing", _("GPU missing from the exporter")
     NODE_UNREACHABLE = "node_unreachable", _("node cannot be polled")
     AGENT_SILENT = "agent_silent", _("node agent not heard from")
+    ENGINE_UNREACHABLE = "engine_unreachable", _("telemetry engine cannot be read")
     RAS = "ras", _("uncorrectable memory error (RAS)")
 
 
@@ -172,6 +173,9 @@ SEVERITY = {
     FlagKind.NODE_UNREACHABLE: Severity.CRITICAL,
     # A silent agent applies no stop and no key change (it still revokes at paid_until).
     FlagKind.AGENT_SILENT: Severity.CRITICAL,
+    # Nothing is ingested or judged while the operator's engine cannot be read (its minutes
+    # are caught up when it answers again); nodes keep the health they had.
+    FlagKind.ENGINE_UNREACHABLE: Severity.CRITICAL,
     # AMD's RAS: uncorrectable ECC errors since the driver loaded; the GPU needs a reset.
     FlagKind.RAS: Severity.CRITICAL,
 }
@@ -189,7 +193,10 @@ class Flag(models.Model):
     acknowledged XID closes (it is an event), while a condition that still holds stays open,
     marked as seen by staff. Never deleted: closed flags are the history."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="flags")
+    # No node: a flag on the telemetry source itself (the operator's engine).
+    node = models.ForeignKey(
+        Node, null=True, blank=True, on_delete=models.CASCADE, related_name="flags"
+    )
     gpu = models.ForeignKey(
         Gpu, null=True, blank=True, on_delete=models.CASCADE, related_name="flags"
     )
@@ -273,3 +280,25 @@ class NodeAgent(models.Model):
 
     def __str__(self):
         return f"agent of {self.node_id}"
+
+
+class IngestMark(models.Model):
+    """How far a node's samples have been ingested from the operator's engine
+    (TELEMETRY_SOURCE=prometheus): every minute before `ingested_until` is in the samples
+    table. A shard's minutes are replaced whole, so pulling one again changes nothing."""
+
+    node = models.OneToOneField(Node, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    ingested_until = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.node_id} until {self.ingested_until}"
+
+
+class SamplesRewritten(models.Model):
+    """Raw samples were replaced from `at` on (an ingest re-pulled minutes the rollups may
+    have read already): the next rollup run starts there. Taken and deleted by the rollup."""
+
+    at = models.DateTimeField()
+
+    def __str__(self):
+        return f"samples rewritten from {self.at}"

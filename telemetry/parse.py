@@ -234,9 +234,15 @@ class _Scan:
 
 
 def parse_dcgm(text: str) -> Scrape:
+    return dcgm_scrape(_families(text))
+
+
+def dcgm_scrape(families) -> Scrape:
+    """dcgm-exporter's families (each with `name` and `samples` of `labels` and `value`),
+    from a body or from a time-series engine's answer, read as one scrape."""
     scan = _Scan()
     problems = scan.problems
-    for family in _families(text):
+    for family in families:
         name = family.name
         known = name in DCGM_FIELDS or name in DCGM_FB or name == DCGM_ALT_UTIL
         if not known and not name.startswith("DCGM_"):
@@ -293,9 +299,14 @@ def amd_key(labels) -> str | None:
 
 
 def parse_amd(text: str, prefix: str = "") -> Scrape:
+    return amd_scrape(_families(text), prefix=prefix)
+
+
+def amd_scrape(families, prefix: str = "") -> Scrape:
+    """The AMD exporter's families, from a body or an engine's answer, as one scrape."""
     scan = _Scan()
     problems = scan.problems
-    for family in _families(text):
+    for family in families:
         name = family.name
         if prefix and name.startswith(prefix):
             name = name[len(prefix) :]
@@ -329,6 +340,27 @@ def parse_amd(text: str, prefix: str = "") -> Scrape:
 
 
 def parse_exporter(text: str, *, exporter: str, prefix: str = "") -> Scrape:
+    return families_scrape(_families(text), exporter=exporter, prefix=prefix)
+
+
+def families_scrape(families, *, exporter: str, prefix: str = "") -> Scrape:
+    """One scrape's families read by its exporter's reader: the one definition of what a
+    series means, whether the families came from a body we fetched or from an engine."""
     if exporter == "amd":
-        return parse_amd(text, prefix=prefix)
-    return parse_dcgm(text)
+        return amd_scrape(families, prefix=prefix)
+    return dcgm_scrape(families)
+
+
+class Family(NamedTuple):
+    """A family as an engine's answer gives it (the shape `_families` yields)."""
+
+    name: str
+    samples: list
+
+
+Sample = _Sample  # one sample of a Family: name, labels, value
+
+
+# The families each reader uses, for asking an engine for just those series.
+DCGM_FAMILIES = (*DCGM_FIELDS, *sorted(DCGM_FB), DCGM_ALT_UTIL)
+AMD_FAMILIES = (*AMD_FIELDS, *AMD_FALLBACKS)

@@ -144,6 +144,12 @@ def _outcome(node, gpus, fetched: Fetched) -> tuple[str, str, Scrape | None]:
     except Exception:  # whatever an exporter sends, it is that node's fault only
         logger.exception("parsing node %s", node.pk)
         return PollOutcome.MALFORMED, "the exporter's answer could not be read", None
+    return scrape_outcome(gpus, scrape)
+
+
+def scrape_outcome(gpus, scrape: Scrape) -> tuple[str, str, Scrape]:
+    """What a scrape that was read says of its node: no GPU families, GPUs missing, or ok
+    (whichever source the scrape came from: a body we fetched, or an engine's samples)."""
     if scrape.gpu_families == 0:
         return PollOutcome.DEGRADED, "exporter answered without GPU families", scrape
     missing = [g for g in gpus if reading_for(scrape, g) is None]
@@ -182,19 +188,37 @@ class NodePoll:
 
 def _node_poll(node, gpus, item: Fetched, *, now, stale_after) -> NodePoll:
     outcome, detail, scrape = _outcome(node, gpus, item)
-    readings = {}
-    samples = []
-    for gpu in gpus if scrape is not None else []:
+    return node_poll_of(
+        node, gpus, outcome, detail, scrape, item.duration_ms, now=now, stale_after=stale_after
+    )
+
+
+def scrape_samples(gpus, scrape: Scrape, at) -> tuple[dict[int, Reading], list[tuple]]:
+    """The readings of the node's GPUs in a scrape (by UUID or serial), and their rows of
+    SAMPLE_COLUMNS at `at`, for COPY (no model instances)."""
+    readings, samples = {}, []
+    for gpu in gpus:
         reading = reading_for(scrape, gpu)
         if reading is not None:
             readings[gpu.pk] = reading
-            samples.append(  # a row of SAMPLE_COLUMNS, for COPY (no model instances)
-                (gpu.pk, now, reading.utilization, reading.memory_used_mib,
+            samples.append(
+                (gpu.pk, at, reading.utilization, reading.memory_used_mib,
                  reading.memory_total_mib, reading.power_w, reading.temperature_c,
                  reading.energy_j, reading.xid)
             )  # fmt: skip
+    return readings, samples
+
+
+def node_poll_of(
+    node, gpus, outcome, detail, scrape, duration_ms, *, now, stale_after, seen_at=None
+) -> NodePoll:
+    """A node's poll row, samples, readings and health from what its exporter said.
+    `seen_at` is when the scrape was taken where that is not `now` (an engine's scrape):
+    the samples and the last good poll carry it."""
+    seen_at = seen_at or now
+    readings, samples = scrape_samples(gpus, scrape, seen_at) if scrape else ({}, [])
     good = outcome in (PollOutcome.OK, PollOutcome.DEGRADED) and scrape and scrape.readings
-    last_good = now if good else node.last_good_poll_at
+    last_good = seen_at if good else node.last_good_poll_at
     if outcome == PollOutcome.OK:
         health = NodeHealth.HEALTHY
     elif outcome == PollOutcome.DEGRADED:
@@ -206,7 +230,7 @@ def _node_poll(node, gpus, item: Fetched, *, now, stale_after) -> NodePoll:
     if health == NodeHealth.STALE:
         detail = f"no good poll since {last_good:%Y-%m-%d %H:%M:%S} UTC; last error: {detail}"
     poll = (  # a row of POLL_COLUMNS
-        node.pk, now, min(item.duration_ms, 2**31 - 1), outcome, detail[:2000],
+        node.pk, now, min(duration_ms, 2**31 - 1), outcome, detail[:2000],
         min(len(scrape.readings) if scrape else 0, 32767),
     )  # fmt: skip
     return NodePoll(poll, samples, readings, (node.pk, health, detail[:2000], last_good))
@@ -253,7 +277,7 @@ def _store(results: list[NodePoll], gpus_by_node, now):
     """One transaction: the polls, their samples, the nodes' health and the flags."""
     rows_copy("telemetry_poll", POLL_COLUMNS, POLL_TYPES, [r.poll for r in results])
     samples_copy([s for r in results for s in r.samples])
-    _update_health([r.health for r in results], now)
+    nodes_health_update([r.health for r in results], now)
     readings = {gpu: reading for r in results for gpu, reading in r.readings.items()}
     reading_flags_update(gpus_by_node, readings, now)
 
@@ -286,8 +310,9 @@ def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
     return {"nodes": len(results), "samples": sum(len(r.samples) for r in results)}
 
 
-def _update_health(updates, now):
-    """Every node's health in one statement, the values as four array parameters."""
+def nodes_health_update(updates, now):
+    """Every node's health in one statement, the values as four array parameters (rows of
+    (node id, health, detail, last good poll))."""
     if not updates:
         return
     ids, health, detail, last_good = (list(column) for column in zip(*updates, strict=True))

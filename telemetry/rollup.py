@@ -34,15 +34,27 @@ COARSER = (
 )  # fmt: skip
 
 
+BUCKET_START = {bucket: start for bucket, _source, start in COARSER}
+
+
+def _earliest(*ats):
+    present = [at for at in ats if at is not None]
+    return min(present) if present else None
+
+
 @transaction.atomic
 def telemetry_rollup(*, now: datetime | None = None) -> dict:
+    """Each level from its newest bucket on, or from the earliest minute an ingest rewrote
+    since the last run (`SamplesRewritten`: the remote source re-pulls minutes late)."""
     now = now or db_now()
     with connection.cursor() as cursor:
         cursor.execute(sql.ROLLUP_LOCK)
         if not cursor.fetchone()[0]:
             return {"minute": 0, "hour": 0, "day": 0, "skipped": True}
+        cursor.execute(sql.REWRITTEN_TAKE)
+        rewritten = cursor.fetchone()[0]
         counts = {}
-        since = _since("minute", GpuSample)
+        since = _earliest(_since("minute", GpuSample), rewritten)
         counts["minute"] = 0
         if since is not None:
             threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
@@ -52,7 +64,7 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
             )
             counts["minute"] = cursor.rowcount
         for bucket, source, start in COARSER:
-            since = _since(bucket, GpuRollup, {"bucket": source})
+            since = _earliest(_since(bucket, GpuRollup, {"bucket": source}), rewritten)
             counts[bucket] = 0
             if since is not None:
                 cursor.execute(
@@ -60,15 +72,16 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
                     {"bucket": bucket, "source": source, "since": start(since), "now": now},
                 )
                 counts[bucket] = cursor.rowcount
-    counts.update(fleet_rollups_refresh())
+    counts.update(fleet_rollups_refresh(rewritten=rewritten))
     return counts
 
 
 @transaction.atomic
-def fleet_rollups_refresh() -> dict:
+def fleet_rollups_refresh(*, rewritten: datetime | None = None) -> dict:
     """Bring the per model and region rollups up to the GPU rollups, from the newest bucket
-    they hold (rewritten: GPU rollups rewrite their newest bucket too) or, on a first run,
-    the oldest GPU rollup. Also called by whatever writes GPU rollups itself (the demo)."""
+    they hold (rewritten: GPU rollups rewrite their newest bucket too), or from `rewritten`
+    where that is earlier, or, on a first run, the oldest GPU rollup. Also called by
+    whatever writes GPU rollups itself (the demo)."""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     counts = {}
     with connection.cursor() as cursor:
@@ -77,6 +90,8 @@ def fleet_rollups_refresh() -> dict:
                 FleetRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
                 or GpuRollup.objects.filter(bucket=bucket).order_by("at").values_list("at", flat=True).first()
             )  # fmt: skip
+            if since is not None and rewritten is not None:
+                since = min(since, BUCKET_START[bucket](rewritten))
             counts[f"fleet_{bucket}"] = 0
             if since is None:
                 continue

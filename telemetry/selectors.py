@@ -2,10 +2,11 @@
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 
-from catalog.models import Gpu
+from catalog.models import Gpu, Node, NodeState
 from core.db import read_rows, reads_cursor
 from telemetry import sql
 from telemetry.models import Flag, FlagKind, FleetRollup, GpuRollup, GpuSample, Severity
@@ -278,3 +279,29 @@ def open_flag_rows(*, limit: int) -> list[dict]:
         row["kind_label"] = FlagKind(row["kind"]).label
         row["severity_label"] = Severity(row["severity"]).label
     return rows
+
+
+def prometheus_targets() -> list[dict]:
+    """The active nodes as `http_sd_configs` target groups, one per node: `__address__` from
+    its exporter URL, the path (and scheme) beside it, so one port can be many nodes; labels
+    name the node, its model and region (PROMETHEUS_NODE_LABEL carries the hostname)."""
+    node_label = settings.ANCHORGPU["PROMETHEUS"]["NODE_LABEL"]
+    groups = []
+    for hostname, url, model, region in (
+        Node.objects.filter(state=NodeState.ACTIVE)
+        .order_by("hostname")
+        .values_list("hostname", "telemetry_url", "gpu_model__slug", "region__slug")
+    ):
+        parts = urlsplit(url)
+        labels = {
+            "__metrics_path__": parts.path or "/metrics",
+            "__scheme__": parts.scheme,
+            "instance": hostname,
+            node_label: hostname,
+            "anchorgpu_model": model,
+            "anchorgpu_region": region,
+        }
+        for name, values in parse_qs(parts.query).items():
+            labels[f"__param_{name}"] = values[0]
+        groups.append({"targets": [parts.netloc], "labels": labels})
+    return groups

@@ -263,6 +263,8 @@ class Simulator:
         self.nodes: dict[str, SimNode] = {}
         self.faults: dict[str, str] = {}
         self.gone: dict[str, set[int]] = {}
+        # Every body served with 200 per hostname, where a test asks for them (`record()`).
+        self.served: dict[str, list[str]] | None = None
         self.xids: dict[str, dict[int, int]] = {}  # hostname → {GPU index: XID code}
         self.ras: dict[str, dict[int, int]] = {}  # hostname → {GPU index: uncorrectable errors}
         self._loaded_at = 0.0
@@ -378,7 +380,14 @@ class Simulator:
         if fault == "trickle":  # a byte now and then: each read is quick, the answer never is
             await self._send(writer, 200, body, per_byte_delay=0.2)
             return
+        if self.served is not None:
+            self.served.setdefault(hostname, []).append(body)
         await self._send(writer, 200, body)
+
+    def record(self) -> dict[str, list[str]]:
+        """From now on keep every exporter body served (a test reads what a scraper got)."""
+        self.served = {}
+        return self.served
 
     @staticmethod
     async def _send(writer, status, body, *, per_byte_delay=0.0, encoding=None):

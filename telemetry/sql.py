@@ -75,6 +75,38 @@ RETURNING id, at, gpus, reporting
 """
 
 
+# --- Ingest from the operator's engine (`telemetry.remote`) -----------------------------
+
+# A shard's minutes are replaced whole: its GPUs' samples in [start, end) go, and what the
+# engine holds for them is copied in after; pulling the same minutes again changes nothing.
+SAMPLES_REPLACE = """
+DELETE FROM telemetry_gpusample
+WHERE gpu_id = ANY(%(gpu_ids)s) AND at >= %(start)s AND at < %(end)s
+"""
+
+# The shard's nodes' marks, moved to `until` (never back), one statement for the shard.
+INGEST_MARKS_SET = """
+INSERT INTO telemetry_ingestmark (node_id, ingested_until)
+SELECT unnest(%(ids)s::bigint[]), %(until)s
+ON CONFLICT (node_id) DO UPDATE
+    SET ingested_until = greatest(telemetry_ingestmark.ingested_until, excluded.ingested_until)
+"""
+
+# The GPUs' newest sample at or after `since` (the live path writes only newer scrapes).
+NEWEST_SAMPLES = """
+SELECT gpu_id, max(at) FROM telemetry_gpusample
+WHERE gpu_id = ANY(%(gpu_ids)s) AND at >= %(since)s
+GROUP BY gpu_id
+"""
+
+# The earliest rewrite since the last rollup run, taken (deleted) by that run in its own
+# transaction: a rewrite committed meanwhile stays for the next run.
+REWRITTEN_TAKE = """
+WITH taken AS (DELETE FROM telemetry_samplesrewritten RETURNING at)
+SELECT min(at) FROM taken
+"""
+
+
 # --- Rollups ---------------------------------------------------------------------------
 
 # One rollup run at a time; a second one skips.
@@ -333,12 +365,13 @@ WHERE at >= %(start)s AND at <= %(end)s
 GROUP BY 1
 """
 
-# The newest open flags with their node's hostname and GPU's index.
+# The newest open flags with their node's hostname and GPU's index (a flag on the
+# telemetry engine has no node: an empty hostname).
 OPEN_FLAGS = """
 SELECT f.id, f.kind, f.severity, f.detail, f.opened_at, f.last_seen_at, f.acknowledged_at,
-       n.hostname AS node, g.index AS gpu_index
+       coalesce(n.hostname, '') AS node, g.index AS gpu_index
 FROM telemetry_flag f
-JOIN catalog_node n ON n.id = f.node_id
+LEFT JOIN catalog_node n ON n.id = f.node_id
 LEFT JOIN catalog_gpu g ON g.id = f.gpu_id
 WHERE f.closed_at IS NULL
 ORDER BY f.opened_at DESC, f.id DESC

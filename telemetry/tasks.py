@@ -7,30 +7,62 @@ from catalog.models import Node, NodeState
 from telemetry.agents import agents_flag_silent
 from telemetry.partitions import sample_partitions_ensure
 from telemetry.poll import fleet_size_record, nodes_mark_stale, poll_nodes
+from telemetry.remote import engine_unreachable, remote_poll_nodes, telemetry_ingest
 from telemetry.rollup import telemetry_prune, telemetry_rollup
+
+
+def _remote() -> bool:
+    """TELEMETRY_SOURCE=prometheus: the operator's engine scrapes, we read it."""
+    return settings.ANCHORGPU["TELEMETRY_SOURCE"] == "prometheus"
+
+
+def _shards(task, *, expires) -> int:
+    """Fan the active fleet out into shards of POLL_SHARD_SIZE node ids for `task`."""
+    ids = list(
+        Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").values_list("pk", flat=True)
+    )
+    size = settings.ANCHORGPU["POLL_SHARD_SIZE"]
+    for start in range(0, len(ids), size):
+        task.apply_async(args=[ids[start : start + size]], expires=expires)
+    return len(ids)
 
 
 @shared_task
 def nodes_poll_task():
-    """Fan the active fleet out into shards; each shard is polled by whichever worker takes it."""
-    conf = settings.ANCHORGPU
-    ids = list(
-        Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").values_list("pk", flat=True)
-    )
-    size = conf["POLL_SHARD_SIZE"]
-    for start in range(0, len(ids), size):
-        nodes_poll_shard_task.apply_async(
-            args=[ids[start : start + size]], expires=conf["POLL_INTERVAL"]
-        )
-    nodes_mark_stale()
+    """Fan the active fleet out into shards; each shard is polled by whichever worker takes
+    it (or, with the operator's engine as the source, judged from what the engine scraped)."""
+    remote = _remote()
+    shard_task = nodes_remote_poll_shard_task if remote else nodes_poll_shard_task
+    count = _shards(shard_task, expires=settings.ANCHORGPU["POLL_INTERVAL"])
+    if not (remote and engine_unreachable()):  # an engine outage is no node's staleness
+        nodes_mark_stale()
     agents_flag_silent()
     fleet_size_record()
-    return len(ids)
+    return count
 
 
 @shared_task
 def nodes_poll_shard_task(node_ids):
     return poll_nodes(node_ids)
+
+
+@shared_task
+def nodes_remote_poll_shard_task(node_ids):
+    return remote_poll_nodes(node_ids)
+
+
+@shared_task
+def telemetry_ingest_task():
+    """Every minute: each shard's closed minutes from the operator's engine."""
+    if not _remote():
+        return 0
+    return _shards(telemetry_ingest_shard_task, expires=60)
+
+
+@shared_task
+def telemetry_ingest_shard_task(node_ids):
+    result = telemetry_ingest(node_ids)
+    return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in result.items()}
 
 
 @shared_task

@@ -86,3 +86,14 @@ class FlagFilterSerializer(serializers.Serializer):
 
 class FlagAcknowledgeSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
+
+
+class PrometheusTargetSerializer(serializers.Serializer):
+    """One `http_sd_configs` target group: a node's exporter and the labels its series get."""
+
+    targets = serializers.ListField(child=serializers.CharField(), help_text="`host:port`")
+    labels = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="`__metrics_path__`, `__scheme__`, `instance` and `anchorgpu_node` (the "
+        "hostname), `anchorgpu_model` and `anchorgpu_region` (slugs)",
+    )

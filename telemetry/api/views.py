@@ -1,14 +1,21 @@
-"""Fleet health and flags, for staff."""
+"""Fleet health and flags, for staff; the nodes as targets for the operator's engine."""
 
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import F
 from django.http import Http404
 from django.shortcuts import get_object_or_404
+from django.utils.crypto import constant_time_compare
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, permissions, serializers, status
+from rest_framework import authentication, generics, permissions, serializers, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from catalog.models import Node
+from core.authentication import authorization_credential
 from core.problems import PROBLEM
 from telemetry.agents import agent_credential_issue, agent_credential_revoke
 from telemetry.api.serializers import (
@@ -16,9 +23,10 @@ from telemetry.api.serializers import (
     FlagFilterSerializer,
     FlagSerializer,
     NodeSerializer,
+    PrometheusTargetSerializer,
 )
 from telemetry.models import Flag
-from telemetry.selectors import flag_list
+from telemetry.selectors import flag_list, prometheus_targets
 from telemetry.services import flag_acknowledge
 
 
@@ -91,3 +99,49 @@ class FlagAcknowledgeApi(APIView):
         flag = get_object_or_404(Flag, pk=pk)
         flag = flag_acknowledge(flag=flag, user=request.user, note=body.validated_data["note"])
         return Response(FlagSerializer(flag_list(state="all").get(pk=flag.pk)).data)
+
+
+class SdSecretAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer <PROMETHEUS_SD_TOKEN>`: the operator's engine has no user of
+    its own. Any other credential goes on to the usual classes (a staff API token)."""
+
+    def authenticate(self, request):
+        secret = settings.ANCHORGPU["PROMETHEUS"]["SD_TOKEN"]
+        if not secret:
+            return None
+        credential = authorization_credential(
+            request, "Bearer", invalid=_("Invalid Authorization header.")
+        )
+        if credential is None or not constant_time_compare(credential, secret):
+            return None
+        return AnonymousUser(), SD_SECRET
+
+    def authenticate_header(self, request):
+        return "Bearer"
+
+
+SD_SECRET = "prometheus-sd-secret"
+
+
+class StaffOrSdSecret(permissions.BasePermission):
+    def has_permission(self, request, view):
+        if request.auth == SD_SECRET:
+            return True
+        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+
+
+class PrometheusTargetsApi(APIView):
+    """The active nodes as Prometheus `http_sd_configs` targets (Prometheus and VictoriaMetrics
+    read it): each node's exporter URL as `__address__`, `__metrics_path__` and `__scheme__`,
+    labelled with its hostname, model and region, so one exporter port can serve many nodes
+    and the engine's series say whose they are. Staff API tokens or PROMETHEUS_SD_TOKEN."""
+
+    authentication_classes = [SdSecretAuthentication, *api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    permission_classes = [StaffOrSdSecret]
+    renderer_classes = [JSONRenderer]
+    pagination_class = None
+
+    @extend_schema(responses={200: PrometheusTargetSerializer(many=True), 401: PROBLEM,
+                              403: PROBLEM})  # fmt: skip
+    def get(self, request):
+        return Response(PrometheusTargetSerializer(prometheus_targets(), many=True).data)

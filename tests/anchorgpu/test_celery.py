@@ -55,6 +55,16 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
     assert app.conf.task_acks_late is True and app.conf.worker_prefetch_multiplier == 1
 
 
+def test_the_remote_source_ingests_every_minute_on_the_poll_queue(settings):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "TELEMETRY_SOURCE": "prometheus"}
+    schedule = beat_schedule()
+    assert schedule["ingest-telemetry"]["task"] == "telemetry.tasks.telemetry_ingest_task"
+    assert schedule["ingest-telemetry"]["schedule"] == timedelta(minutes=1)
+    for task in ("telemetry_ingest_task", "telemetry_ingest_shard_task",
+                 "nodes_remote_poll_shard_task"):  # fmt: skip
+        assert app.amqp.router.route({}, f"telemetry.tasks.{task}")["queue"].name == "poll"
+
+
 def test_polling_has_its_own_queue_and_everything_else_the_default():
     def queue(task):
         return app.amqp.router.route({}, task)["queue"].name
