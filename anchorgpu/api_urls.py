@@ -16,7 +16,17 @@ from accounts.api.views import (
 )
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
-from rentals.api import agent, allocations, bookings, clusters, fleet, ledger, maintenance, quotes
+from rentals.api import (
+    agent,
+    allocations,
+    bookings,
+    clusters,
+    fleet,
+    impairments,
+    ledger,
+    maintenance,
+    quotes,
+)
 from rentals.api.availability import AvailabilityApi
 from rentals.api.catalog import GpuModelListApi
 from sizing.api import SizingApi
@@ -115,6 +125,16 @@ urlpatterns = [
     ),
     path(
         "allocations/<uuid:pk>/usage/", allocations.AllocationUsageApi.as_view(), name="api-usage"
+    ),
+    path(
+        "allocations/<uuid:pk>/replace/",
+        impairments.AllocationReplaceApi.as_view(),
+        name="api-allocation-replace",
+    ),
+    path(
+        "allocations/<uuid:pk>/credit-notes/",
+        impairments.AllocationCreditNoteApi.as_view(),
+        name="api-allocation-credit-notes",
     ),
     path("usage/fleet/", fleet.FleetUsageApi.as_view(), name="api-usage-fleet"),
     path("usage/models/", fleet.ModelUsageApi.as_view(), name="api-usage-models"),

@@ -40,6 +40,13 @@ def beat_schedule():
             "schedule": timedelta(seconds=poll),
             "options": {"expires": poll},
         },
+        # After the polls' flags (the same interval): a GPU that cannot work marks its
+        # allocation impaired within two polling intervals.
+        "sync-impairments": {
+            "task": "rentals.tasks.allocations_impairment_sync_task",
+            "schedule": timedelta(seconds=poll),
+            "options": {"expires": poll},
+        },
         "rollup-telemetry": {
             "task": "telemetry.tasks.telemetry_rollup_task",
             "schedule": timedelta(minutes=1),

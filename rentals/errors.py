@@ -77,3 +77,13 @@ class ChoiceMissing(Conflict):
 class NoSpare(Conflict):
     code = "no_spare"
     title = _("No equivalent free GPUs")
+
+
+class NotImpaired(Conflict):
+    code = "not_impaired"
+    title = _("Nothing impaired to remedy")
+
+
+class AlreadyCredited(Conflict):
+    code = "already_credited"
+    title = _("The impaired time was already credited")

@@ -9,13 +9,13 @@ from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, Whe
 from accounts.access import Acting, Action
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money
 from rentals.models import (
+    CREDITS,
     Allocation,
     AllocationEvent,
     AllocationGpu,
     AllocationState,
     Cluster,
     LedgerEntry,
-    LedgerKind,
     MaintenanceWindow,
     Notice,
     Quote,
@@ -172,11 +172,13 @@ def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[L
         qs = qs.filter(at__lt=end)
     if filters.get("kind"):
         qs = qs.filter(kind=filters["kind"])
-    return qs.select_related("allocation__gpu_model", "allocation__period", "allocation__cluster")
+    return qs.select_related(
+        "allocation__gpu_model", "allocation__period", "allocation__cluster", "impaired_span"
+    )
 
 
 _SIGNED = Case(
-    When(kind=LedgerKind.REFUND, then=-F("amount")),
+    When(kind__in=CREDITS, then=-F("amount")),
     default=F("amount"),
     output_field=DecimalField(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES),
 )

@@ -549,3 +549,43 @@ ORDER BY g.index
     .format(free=gpu_free(_G_ID, **_WINDOW), broken=gpu_broken(_G_ID))
     .as_string()
 )
+
+
+def node_down_long(node: Composable) -> Composed:
+    """`node` has answered nothing (unreachable or stale) for longer than IMPAIRED_NODE_AFTER:
+    since its last good poll, or, never polled well, since its unreachable flag opened.
+    Parameters: `down` (health words), `node_flag` (the unreachable flag's kind), `cutoff`."""
+    return SQL(
+        """({node}.health = ANY(%(down)s) AND coalesce(
+        {node}.last_good_poll_at,
+        (SELECT min(nf.opened_at) FROM telemetry_flag nf
+         WHERE nf.node_id = {node}.id AND nf.gpu_id IS NULL AND nf.kind = %(node_flag)s
+           AND nf.closed_at IS NULL),
+        'infinity'::timestamptz) <= %(cutoff)s)"""
+    ).format(node=node)
+
+
+# The one rule of an impaired allocation: each live allocation holding, now, a GPU that
+# cannot work (`gpu_broken`) or a GPU of a node down for too long, with those GPUs' ids and
+# whether the node is the cause. The impairment sync reads it after each poll's flags.
+IMPAIRED_NOW = (
+    SQL(
+        """
+SELECT ag.allocation_id,
+       array_agg(ag.gpu_id ORDER BY ag.gpu_id) AS gpus,
+       bool_or({node_down}) AS node_down
+FROM rentals_allocationgpu ag
+JOIN rentals_allocation a ON a.id = ag.allocation_id
+JOIN catalog_gpu g ON g.id = ag.gpu_id
+JOIN catalog_node n ON n.id = g.node_id
+WHERE NOT ag.released AND ag.starts_at <= %(now)s AND ag.ends_at > %(now)s
+  AND a.state = ANY(%(started)s)
+  AND (%(only)s::uuid IS NULL OR ag.allocation_id = %(only)s)
+  AND ({broken} OR {node_down})
+GROUP BY ag.allocation_id
+ORDER BY ag.allocation_id
+"""
+    )
+    .format(broken=gpu_broken(_G_ID), node_down=node_down_long(Identifier("n")))
+    .as_string()
+)

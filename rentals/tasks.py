@@ -45,6 +45,13 @@ def gpu_activity_flags_task():
 
 
 @shared_task
+def allocations_impairment_sync_task():
+    """After the polls' flags: mark, clear and (by policy) replace impaired allocations."""
+    done = services.allocations_impairment_sync()
+    return {k: len(v) for k, v in done.items()}
+
+
+@shared_task
 def idempotency_keys_purge_task():
     return idempotency.idempotency_keys_purge()
 

@@ -20,6 +20,7 @@ from rentals.access import connection_details, tenant_login
 from rentals.models import (
     MAINTENANCE_NOTICES,
     RECEIPTS,
+    SPAN_NOTICES,
     LedgerEntry,
     LedgerReason,
     Notice,
@@ -67,6 +68,12 @@ def ledger_entry_text(entry: LedgerEntry) -> str:
     """ "Booking: 2 × H100 80GB for 3 weeks", "Extension: …", "Refund: cancelled before the start"."""
     if entry.reason == LedgerReason.CANCELLATION:
         return _("Refund: cancelled before the start")
+    if entry.reason == LedgerReason.IMPAIRMENT:
+        span = entry.impaired_span
+        return _("Credit: impaired GPUs from %(from)s to %(until)s") % {
+            "from": when_text(span.started_at),
+            "until": when_text(span.ended_at),
+        }
     allocation = entry.allocation
     facts = {
         "count": allocation.gpu_count,
@@ -148,6 +155,10 @@ def notice_subject(notice: Notice) -> str:
         return _("Maintenance: your AnchorGPU allocation moved to other GPUs")
     if notice.kind == NoticeKind.MAINTENANCE_CANCELLED:
         return _("Maintenance: your AnchorGPU booking was cancelled and refunded")
+    if notice.kind == NoticeKind.IMPAIRED:
+        return _("Some GPUs of your AnchorGPU allocation cannot work")
+    if notice.kind == NoticeKind.CREDITED:
+        return _("AnchorGPU credited the impaired time of your allocation")
     return _("Your AnchorGPU allocation ends at %(at)s") % {"at": when_text(notice.ends_at)}
 
 
@@ -175,6 +186,8 @@ def notice_text(notice: Notice) -> str:
         ) % {**facts, "node": allocation.node.hostname, "command": details["ssh_command"]}
     if notice.kind in MAINTENANCE_NOTICES:
         return _maintenance_text(notice, facts)
+    if notice.kind in SPAN_NOTICES:
+        return _span_text(notice, facts)
     if notice.kind != NoticeKind.STOPPED_WHILE_PAID and allocation.cluster_id:
         return _(
             "Your cluster of %(nodes)s × %(model)s nodes (%(count)s GPUs) is paid until "
@@ -220,6 +233,30 @@ def _maintenance_text(notice: Notice, facts: dict) -> str:
             "%(model)s allocation held, so it was moved to equivalent GPUs on %(node)s, with "
             "the same paid period (until %(at)s) and price. If it was running, log in again: "
             "the ssh command on its page names the node."
+        )
+        % facts
+    )
+
+
+def _span_text(notice: Notice, facts: dict) -> str:
+    """An impaired span's notice: since when the GPUs cannot work, or what was credited."""
+    span = notice.impaired_span
+    facts = {**facts, "since": when_text(span.started_at), "n": len(span.gpus)}
+    if notice.kind == NoticeKind.CREDITED:
+        credit = span.credits.first()
+        return _(
+            "The GPUs of your %(count)s × %(model)s allocation could not work from %(since)s "
+            "to %(until)s. AnchorGPU credited that time: %(amount)s, in your statement."
+        ) % {
+            **facts,
+            "until": when_text(span.ended_at),
+            "amount": money_text(credit.amount, credit.currency) if credit else "",
+        }
+    return (
+        _(
+            "Since %(since)s, %(n)s of the %(count)s %(model)s GPUs of your allocation cannot "
+            "work (a fault on our side). The paid period stays as it is (until %(at)s); we "
+            "replace the GPUs or credit the impaired time, and tell you which."
         )
         % facts
     )

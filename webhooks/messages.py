@@ -43,6 +43,7 @@ def allocation_data(allocation: Allocation, *, state: str | None = None) -> dict
         "node": allocation.node.hostname, "region": allocation.node.region.slug,
         "paid_from": allocation.paid_from, "paid_until": allocation.paid_until,
         "quote": allocation.quote_id, "cluster": allocation.cluster_id,
+        "impaired_since": allocation.impaired_since,
     }  # fmt: skip
 
 
@@ -55,6 +56,9 @@ _BY_KIND = {
     EventKind.ACCESS_GRANTED: EventType.ACCESS_READY,
     EventKind.ACCESS_REVOKED: EventType.ACCESS_REVOKED,
     EventKind.MOVE: EventType.MOVED,
+    EventKind.REPLACE: EventType.MOVED,
+    EventKind.IMPAIRED: EventType.IMPAIRED,
+    EventKind.RECOVERED: EventType.RECOVERED,
 }
 
 
@@ -84,6 +88,8 @@ def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
             kind = _BY_KIND[event.kind]
             if event.kind == EventKind.ACCESS_GRANTED:
                 data["access"] = connection_details(allocation.node, tenant_login(allocation.pk))
+            if event.kind == EventKind.IMPAIRED:  # which GPUs cannot work ("node #1, #2")
+                data["impaired"] = event.note
             if event.kind in _SWAPS:  # the GPUs it holds now, and where to log in
                 data["gpus"] = _gpus_now(allocation)
                 data["access"] = connection_details(allocation.node, tenant_login(allocation.pk))
@@ -95,7 +101,7 @@ def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
     return messages
 
 
-_SWAPS = (EventKind.MOVE,)
+_SWAPS = (EventKind.MOVE, EventKind.REPLACE)
 
 
 def _gpus_now(allocation: Allocation) -> list[dict]:

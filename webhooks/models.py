@@ -30,6 +30,8 @@ class EventType(models.TextChoices):
         _("a maintenance window moved an allocation to other GPUs or cancelled it"),
     )
     MOVED = "allocation.moved", _("an allocation's GPUs were swapped for equivalent ones")
+    IMPAIRED = "allocation.impaired", _("some of an allocation's GPUs cannot work")
+    RECOVERED = "allocation.recovered", _("an impaired allocation's GPUs work again")
 
 
 TEST_EVENT = "webhook.test"

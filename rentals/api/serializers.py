@@ -314,6 +314,7 @@ class AllocationSerializer(serializers.ModelSerializer):
             "gpus",
             "paid_from",
             "paid_until",
+            "impaired_since",
             "quote",
             "cluster",
             "created_at",

@@ -9,13 +9,23 @@ from rentals.models.allocations import (
     EventKind,
 )
 from rentals.models.idempotency import IdempotencyKey
-from rentals.models.ledger import LedgerEntry, LedgerKind, LedgerReason
+from rentals.models.impairments import ImpairedSpan
+from rentals.models.ledger import CREDITS, LedgerEntry, LedgerKind, LedgerReason
 from rentals.models.maintenance import MaintenanceWindow
-from rentals.models.notices import MAINTENANCE_NOTICES, RECEIPTS, Notice, NoticeKind
+from rentals.models.notices import (
+    MAINTENANCE_NOTICES,
+    RECEIPTS,
+    SPAN_NOTICES,
+    Notice,
+    NoticeKind,
+)
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
 
 __all__ = [
+    "CREDITS",
     "LIVE_STATES",
+    "SPAN_NOTICES",
+    "ImpairedSpan",
     "MAINTENANCE_NOTICES",
     "Allocation",
     "AllocationEvent",

@@ -79,6 +79,9 @@ class Allocation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     warned_24h_at = models.DateTimeField(null=True, blank=True)
     warned_1h_at = models.DateTimeField(null=True, blank=True)
+    # A mark, not a state: since when some held GPU cannot work (rentals.services.impairments);
+    # null while all work. The paid period never moves for it.
+    impaired_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-paid_from"]
@@ -199,6 +202,9 @@ class EventKind(models.TextChoices):
     ACCESS_GRANTED = "access_granted", _("access granted on the node")
     ACCESS_REVOKED = "access_revoked", _("access revoked on the node")
     MOVE = "move", _("moved to other GPUs for maintenance")
+    IMPAIRED = "impaired", _("GPUs impaired by a provider's fault")
+    RECOVERED = "recovered", _("GPUs working again")
+    REPLACE = "replace", _("impaired GPUs replaced")
 
 
 class AllocationEvent(models.Model):

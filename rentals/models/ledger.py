@@ -14,12 +14,18 @@ from rentals.models.allocations import Allocation
 class LedgerKind(models.TextChoices):
     CHARGE = "charge", _("charge")
     REFUND = "refund", _("refund")
+    CREDIT = "credit", _("credit")
 
 
 class LedgerReason(models.TextChoices):
     BOOKING = "booking", _("booking")
     EXTENSION = "extension", _("extension")
     CANCELLATION = "cancellation", _("cancellation")
+    IMPAIRMENT = "impairment", _("impaired time")
+
+
+# Kinds that give money back: negative in balances and statements.
+CREDITS = (LedgerKind.REFUND, LedgerKind.CREDIT)
 
 
 class LedgerEntry(models.Model):
@@ -34,6 +40,11 @@ class LedgerEntry(models.Model):
     # Facts, put into words in the reader's language when shown (`rentals.texts`).
     reason = models.CharField(max_length=12, choices=LedgerReason.choices)
     period_count = models.PositiveSmallIntegerField(null=True, blank=True)
+    # A credit's impaired span: one credit per span, whoever clicks at once.
+    impaired_span = models.ForeignKey(
+        "rentals.ImpairedSpan", null=True, blank=True, on_delete=models.PROTECT,
+        related_name="credits",
+    )  # fmt: skip
     at = models.DateTimeField()
 
     class Meta:
@@ -56,8 +67,22 @@ class LedgerEntry(models.Model):
                     reason__in=[LedgerReason.BOOKING, LedgerReason.EXTENSION],
                     period_count__gte=1,
                 )
-                | Q(kind=LedgerKind.REFUND, reason=LedgerReason.CANCELLATION),
+                | Q(kind=LedgerKind.REFUND, reason=LedgerReason.CANCELLATION)
+                | Q(
+                    kind=LedgerKind.CREDIT,
+                    reason=LedgerReason.IMPAIRMENT,
+                    impaired_span__isnull=False,
+                ),
                 name="rentals_ledgerentry_reason_matches_kind",
+            ),
+            models.UniqueConstraint(
+                fields=["impaired_span"],
+                condition=Q(impaired_span__isnull=False),
+                name="rentals_ledgerentry_one_credit_per_span",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind=LedgerKind.CREDIT) | Q(impaired_span__isnull=True),
+                name="rentals_ledgerentry_span_only_on_credits",
             ),
             models.CheckConstraint(
                 condition=Q(currency__regex=r"^[A-Z]{3}$"),
@@ -71,6 +96,6 @@ class LedgerEntry(models.Model):
 
     @property
     def signed_amount(self):
-        """Refunds negative, at the currency's own decimals (the column keeps 4)."""
+        """Refunds and credits negative, at the currency's own decimals (the column keeps 4)."""
         amount = quantize(self.amount, self.currency)
         return amount if self.kind == LedgerKind.CHARGE else -amount

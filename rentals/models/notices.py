@@ -21,11 +21,15 @@ class NoticeKind(models.TextChoices):
     ACCESS_READY = "access_ready", _("GPUs ready to log in to")
     MAINTENANCE_MOVED = "maint_moved", _("moved for maintenance")
     MAINTENANCE_CANCELLED = "maint_cancelled", _("cancelled for maintenance")
+    IMPAIRED = "impaired", _("GPUs impaired")
+    CREDITED = "credited", _("impaired time credited")
 
 
 RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED)
 # A maintenance window's notices: one per window and allocation, naming the window.
 MAINTENANCE_NOTICES = (NoticeKind.MAINTENANCE_MOVED, NoticeKind.MAINTENANCE_CANCELLED)
+# An impaired span's notices: one per span and kind, naming the span.
+SPAN_NOTICES = (NoticeKind.IMPAIRED, NoticeKind.CREDITED)
 
 
 class Notice(models.Model):
@@ -55,14 +59,29 @@ class Notice(models.Model):
         "rentals.MaintenanceWindow", null=True, blank=True, on_delete=models.CASCADE,
         related_name="+",
     )  # fmt: skip
+    # An impaired span's notice (impaired, credited): the span's times are its words.
+    impaired_span = models.ForeignKey(
+        "rentals.ImpairedSpan", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="+",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
                 fields=["allocation", "kind", "ends_at"],
-                condition=Q(maintenance__isnull=True),
+                condition=Q(maintenance__isnull=True, impaired_span__isnull=True),
                 name="rentals_notice_once",
+            ),
+            models.UniqueConstraint(
+                fields=["impaired_span", "kind"],
+                condition=Q(impaired_span__isnull=False),
+                name="rentals_notice_once_per_span",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=SPAN_NOTICES, impaired_span__isnull=False)
+                | (~Q(kind__in=SPAN_NOTICES) & Q(impaired_span__isnull=True)),
+                name="rentals_notice_span_names_its_span",
             ),
             models.UniqueConstraint(
                 fields=["maintenance", "allocation", "kind"],

@@ -14,6 +14,7 @@ from rentals.services.allocations import (
 )
 from rentals.services.bookings import allocation_book
 from rentals.services.enforcement import allocations_enforce
+from rentals.services.impairments import allocation_replace, allocations_impairment_sync
 from rentals.services.notices import (
     expiry_notices_record,
     notice_send,
@@ -37,6 +38,8 @@ __all__ = [
     "allocation_start",
     "allocation_stop",
     "allocations_enforce",
+    "allocation_replace",
+    "allocations_impairment_sync",
     "cluster_cancel",
     "cluster_start",
     "cluster_stop",

@@ -9,7 +9,7 @@ from django.utils.translation import gettext as _
 from accounts.models import Team
 from core.money import DECIMAL_PLACES, MAX_DIGITS, money_text, quantize
 from rentals.errors import SpendLimitReached
-from rentals.models import LedgerEntry, LedgerKind
+from rentals.models import CREDITS, LedgerEntry
 
 
 def month_bounds(at: datetime) -> tuple[datetime, datetime]:
@@ -20,7 +20,7 @@ def month_bounds(at: datetime) -> tuple[datetime, datetime]:
 def month_spend(*, team: Team, currency: str, at: datetime) -> Decimal:
     """Net charged to the team in `at`'s calendar month (UTC): charges minus refunds."""
     signed = Case(
-        When(kind=LedgerKind.REFUND, then=-F("amount")),
+        When(kind__in=CREDITS, then=-F("amount")),
         default=F("amount"),
         output_field=DecimalField(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES),
     )

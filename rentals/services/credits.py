@@ -1,0 +1,241 @@
+"""Credit notes for impaired time: the provider's fault paid back exactly.
+
+A span's credit is its impaired GPU-hours × the booking's hourly rate per GPU (the quote
+snapshot's unit price ÷ the period's hours; an extension's hours at the extension quote's
+rate), clipped to the paid period, at the currency's minor units: never more than was
+charged for those GPUs in that span, nor more than the allocation's charges less what was
+already given back. Staff read the note first (`preview`); issuing it writes one ledger row
+of kind `credit` per span, and the database holds one credit per span
+(`rentals_ledgerentry_one_credit_per_span`) whoever clicks at the same moment.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils.translation import gettext as _
+
+from accounts.access import Operation, operator_require
+from core.db import db_now, retried_transaction, savepoint
+from core.errors import DomainError
+from core.money import quantize
+from rentals.errors import AlreadyCredited, NotImpaired
+from rentals.models import (
+    CREDITS,
+    Allocation,
+    ImpairedSpan,
+    LedgerEntry,
+    LedgerKind,
+    LedgerReason,
+    Notice,
+    NoticeKind,
+    QuoteKind,
+    QuoteLineKind,
+)
+from rentals.services.notices import notices_queue
+
+HOUR = Decimal(3600 * 10**6)  # microseconds
+
+
+def _hours(delta: timedelta) -> Decimal:
+    return Decimal(delta // timedelta(microseconds=1)) / HOUR
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A GPU's price per hour over [starts_at, ends_at) of the paid period."""
+
+    starts_at: datetime
+    ends_at: datetime
+    per_gpu_hour: Decimal
+
+
+@dataclass(frozen=True)
+class CreditLine:
+    span: ImpairedSpan
+    gpus: int
+    hours: Decimal
+    gpu_hours: Decimal
+    hourly_rate: Decimal  # per GPU, of the span's first paid hour (the booking's, mostly)
+    amount: Decimal
+
+
+@dataclass(frozen=True)
+class CreditNote:
+    allocation: Allocation
+    lines: list[CreditLine]
+    total: Decimal
+    currency: str
+    issued: bool = False
+
+
+def _gpu_rate(quote) -> Decimal:
+    line = next(line for line in quote.lines.all() if line.kind == QuoteLineKind.GPU)
+    return line.unit_price / _hours(quote.period.duration)
+
+
+def rates_of(allocation: Allocation) -> list[Rate]:
+    """The paid period in pieces, each at the rate its quote charged: the booking, then
+    each extension charged on it."""
+    extensions = list(
+        allocation.extension_quotes.filter(kind=QuoteKind.EXTENSION, used_at__isnull=False)
+        .select_related("period")
+        .prefetch_related("lines")
+        .order_by("paid_from")
+    )
+    booked_until = extensions[0].paid_from if extensions else allocation.paid_until
+    rates = [Rate(allocation.paid_from, booked_until, _gpu_rate(allocation.quote))]
+    rates += [Rate(q.paid_from, q.paid_until, _gpu_rate(q)) for q in extensions]
+    return rates
+
+
+def _line(allocation: Allocation, span: ImpairedSpan, rates: list[Rate], currency) -> CreditLine:
+    gpus = min(len(span.gpus), allocation.gpu_count)
+    starts = max(span.started_at, allocation.paid_from)
+    ends = min(span.ended_at, allocation.paid_until)
+    exact, hours = Decimal(0), Decimal(0)
+    for rate in rates:
+        overlap = min(ends, rate.ends_at) - max(starts, rate.starts_at)
+        if overlap > timedelta(0):
+            hours += _hours(overlap)
+            exact += gpus * _hours(overlap) * rate.per_gpu_hour
+    return CreditLine(
+        span=span, gpus=gpus, hours=hours, gpu_hours=gpus * hours,
+        hourly_rate=rates[0].per_gpu_hour, amount=quantize(exact, currency),
+    )  # fmt: skip
+
+
+def _creditable(allocation: Allocation, span_id: int | None) -> list[ImpairedSpan]:
+    spans = allocation.impaired_spans.order_by("started_at")
+    if span_id is not None:
+        span = spans.filter(pk=span_id).first()
+        if span is None:
+            raise DomainError(
+                _(
+                    "Allocation %(id)s was not impaired in span %(span)s: there is nothing to credit."
+                )
+                % {"id": allocation.pk, "span": span_id},
+                field="span",
+            )
+        spans = [span]
+    else:
+        spans = list(spans)
+    if not spans:
+        raise NotImpaired(
+            _("Allocation %(id)s was never impaired: there is no impaired time to credit.")
+            % {"id": allocation.pk}
+        )
+    credited = set(
+        LedgerEntry.objects.filter(impaired_span__in=[s.pk for s in spans]).values_list(
+            "impaired_span_id", flat=True
+        )
+    )
+    open_ = [s for s in spans if s.ended_at is None]
+    todo = [s for s in spans if s.ended_at is not None and s.pk not in credited]
+    if not todo:
+        if open_:
+            raise NotImpaired(
+                _(
+                    "Allocation %(id)s is still impaired: its span has no end yet. Replace its "
+                    "GPUs, or credit the time once they work again."
+                )
+                % {"id": allocation.pk}
+            )
+        raise AlreadyCredited(
+            _("The impaired time of allocation %(id)s was already credited.")
+            % {"id": allocation.pk}
+        )
+    return todo
+
+
+def _given_room(allocation: Allocation, currency: str) -> Decimal:
+    """What the allocation's charges (a cluster's, all of its nodes') less refunds and
+    credits leave to give back."""
+    members = (
+        Allocation.objects.filter(cluster_id=allocation.cluster_id)
+        if allocation.cluster_id
+        else Allocation.objects.filter(pk=allocation.pk)
+    )
+    rows = LedgerEntry.objects.filter(allocation__in=members, currency=currency)
+    charged = rows.filter(kind=LedgerKind.CHARGE).aggregate(s=Sum("amount"))["s"] or 0
+    back = rows.filter(kind__in=CREDITS).aggregate(s=Sum("amount"))["s"] or 0
+    return Decimal(charged) - Decimal(back)
+
+
+def credit_note_build(*, allocation: Allocation, span_id: int | None = None) -> CreditNote:
+    """The credit note for the allocation's impaired spans not yet credited, as staff and
+    the customer read it before it is issued. Refused when there is nothing to credit."""
+    currency = allocation.quote.currency
+    rates = rates_of(allocation)
+    lines = [_line(allocation, s, rates, currency) for s in _creditable(allocation, span_id)]
+    room = max(_given_room(allocation, currency), Decimal(0))
+    capped = []
+    for line in lines:
+        amount = min(line.amount, quantize(room, currency))
+        room -= amount
+        capped.append(line if amount == line.amount else _with_amount(line, amount))
+    total = sum((line.amount for line in capped), Decimal(0))
+    return CreditNote(allocation, capped, quantize(total, currency), currency)
+
+
+def _with_amount(line: CreditLine, amount: Decimal) -> CreditLine:
+    return CreditLine(line.span, line.gpus, line.hours, line.gpu_hours, line.hourly_rate, amount)
+
+
+def _locked(allocation_id) -> Allocation:
+    allocation = (
+        Allocation.objects.select_for_update(of=("self",))
+        .select_related("quote__period", "team", "user", "gpu_model", "cluster")
+        .prefetch_related("quote__lines")
+        .filter(pk=allocation_id)
+        .first()
+    )
+    if allocation is None:
+        raise NotImpaired(_("No such allocation."))
+    return allocation
+
+
+def credit_note_preview(*, operator, allocation_id, span_id: int | None = None) -> CreditNote:
+    """The note as it would be issued now; writes nothing."""
+    operator_require(operator, Operation.CREDIT)
+    with transaction.atomic():
+        return credit_note_build(allocation=_locked(allocation_id), span_id=span_id)
+
+
+@retried_transaction
+def credit_note_issue(
+    *, operator, allocation_id, span_id: int | None = None, now: datetime | None = None
+) -> CreditNote:
+    """Issue the note: a ledger row of kind `credit` per span and a receipt notice each.
+    Two staff members at once: the second finds the span credited (409)."""
+    operator_require(operator, Operation.CREDIT)
+    now = now or db_now()
+    allocation = _locked(allocation_id)
+    note = credit_note_build(allocation=allocation, span_id=span_id)
+    try:
+        with savepoint():
+            LedgerEntry.objects.bulk_create(
+                LedgerEntry(
+                    team=allocation.team, user=allocation.user, allocation=allocation,
+                    kind=LedgerKind.CREDIT, reason=LedgerReason.IMPAIRMENT, amount=line.amount,
+                    currency=note.currency, impaired_span=line.span, at=now,
+                )
+                for line in note.lines
+            )  # fmt: skip
+    except IntegrityError as exc:  # the database's one credit per span
+        raise AlreadyCredited(
+            _("The impaired time of allocation %(id)s was already credited.")
+            % {"id": allocation.pk}
+        ) from exc
+    notices = Notice.objects.bulk_create(
+        Notice(
+            user=allocation.user, allocation=allocation, kind=NoticeKind.CREDITED,
+            impaired_span=line.span, ends_at=allocation.paid_until, created_at=now,
+        )
+        for line in note.lines
+    )  # fmt: skip
+    mailed = [n.pk for n in notices] if allocation.user.email else []
+    transaction.on_commit(lambda: notices_queue(mailed))
+    return CreditNote(note.allocation, note.lines, note.total, note.currency, issued=True)

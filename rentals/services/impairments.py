@@ -1,0 +1,217 @@
+"""Impaired allocations: held GPUs that cannot work, by the provider's fault.
+
+The mark is `Allocation.impaired_since` with its spans (`ImpairedSpan`), set and cleared by
+`allocations_impairment_sync`, which runs after each poll's flags (anchorgpu/schedule.py) and
+reads one rule (`rentals.sql.IMPAIRED_NOW`: a fatal XID, AMD's RAS errors, a GPU gone from
+its exporter, or its node silent longer than IMPAIRED_NODE_AFTER). It is a mark, not a
+state: the paid period never moves. Owners get a notice and the webhooks
+`allocation.impaired` / `allocation.recovered` (from the events, in the same transaction).
+
+The remedy here is a replacement (`allocation_replace`): the impaired GPUs swapped for
+equivalent free ones for the rest of the paid period (`rentals.services.swaps`), by staff or,
+with IMPAIRED_AUTO_REPLACE, by the sync itself when a spare exists. Credits:
+`rentals.services.credits`.
+"""
+
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils.translation import gettext as _
+
+from accounts.access import Operation, operator_require
+from catalog.models import NodeHealth
+from core.db import db_now, retried_transaction
+from rentals import sql
+from rentals.errors import NoSpare, NotImpaired
+from rentals.models import (
+    Allocation,
+    AllocationEvent,
+    AllocationState,
+    EventKind,
+    ImpairedSpan,
+    Notice,
+    NoticeKind,
+)
+from rentals.services.events import event_record, events_announce
+from rentals.services.notices import notices_queue
+from rentals.services.swaps import broken_params, gpus_swap, spare_find
+from telemetry.models import FlagKind
+
+STARTED = (AllocationState.RUNNING, AllocationState.STOPPED)
+TICK = timedelta(microseconds=1)
+
+
+def impaired_now(*, now: datetime, only: UUID | None = None) -> dict[UUID, tuple[list[int], bool]]:
+    """{allocation id: (its impaired GPUs' ids, whether its node is the cause)} now."""
+    params = {
+        **broken_params(), "now": now, "only": only, "started": list(STARTED),
+        "down": [NodeHealth.UNREACHABLE, NodeHealth.STALE],
+        "node_flag": FlagKind.NODE_UNREACHABLE,
+        "cutoff": now - settings.ANCHORGPU["IMPAIRED_NODE_AFTER"],
+    }  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql.IMPAIRED_NOW, params)
+        return {row[0]: (list(row[1]), bool(row[2])) for row in cursor.fetchall()}
+
+
+def _gpu_names(allocation: Allocation, gpu_ids) -> str:
+    held = {h.gpu_id: h.gpu for h in allocation.held.all()}
+    names = sorted(f"#{held[g].index}" for g in gpu_ids if g in held)
+    return f"{allocation.node.hostname} {', '.join(names)}"
+
+
+def _span_close(allocation: Allocation, *, now: datetime, actor=None) -> AllocationEvent | None:
+    """End the open span (at least a tick long) and clear the mark, with its event."""
+    span = ImpairedSpan.objects.filter(allocation=allocation, ended_at__isnull=True).first()
+    allocation.impaired_since = None
+    allocation.save(update_fields=["impaired_since"])
+    if span is None:
+        return None
+    span.ended_at = max(now, span.started_at + TICK)
+    span.save(update_fields=["ended_at"])
+    return AllocationEvent(allocation=allocation, at=now, actor=actor, kind=EventKind.RECOVERED)
+
+
+@retried_transaction
+def _sync(now: datetime) -> dict:
+    marked = set(
+        Allocation.objects.filter(impaired_since__isnull=False).values_list("pk", flat=True)
+    )
+    candidates = set(impaired_now(now=now)) | marked
+    if not candidates:
+        return {"impaired": [], "recovered": [], "still": []}
+    # Rows a booking, a stop or a replacement holds are left for the next sync.
+    locked = list(
+        Allocation.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(pk__in=candidates)
+        .select_related("user", "node", "gpu_model")
+        .prefetch_related("held__gpu")
+        .order_by("pk")
+    )
+    found = impaired_now(now=now)  # again, under the locks: what a replacement left
+    spans = {
+        s.allocation_id: s
+        for s in ImpairedSpan.objects.filter(
+            allocation__in=[a.pk for a in locked], ended_at__isnull=True
+        )
+    }
+    events, notices, done = [], [], {"impaired": [], "recovered": [], "still": []}
+    for allocation in locked:
+        gpus, node_down = found.get(allocation.pk, ([], False))
+        span = spans.get(allocation.pk)
+        if gpus and span is None:
+            span = ImpairedSpan.objects.create(
+                allocation=allocation, started_at=now, gpus=gpus,
+                cause="node" if node_down else "gpu",
+            )  # fmt: skip
+            allocation.impaired_since = now
+            allocation.save(update_fields=["impaired_since"])
+            events.append(
+                AllocationEvent(
+                    allocation=allocation, at=now, kind=EventKind.IMPAIRED,
+                    note=_gpu_names(allocation, gpus)[:200],
+                )
+            )  # fmt: skip
+            notices.append(
+                Notice(
+                    user=allocation.user, allocation=allocation, kind=NoticeKind.IMPAIRED,
+                    impaired_span=span, ends_at=allocation.paid_until, created_at=now,
+                )
+            )  # fmt: skip
+            done["impaired"].append(allocation.pk)
+        elif gpus:
+            if set(gpus) - set(span.gpus):
+                span.gpus = sorted({*span.gpus, *gpus})
+                span.save(update_fields=["gpus"])
+            if allocation.impaired_since is None:  # a span without its mark: set it again
+                allocation.impaired_since = span.started_at
+                allocation.save(update_fields=["impaired_since"])
+            done["still"].append(allocation.pk)
+        elif allocation.impaired_since is not None or span is not None:
+            if (event := _span_close(allocation, now=now)) is not None:
+                events.append(event)
+            done["recovered"].append(allocation.pk)
+    if events:
+        events_announce(AllocationEvent.objects.bulk_create(events))
+    if notices:
+        created = Notice.objects.bulk_create(notices)
+        mailed = [n.pk for n in created if n.user.email]
+        transaction.on_commit(lambda: notices_queue(mailed))
+    return done
+
+
+def allocations_impairment_sync(*, now: datetime | None = None) -> dict:
+    """Mark the allocations whose held GPUs cannot work now, clear those whose GPUs work
+    again, and (IMPAIRED_AUTO_REPLACE) replace the marked ones where a spare exists.
+    Returns {"impaired", "recovered", "still", "replaced"}: allocation ids."""
+    now = now or db_now()
+    done = _sync(now)
+    done["replaced"] = []
+    if settings.ANCHORGPU["IMPAIRED_AUTO_REPLACE"]:
+        for pk in [*done["impaired"], *done["still"]]:
+            try:
+                _replace_in_transaction(pk, actor=None, now=now)
+            except (NoSpare, NotImpaired):
+                continue  # staff see it on the impaired page; the next sync tries again
+            done["replaced"].append(pk)
+    return done
+
+
+def _replace(allocation_id, *, actor, now: datetime) -> Allocation:
+    allocation = (
+        Allocation.objects.select_for_update(of=("self",))
+        .select_related("node__region", "cluster", "gpu_model", "user")
+        .prefetch_related("held__gpu")
+        .filter(pk=allocation_id)
+        .first()
+    )
+    if allocation is None or allocation.impaired_since is None:
+        raise NotImpaired(
+            _("Allocation %(id)s is not impaired: its GPUs work, there is nothing to replace.")
+            % {"id": allocation_id}
+        )
+    gpus, _node_down = impaired_now(now=now, only=allocation.pk).get(allocation.pk, ([], False))
+    if allocation.state not in STARTED or allocation.paid_until <= now or not gpus:
+        raise NotImpaired(
+            _(
+                "Allocation %(id)s has no held GPU that cannot work now (it recovered or its "
+                "paid period is over): there is nothing to replace."
+            )
+            % {"id": allocation.pk}
+        )
+    drop = [h for h in allocation.current_holdings if h.gpu_id in set(gpus)]
+    refusal = NoSpare(
+        _(
+            "No equivalent free GPUs to replace allocation %(id)s's impaired GPUs for the rest "
+            "of its paid period. Credit the impaired time instead, or try again later."
+        )
+        % {"id": allocation.pk}
+    )
+    spare = spare_find(allocation, drop=drop, at=now)
+    if spare is None:
+        raise refusal
+    gpus_swap(
+        allocation, drop=drop, spare=spare, at=now, now=now, kind=EventKind.REPLACE,
+        actor=actor, final=refusal,
+    )  # fmt: skip
+    # The spare GPUs work (spare_find takes no broken one): the span ends at the swap.
+    event = _span_close(allocation, now=now, actor=actor)
+    if event is not None:
+        event_record(allocation, kind=EventKind.RECOVERED, actor=actor, at=now)
+    return allocation
+
+
+@retried_transaction
+def _replace_in_transaction(allocation_id, *, actor, now) -> Allocation:
+    return _replace(allocation_id, actor=actor, now=now)
+
+
+def allocation_replace(*, operator, allocation_id: UUID, now: datetime | None = None) -> Allocation:
+    """Swap an impaired allocation's GPUs that cannot work (its whole node, for a node that
+    is down or a cluster member) for equivalent free ones from now to paid_until, in one
+    transaction under the exclusion constraint; the same id, paid period and price. Refused
+    (`NoSpare`, 409) when no spare exists, `NotImpaired` when nothing is impaired."""
+    operator_require(operator, Operation.REPLACE)
+    return _replace_in_transaction(allocation_id, actor=operator, now=now or db_now())

@@ -1,0 +1,211 @@
+"""Impaired allocations, driven by the simulator's faults: a GPU gone from its exporter or a
+node that answers nothing marks the allocation within two polling intervals (a notice, a
+webhook, the API and the page say so); a replacement swaps the GPUs under the exclusion
+constraint with the same paid period; a credit pays the impaired time back exactly, once."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.access import acting_as
+from accounts.services import account_preferences_set
+from core.db import db_now
+from rentals.models import (
+    Allocation,
+    AllocationEvent,
+    EventKind,
+    ImpairedSpan,
+    Notice,
+    NoticeKind,
+)
+from rentals.services.impairments import allocations_impairment_sync
+from rentals.texts import notice_subject, notice_text, reader_preferences
+from telemetry.models import Flag, FlagKind
+from telemetry.poll import poll_nodes
+from telemetry.simulator import SimGpu, SimNode, Simulator
+from tests.rentals.helpers import book
+from tests.rentals.provider import operator
+from tests.rentals.test_allocations import overlapping_pairs
+from webhooks.services import endpoint_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def simulator():
+    state = {"nodes": {}}
+    sim = Simulator(lambda: state["nodes"], refresh=0.0).start_in_thread()
+    sim.state = state
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def ops_api(db):
+    client = APIClient()
+    client.force_authenticate(operator())
+    return client
+
+
+def _point(sim, nodes):
+    sim.state["nodes"] = {
+        node.hostname: SimNode(
+            hostname=node.hostname, exporter=node.exporter, model_name=node.gpu_model.name,
+            memory_mib=node.gpu_model.memory_reported_mib,
+            gpus=[SimGpu(g.index, g.uuid, "free") for g in node.gpus.all()],
+        )
+        for node in nodes
+    }  # fmt: skip
+    for node in nodes:
+        node.telemetry_url = sim.url_for(node.hostname)
+        node.save(update_fields=["telemetry_url"])
+
+
+def _h100_nodes(catalog):
+    return [n for n in catalog.nodes if n.gpu_model_id == catalog.h100.pk]
+
+
+def _poll_and_sync(nodes, now):
+    poll_nodes([n.pk for n in nodes], now=now)
+    return allocations_impairment_sync(now=now)
+
+
+def _hook(alice, settings):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "WEBHOOK_ALLOW_PRIVATE_URLS": True}
+    endpoint, _secret = endpoint_create(
+        acting=acting_as(alice), url="http://127.0.0.1:9/hook",
+        events=["allocation.impaired", "allocation.recovered", "allocation.moved"],
+    )  # fmt: skip
+    return endpoint
+
+
+def _sent(endpoint):
+    return [(d.event_type, json.loads(d.payload)) for d in endpoint.deliveries.order_by("id")]
+
+
+def test_a_gone_gpu_marks_the_allocation_then_a_replacement_swaps_it_with_the_same_period(
+    catalog, alice, alice_api, ops_api, simulator, settings, client
+):
+    endpoint = _hook(alice, settings)
+    account_preferences_set(user=alice, language="pl", time_zone="Europe/Warsaw")
+    allocation = book(alice, model="h100", count=2, period="week")
+    nodes = _h100_nodes(catalog)
+    _point(simulator, nodes)
+    interval = timedelta(seconds=settings.ANCHORGPU["POLL_INTERVAL"])
+    now = db_now()
+    assert _poll_and_sync(nodes, now)["impaired"] == []
+    held = sorted(allocation.current_holdings, key=lambda h: h.gpu.index)
+    gone = held[1].gpu
+
+    simulator.set_fault(allocation.node.hostname, "gpu-gone", gpu=gone.index)
+    polls = 0
+    while polls < 2 and Allocation.objects.get(pk=allocation.pk).impaired_since is None:
+        polls += 1
+        _poll_and_sync(nodes, now + polls * interval)
+    marked = Allocation.objects.get(pk=allocation.pk)
+    assert marked.impaired_since == now + polls * interval  # within two polling intervals
+    assert (marked.paid_from, marked.paid_until) == (allocation.paid_from, allocation.paid_until)
+    assert Flag.objects.filter(gpu=gone, kind=FlagKind.GPU_MISSING, closed_at=None).exists()
+    span = ImpairedSpan.objects.get(allocation=allocation)
+    assert (span.gpus, span.ended_at, span.cause) == ([gone.pk], None, "gpu")
+
+    notice = Notice.objects.get(allocation=allocation, kind=NoticeKind.IMPAIRED)
+    with reader_preferences(alice):
+        assert "nie mogą pracować" in notice_subject(notice)
+        assert "1 z 2 GPU H100 SXM" in notice_text(notice)
+    sent = _sent(endpoint)
+    assert [t for t, _ in sent] == ["allocation.impaired"]
+    assert sent[0][1]["data"]["allocation"]["impaired_since"] is not None
+    assert f"#{gone.index}" in sent[0][1]["data"]["impaired"]
+    read = alice_api.get(f"/api/v1/allocations/{allocation.pk}/").json()
+    assert read["impaired_since"] is not None
+    client.force_login(alice)
+    page = client.get(f"/allocations/{allocation.pk}/").content.decode()
+    assert 'data-impaired="' in page
+
+    # Another sync while it is still gone changes nothing.
+    _poll_and_sync(nodes, now + 3 * interval)
+    assert ImpairedSpan.objects.filter(allocation=allocation).count() == 1
+    assert alice_api.post(f"/api/v1/allocations/{allocation.pk}/replace/").status_code == 403
+
+    swapped = ops_api.post(f"/api/v1/allocations/{allocation.pk}/replace/")
+    assert swapped.status_code == 200, swapped.content
+    body = swapped.json()
+    assert body["id"] == str(allocation.pk) and body["impaired_since"] is None
+    assert body["paid_until"] == read["paid_until"] and body["paid_from"] == read["paid_from"]
+    uuids = {g["uuid"] for g in body["gpus"]}
+    assert len(uuids) == 2 and gone.uuid not in uuids and held[0].gpu.uuid in uuids
+    assert overlapping_pairs() == 0
+    assert {e["kind"] for e in body["events"]} >= {"impaired", "replace", "recovered"}
+    kinds = AllocationEvent.objects.filter(allocation=allocation).order_by("id")
+    assert list(kinds.values_list("kind", flat=True))[-3:] == [
+        EventKind.IMPAIRED, EventKind.REPLACE, EventKind.RECOVERED
+    ]  # fmt: skip
+    replace = AllocationEvent.objects.get(allocation=allocation, kind=EventKind.REPLACE)
+    assert f"#{gone.index} →" in replace.note
+    span.refresh_from_db()
+    assert span.ended_at is not None
+    assert [t for t, _ in _sent(endpoint)] == [
+        "allocation.impaired", "allocation.moved", "allocation.recovered"
+    ]  # fmt: skip
+    # The old GPU's holding ended at the swap; the new one runs to paid_until.
+    after = Allocation.objects.get(pk=allocation.pk)
+    old = after.held.get(gpu=gone)
+    assert old.ends_at < after.paid_until and after.paid_until == allocation.paid_until
+
+    again = ops_api.post(f"/api/v1/allocations/{allocation.pk}/replace/")
+    assert (again.status_code, again.json()["code"]) == (409, "not_impaired")
+
+
+def test_a_node_that_answers_nothing_for_too_long_marks_its_allocations(
+    catalog, alice, simulator, settings
+):
+    allocation = book(alice, model="h100", count=2, period="week")
+    nodes = _h100_nodes(catalog)
+    _point(simulator, nodes)
+    interval = timedelta(seconds=settings.ANCHORGPU["POLL_INTERVAL"])
+    after = settings.ANCHORGPU["IMPAIRED_NODE_AFTER"]
+    now = db_now()
+    _poll_and_sync(nodes, now)
+    simulator.set_fault(allocation.node.hostname, "reset")
+    assert _poll_and_sync(nodes, now + interval)["impaired"] == []  # not for long yet
+    late = now + after
+    polls = 0
+    while polls < 2 and Allocation.objects.get(pk=allocation.pk).impaired_since is None:
+        polls += 1
+        _poll_and_sync(nodes, late + polls * interval)
+    marked = Allocation.objects.get(pk=allocation.pk)
+    assert marked.impaired_since is not None and polls <= 2
+    span = ImpairedSpan.objects.get(allocation=allocation)
+    assert (len(span.gpus), span.cause) == (2, "node")
+
+    simulator.set_fault(allocation.node.hostname, "ok")
+    done = _poll_and_sync(nodes, late + 3 * interval)
+    assert done["recovered"] == [allocation.pk]
+    span.refresh_from_db()
+    assert span.ended_at == late + 3 * interval
+    assert Allocation.objects.get(pk=allocation.pk).impaired_since is None
+    assert list(
+        AllocationEvent.objects.filter(
+            allocation=allocation, kind__in=[EventKind.IMPAIRED, EventKind.RECOVERED]
+        ).values_list("kind", flat=True)
+    ) == [EventKind.IMPAIRED, EventKind.RECOVERED]
+
+
+def test_the_policy_replaces_at_once_when_a_spare_exists(catalog, alice, simulator, settings):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "IMPAIRED_AUTO_REPLACE": True}
+    allocation = book(alice, model="h100", count=2, period="week")
+    nodes = _h100_nodes(catalog)
+    _point(simulator, nodes)
+    now = db_now()
+    _poll_and_sync(nodes, now)
+    gone = allocation.current_holdings[0].gpu
+    simulator.set_fault(allocation.node.hostname, "gpu-gone", gpu=gone.index)
+    done = _poll_and_sync(nodes, now + timedelta(seconds=15))
+    assert done["impaired"] == [allocation.pk] and done["replaced"] == [allocation.pk]
+    after = Allocation.objects.get(pk=allocation.pk)
+    assert after.impaired_since is None
+    assert gone.pk not in {h.gpu_id for h in after.current_holdings}
+    assert len(after.current_holdings) == 2 and overlapping_pairs() == 0
