@@ -21,7 +21,7 @@ from rest_framework import authentication, exceptions
 
 from accounts.auth import BearerTokenAuthentication
 from catalog.models import Gpu, Node, NodeState
-from rentals.models import Allocation, LedgerEntry, LedgerKind
+from rentals.models import Allocation, ImpairedSpan, LedgerEntry, LedgerKind
 from rentals.selectors import holdings_at
 from telemetry.agents import agent_silent_after
 from telemetry.models import Flag, FlagKind, GpuSample, IngestMark, NodeAgent, Poll, PollOutcome
@@ -38,6 +38,7 @@ class ConsoleCollector:
         yield from self._fleet(now)
         yield from self._health()
         yield from self._money()
+        yield from self._impaired()
         yield from self._polls(now)
         yield from self._agents(now)
         yield from self._engine(now)
@@ -169,7 +170,12 @@ class ConsoleCollector:
         refunded = CounterMetricFamily(
             "anchorgpu_refunded", "Money refunded, per currency", labels=["currency"]
         )
-        for kind, family in ((LedgerKind.CHARGE, charged), (LedgerKind.REFUND, refunded)):
+        credited = CounterMetricFamily(
+            "anchorgpu_credited", "Impaired time credited, per currency", labels=["currency"]
+        )
+        families = ((LedgerKind.CHARGE, charged), (LedgerKind.REFUND, refunded),
+                    (LedgerKind.CREDIT, credited))  # fmt: skip
+        for kind, family in families:
             for currency, amount in (
                 LedgerEntry.objects.filter(kind=kind)
                 .values_list("currency")
@@ -177,7 +183,28 @@ class ConsoleCollector:
                 .values_list("currency", "s")
             ):
                 family.add_metric([currency], float(amount))
-        yield from (bookings, charged, refunded)
+        yield from (bookings, charged, refunded, credited)
+
+    @staticmethod
+    def _impaired():
+        """Allocations marked impaired now, their GPUs that cannot work, and spans waiting for
+        a remedy (ended, not credited)."""
+        impaired = GaugeMetricFamily(
+            "anchorgpu_allocations_impaired", "Allocations with held GPUs that cannot work now"
+        )
+        gpus = GaugeMetricFamily(
+            "anchorgpu_impaired_gpus", "Held GPUs that cannot work now (open impaired spans)"
+        )
+        waiting = GaugeMetricFamily(
+            "anchorgpu_impaired_spans_uncredited", "Ended impaired spans not yet credited"
+        )
+        open_spans = ImpairedSpan.objects.filter(ended_at__isnull=True)
+        impaired.add_metric([], Allocation.objects.filter(impaired_since__isnull=False).count())
+        gpus.add_metric([], sum(len(g) for g in open_spans.values_list("gpus", flat=True)))
+        waiting.add_metric(
+            [], ImpairedSpan.objects.filter(ended_at__isnull=False, credits__isnull=True).count()
+        )
+        yield from (impaired, gpus, waiting)
 
     @staticmethod
     def _polls(now):

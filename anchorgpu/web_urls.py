@@ -3,7 +3,7 @@ from django.urls import include, path
 from accounts import team_views as teams
 from accounts import views as accounts
 from glossary import views as glossary
-from rentals.views import allocations, booking, fleet, statement
+from rentals.views import allocations, booking, fleet, impaired, statement
 from sizing import views as sizing
 from telemetry import views as flags
 from webhooks import views as webhooks
@@ -48,6 +48,9 @@ urlpatterns = [
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),
     path("usage/", fleet.usage_page, name="usage"),
+    path("impaired/", impaired.impaired_page, name="impaired"),
+    path("impaired/<uuid:pk>/replace/", impaired.impaired_replace, name="impaired-replace"),
+    path("impaired/<uuid:pk>/credit/", impaired.impaired_credit, name="impaired-credit"),
     path("sizing/", sizing.sizing_page, name="sizing"),
     path("flags/", flags.flags_page, name="flags"),
     path("flags/<int:pk>/acknowledge/", flags.flag_acknowledge_page, name="flag-acknowledge"),

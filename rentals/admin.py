@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 from translated_fields import TranslatedFieldAdmin
 
-from accounts.access import operator_acting
+from accounts.access import Operation, operator_acting, operator_can
 from catalog.models import RentalPeriod
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
 from core.errors import DomainError
@@ -70,8 +70,14 @@ class AllocationAdmin(ReadOnlyAdmin):
         "state",
         "paid_from",
         "paid_until",
+        "impaired_since",
     ]
-    list_filter = ["state", "gpu_model", "node__region"]
+    list_filter = [
+        "state",
+        "gpu_model",
+        "node__region",
+        ("impaired_since", admin.EmptyFieldListFilter),
+    ]
     search_fields = ["user__username", "node__hostname", "id"]
     inlines = [EventInline]
 
@@ -79,7 +85,7 @@ class AllocationAdmin(ReadOnlyAdmin):
     def reference(self, allocation):
         return str(allocation.pk)[:8]
 
-    actions = ["stop_selected", "start_selected"]
+    actions = ["stop_selected", "start_selected", "replace_selected"]
 
     def _apply(self, request, queryset, service, verb):
         done = 0
@@ -103,6 +109,22 @@ class AllocationAdmin(ReadOnlyAdmin):
 
     def has_operate_permission(self, request):
         return request.user.is_superuser
+
+    @admin.action(
+        description="Replace impaired GPUs (same paid period and price)", permissions=["replace"]
+    )
+    def replace_selected(self, request, queryset):
+        done = 0
+        for allocation in queryset:
+            try:
+                services.allocation_replace(operator=request.user, allocation_id=allocation.pk)
+                done += 1
+            except DomainError as exc:
+                messages.warning(request, f"{allocation.pk}: {exc.detail}")
+        messages.info(request, f"{done} allocations replaced.")
+
+    def has_replace_permission(self, request):
+        return operator_can(request.user, Operation.REPLACE)
 
 
 @admin.register(LedgerEntry)

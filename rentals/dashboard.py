@@ -131,7 +131,8 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
              "threshold": threshold, "active": NodeState.ACTIVE, "retired": NodeState.RETIRED,
              "stopped": AllocationState.STOPPED, "started": _STARTED},
         )  # fmt: skip
-        total, allocated_now, busy_now, reporting_now, stopped_hours, health = cursor.fetchone()
+        (total, allocated_now, busy_now, reporting_now, stopped_hours, impaired_hours,
+         health) = cursor.fetchone()  # fmt: skip
     health = health or {}
     by_model, by_region = use_by_model_and_region(start=start, end=now)
     charges, refunds = revenue(start=start, end=now)
@@ -153,6 +154,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "by_model": by_model,
         "by_region": by_region,
         "stopped_gpu_hours": round(float(stopped_hours), 1),
+        "impaired_gpu_hours": round(float(impaired_hours), 1),
         "idle_allocations": idle_allocations(now=now),
         "revenue": charges,
         "refunds": refunds,

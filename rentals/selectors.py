@@ -4,7 +4,7 @@ see and act on, quotes, the ledger; and a person's notices."""
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
-from django.db.models import Case, DecimalField, F, Prefetch, QuerySet, Sum, When
+from django.db.models import Case, DecimalField, F, Prefetch, Q, QuerySet, Sum, When
 
 from accounts.access import Acting, Action
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money
@@ -15,6 +15,7 @@ from rentals.models import (
     AllocationGpu,
     AllocationState,
     Cluster,
+    ImpairedSpan,
     LedgerEntry,
     MaintenanceWindow,
     Notice,
@@ -245,3 +246,20 @@ def notices_unread_count(*, user) -> int:
 def notice_get(*, pk) -> Notice:
     """One notice with the facts its words are made of (rentals.texts)."""
     return _with_facts(Notice.objects).get(pk=pk)
+
+
+def impaired_allocations(*, limit: int = 100) -> list[Allocation]:
+    """Allocations marked impaired now or with impaired time not yet credited (staff's
+    remedies page), the longest impaired first; each with `spans` (its spans, oldest
+    first) and `credited` (the ids of the spans already credited)."""
+    spans = ImpairedSpan.objects.filter(Q(ended_at__isnull=True) | Q(credits__isnull=True))
+    found = list(
+        Allocation.objects.filter(pk__in=spans.values("allocation_id"))
+        .select_related("gpu_model", "node", "user", "team", "quote__period")
+        .prefetch_related("impaired_spans", "impaired_spans__credits", "quote__lines")
+        .order_by(F("impaired_since").asc(nulls_last=True), "pk")[:limit]
+    )
+    for allocation in found:
+        allocation.spans = sorted(allocation.impaired_spans.all(), key=lambda s: s.started_at)
+        allocation.credited = {s.pk for s in allocation.spans if s.credits.all()}
+    return found

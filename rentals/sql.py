@@ -346,7 +346,8 @@ GROUP BY a.gpu_model_id, d
 # The page's top line in one statement: GPUs in the fleet, allocated, busy and answering
 # telemetry now (samples of the last two minutes), GPU-hours
 # paid but stopped within the range (each stop to the next event leaving "stopped", or to
-# the end of the paid period; clipped to the range) and nodes per health.
+# the end of the paid period; clipped to the range), impaired GPU-hours within the range
+# (the impaired spans' GPUs) and nodes per health.
 DASHBOARD_NOW = """
 WITH recent AS MATERIALIZED (
     SELECT gpu_id, utilization FROM telemetry_gpusample WHERE at >= %(since)s
@@ -372,6 +373,11 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
         WHERE (a.state = ANY(%(started)s) OR a.paid_until >= %(start)s)
           AND a.paid_from <= %(now)s
           AND least(coalesce(back.at, a.paid_until), %(now)s) > greatest(stop.at, %(start)s)),
+       (SELECT coalesce(sum(cardinality(s.gpus) * extract(epoch FROM
+                    least(coalesce(s.ended_at, %(now)s), %(now)s) - greatest(s.started_at, %(start)s))),
+                0) / 3600
+        FROM rentals_impairedspan s  -- impaired GPU-hours within the range
+        WHERE s.started_at < %(now)s AND coalesce(s.ended_at, %(now)s) > %(start)s),
        (SELECT json_object_agg(health, n ORDER BY health)
         FROM (SELECT health, count(*) AS n FROM catalog_node WHERE state <> %(retired)s
               GROUP BY health) AS h)

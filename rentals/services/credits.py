@@ -176,6 +176,11 @@ def credit_note_build(*, allocation: Allocation, span_id: int | None = None) -> 
         amount = min(line.amount, quantize(room, currency))
         room -= amount
         capped.append(line if amount == line.amount else _with_amount(line, amount))
+    capped = [line for line in capped if line.amount > 0]
+    if not capped:
+        raise NotImpaired(
+            _("Allocation %(id)s has no paid impaired time to credit.") % {"id": allocation.pk}
+        )
     total = sum((line.amount for line in capped), Decimal(0))
     return CreditNote(allocation, capped, quantize(total, currency), currency)
 

@@ -209,3 +209,59 @@ def test_the_policy_replaces_at_once_when_a_spare_exists(catalog, alice, simulat
     assert after.impaired_since is None
     assert gone.pk not in {h.gpu_id for h in after.current_holdings}
     assert len(after.current_holdings) == 2 and overlapping_pairs() == 0
+
+
+def _impaired_by_hand(allocation, *, hours_ago=5, ended=False):
+    """A span as the sync leaves it (the page's and the metrics' tests need no simulator)."""
+    now = db_now()
+    span = ImpairedSpan.objects.create(
+        allocation=allocation, started_at=now - timedelta(hours=hours_ago),
+        ended_at=now - timedelta(hours=1) if ended else None,
+        gpus=[allocation.current_holdings[0].gpu_id],
+    )  # fmt: skip
+    if not ended:
+        Allocation.objects.filter(pk=allocation.pk).update(impaired_since=span.started_at)
+    return span
+
+
+def test_staff_see_impaired_allocations_and_issue_a_credit_from_their_page(catalog, alice, client):
+    allocation = book(alice, model="h100", count=2, period="week")
+    span = ImpairedSpan.objects.create(
+        allocation=allocation, started_at=allocation.paid_from + timedelta(hours=1),
+        ended_at=allocation.paid_from + timedelta(hours=4),
+        gpus=[allocation.current_holdings[0].gpu_id],
+    )  # fmt: skip
+    client.force_login(alice)
+    assert client.get("/impaired/").status_code == 302  # staff only
+    client.force_login(operator())
+    page = client.get("/impaired/").content.decode().replace("\xa0", " ")
+    assert f'id="impaired-{allocation.pk}"' in page and 'href="/impaired/"' in page
+    assert "credit-button" in page and "Total: 6.48 USD" in page  # 3 h × 2.16
+    issued = client.post(f"/impaired/{allocation.pk}/credit/", follow=True)
+    assert "Credit issued" in issued.content.decode()
+    assert span.credits.count() == 1
+    assert f'id="impaired-{allocation.pk}"' not in client.get("/impaired/").content.decode()
+    refused = client.post(f"/impaired/{allocation.pk}/credit/", follow=True).content.decode()
+    assert "already credited" in refused and span.credits.count() == 1
+
+
+def test_metrics_and_the_dashboard_count_impaired_allocations(
+    catalog, alice, staff, client, settings
+):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    allocation = book(alice, model="h100", count=2, period="week")
+    _impaired_by_hand(allocation, hours_ago=2)
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "METRICS_TOKEN": "s3cret-for-prometheus"}
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-for-prometheus")
+    values = {
+        s.name: s.value
+        for f in text_string_to_metric_families(text.content.decode())
+        for s in f.samples
+    }
+    assert values["anchorgpu_allocations_impaired"] == 1
+    assert values["anchorgpu_impaired_gpus"] == 1
+    assert values["anchorgpu_impaired_spans_uncredited"] == 0
+    client.force_login(staff)
+    page = client.get("/usage/?days=1").content.decode()
+    assert 'id="impaired-hours"><div class="value">2' in page
