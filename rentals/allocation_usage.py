@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from rentals.models import Allocation, AllocationState
 from telemetry.models import GpuSample
-from telemetry.selectors import gpu_series, gpu_totals
+from telemetry.selectors import Totals, gpu_series, gpu_totals
 
 
 def _active_threshold():
@@ -44,8 +44,9 @@ def allocation_usage(*, allocation: Allocation, now: datetime) -> dict:
     end = min(now, allocation.paid_until)
     elapsed = max(timedelta(0), end - start)
     stopped = sum(((b - a) for a, b in stopped_spans(allocation=allocation, now=now)), timedelta(0))
-    gpu_ids = [held.gpu_id for held in allocation.held.all()]
-    totals = gpu_totals(start=start, end=end, gpu_ids=gpu_ids) if gpu_ids and elapsed else None
+    held = list(allocation.held.all())
+    gpu_ids = [h.gpu_id for h in held]
+    totals = _held_totals(held, start=start, end=end) if held and elapsed else None
     idle_hours = None
     if totals is not None and allocation.state == AllocationState.RUNNING:
         last_busy = (
@@ -57,7 +58,14 @@ def allocation_usage(*, allocation: Allocation, now: datetime) -> dict:
             .first()
         )
         idle_hours = round((end - (last_busy or start)).total_seconds() / 3600, 1)
-    gpu_hours = elapsed.total_seconds() / 3600 * len(gpu_ids)
+    # Each GPU for the time it was the allocation's (a replacement ends the old one's).
+    gpu_hours = (
+        sum(
+            max(timedelta(0), min(end, h.ends_at) - max(start, h.starts_at)).total_seconds()
+            for h in held
+        )
+        / 3600
+    )
     covered = totals.covered_s / 3600 if totals else 0.0
     return {
         "from": start,
@@ -90,4 +98,31 @@ def allocation_series(
     now = timezone.now()
     end = min(end or now, allocation.paid_until, now)
     start = max(start or end - timedelta(hours=1), allocation.paid_from)
-    return gpu_series(gpus=[held.gpu for held in allocation.held.all()], start=start, end=end)
+    held = list(allocation.held.all())
+    series = gpu_series(gpus=[h.gpu for h in held], start=start, end=end)
+    windows = {h.gpu.uuid: (h.starts_at, h.ends_at) for h in held}
+    if any(h.starts_at > allocation.paid_from or h.ends_at < allocation.paid_until for h in held):
+        for gpu in series["gpus"]:  # a swapped GPU's points only while it was this one's
+            since, until = windows[gpu["uuid"]]
+            gpu["points"] = [
+                p for p in gpu["points"] if since <= datetime.fromisoformat(p["t"]) < until
+            ]
+    return series
+
+
+def _held_totals(held, *, start: datetime, end: datetime) -> Totals:
+    """What the allocation's GPUs did, each within [start, end) and the time it held it: one
+    read per distinct holding window (one, unless GPUs were swapped)."""
+    windows: dict[tuple[datetime, datetime], list[int]] = {}
+    for h in held:
+        a, b = max(start, h.starts_at), min(end, h.ends_at)
+        if a < b:
+            windows.setdefault((a, b), []).append(h.gpu_id)
+    total = Totals()
+    for (a, b), ids in windows.items():
+        part = gpu_totals(start=a, end=b, gpu_ids=ids)
+        total.add(
+            part.samples, part.util_sum, part.util_samples, part.util_max, part.memory_max_mib,
+            part.energy_j, part.covered_s, part.busy_s,
+        )  # fmt: skip
+    return total

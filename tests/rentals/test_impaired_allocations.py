@@ -265,3 +265,35 @@ def test_metrics_and_the_dashboard_count_impaired_allocations(
     client.force_login(staff)
     page = client.get("/usage/?days=1").content.decode()
     assert 'id="impaired-hours"><div class="value">2' in page
+
+
+def test_the_new_gpus_telemetry_joins_the_charts_and_summary_from_the_swap_on(catalog, alice):
+    from rentals.allocation_usage import allocation_series, allocation_usage
+    from rentals.services.impairments import allocation_replace
+    from telemetry.models import GpuSample, Severity
+
+    allocation = book(alice, model="h100", count=2, period="week")
+    start = allocation.paid_from
+    old = allocation.current_holdings[0].gpu
+    Flag.objects.create(
+        node=old.node, gpu=old, kind=FlagKind.GPU_MISSING, severity=Severity.CRITICAL,
+        opened_at=start, last_seen_at=start,
+    )  # fmt: skip
+    allocations_impairment_sync(now=start + timedelta(milliseconds=1))
+    swap = start + timedelta(milliseconds=2)
+    allocation_replace(operator=operator(), allocation_id=allocation.pk, now=swap)
+    after = Allocation.objects.get(pk=allocation.pk)
+    new = next(
+        h.gpu for h in after.current_holdings if h.gpu_id not in {old.pk} and h.starts_at == swap
+    )
+    tick = timedelta(microseconds=500)
+    for gpu, at in ((old, swap - tick), (old, swap + tick), (new, swap - tick), (new, swap + tick)):
+        GpuSample.objects.create(gpu=gpu, at=at, utilization=90.0)
+    series = allocation_series(allocation=after, start=start)
+    points = {g["uuid"]: [p["t"] for p in g["points"]] for g in series["gpus"]}
+    assert points[old.uuid] == [(swap - tick).isoformat()]
+    assert points[new.uuid] == [(swap + tick).isoformat()]
+    now = db_now()
+    usage = allocation_usage(allocation=after, now=now)
+    # Two GPUs for the whole time so far: the old one until the swap, the new one after it.
+    assert usage["gpu_hours"] == round(2 * (now - start).total_seconds() / 3600, 2)
