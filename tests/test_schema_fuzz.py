@@ -172,7 +172,9 @@ def staff_fleet(two_users, django_user_model):
     return _staff_and_flags(django_user_model)
 
 
-@schema.include(path_regex=r"^/api/v1/(flags|nodes|usage|maintenance)/").parametrize()
+@schema.include(
+    path_regex=r"^/api/v1/(flags|nodes|usage|maintenance|allocations/[^/]+/(replace|credit-notes))/"
+).parametrize()
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 def test_staff_endpoints_never_error_for_staff(case, staff_fleet):
     """The staff-only operations, fuzzed as staff (the test above reaches them only as a

@@ -297,3 +297,28 @@ def test_the_new_gpus_telemetry_joins_the_charts_and_summary_from_the_swap_on(ca
     usage = allocation_usage(allocation=after, now=now)
     # Two GPUs for the whole time so far: the old one until the swap, the new one after it.
     assert usage["gpu_hours"] == round(2 * (now - start).total_seconds() / 3600, 2)
+
+
+def test_the_admin_replaces_through_the_same_service(catalog, alice, client):
+    from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+    from django.contrib.auth.models import Permission
+
+    from telemetry.models import Severity
+
+    allocation = book(alice, model="h100", count=2, period="week")
+    old = allocation.current_holdings[0].gpu
+    now = db_now()
+    Flag.objects.create(
+        node=old.node, gpu=old, kind=FlagKind.GPU_MISSING, severity=Severity.CRITICAL,
+        opened_at=now, last_seen_at=now,
+    )  # fmt: skip
+    allocations_impairment_sync()
+    ops = operator()
+    ops.user_permissions.add(*Permission.objects.filter(codename="view_allocation"))
+    client.force_login(ops)
+    form = {"action": "replace_selected", ACTION_CHECKBOX_NAME: [str(allocation.pk)]}
+    answer = client.post("/admin/rentals/allocation/", form, follow=True)
+    assert "1 allocations replaced." in answer.content.decode()
+    after = Allocation.objects.get(pk=allocation.pk)
+    assert after.impaired_since is None and old.pk not in {h.gpu_id for h in after.current_holdings}
+    assert overlapping_pairs() == 0
