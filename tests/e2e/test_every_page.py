@@ -168,6 +168,7 @@ def pages_for(role, w) -> dict[str, str]:
             "catalog": "/",
             "usage": "/usage/",
             "usage-90": "/usage/?days=90",
+            "impaired": "/impaired/",
             "flags": "/flags/",
             "allocations": "/allocations/",
             "allocation-other-team": f"/allocations/{w['bobs'].pk}/",
