@@ -8,7 +8,7 @@ import pytest
 from anchorgpu.celery import app
 from anchorgpu.schedule import beat_schedule
 from rentals.models import Allocation
-from rentals.tasks import allocations_enforce_task
+from rentals.tasks import allocations_enforce_task, allocations_impairment_sync_task
 from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 
 
@@ -35,6 +35,24 @@ def test_enforcement_task_runs_on_a_real_worker(catalog, alice, worker):
     assert list(allocation.events.values_list("kind", flat=True)) == ["booked", "expire"]
 
 
+def test_the_impairment_sync_runs_on_a_real_worker(catalog, alice, worker):
+    from core.db import db_now
+    from telemetry.models import Flag, FlagKind, Severity
+
+    allocation = book(alice, model="h100", count=1, period="day")
+    gpu = allocation.current_holdings[0].gpu
+    now = db_now()
+    Flag.objects.create(
+        node=gpu.node, gpu=gpu, kind=FlagKind.XID, code=79, severity=Severity.CRITICAL,
+        opened_at=now, last_seen_at=now,
+    )  # fmt: skip
+
+    allocations_impairment_sync_task.delay()
+
+    assert wait_for(lambda: Allocation.objects.get(pk=allocation.pk).impaired_since is not None)
+    assert list(allocation.events.values_list("kind", flat=True)) == ["booked", "impaired"]
+
+
 def test_beat_schedule_has_every_periodic_job_with_an_expiry():
     schedule = beat_schedule()
     assert set(schedule) == {
@@ -43,6 +61,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "send-unsent-notices",
         "poll-nodes",
         "flag-gpu-activity",
+        "sync-impairments",
         "rollup-telemetry",
         "prune-telemetry",
         "purge-idempotency-keys",
