@@ -129,6 +129,9 @@ def _sync(now: datetime) -> dict:
                 allocation.impaired_since = span.started_at
                 allocation.save(update_fields=["impaired_since"])
             done["still"].append(allocation.pk)
+        elif allocation.state not in STARTED or allocation.paid_until <= now:
+            # Ended (expired) while impaired: the span ends with the paid period, quietly.
+            _span_close(allocation, now=min(now, allocation.paid_until))
         elif allocation.impaired_since is not None or span is not None:
             if (event := _span_close(allocation, now=now)) is not None:
                 events.append(event)

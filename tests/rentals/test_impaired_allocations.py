@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from accounts.access import acting_as
@@ -322,3 +323,28 @@ def test_the_admin_replaces_through_the_same_service(catalog, alice, client):
     after = Allocation.objects.get(pk=allocation.pk)
     assert after.impaired_since is None and old.pk not in {h.gpu_id for h in after.current_holdings}
     assert overlapping_pairs() == 0
+
+
+def test_an_allocation_that_ends_while_impaired_closes_its_span_without_a_recovery(catalog, alice):
+    from rentals.services import allocations_enforce
+    from telemetry.models import Severity
+    from tests.rentals.helpers import end_paid_periods_a_minute_ago
+
+    allocation = book(alice, model="h100", count=1, period="day")
+    gpu = allocation.current_holdings[0].gpu
+    now = db_now()
+    Flag.objects.create(
+        node=gpu.node, gpu=gpu, kind=FlagKind.RAS, severity=Severity.CRITICAL,
+        opened_at=now, last_seen_at=now,
+    )  # fmt: skip
+    assert allocations_impairment_sync()["impaired"] == [allocation.pk]
+    with connection.cursor() as cursor:  # the deferred checks first: the helper alters a table
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    end_paid_periods_a_minute_ago()
+    allocations_enforce()
+    done = allocations_impairment_sync()
+    assert done["recovered"] == [] and done["impaired"] == []
+    after = Allocation.objects.get(pk=allocation.pk)
+    assert (after.state, after.impaired_since) == ("expired", None)
+    assert ImpairedSpan.objects.get(allocation=allocation).ended_at is not None
+    assert not after.events.filter(kind=EventKind.RECOVERED).exists()
