@@ -244,3 +244,18 @@ def credit_note_issue(
     mailed = [n.pk for n in notices] if allocation.user.email else []
     transaction.on_commit(lambda: notices_queue(mailed))
     return CreditNote(note.allocation, note.lines, note.total, note.currency, issued=True)
+
+
+def impaired_time_of(allocation: Allocation) -> dict | None:
+    """What the owner's page shows of the impaired time: the spans, each with its credit
+    when issued, and the note that staff would issue now (read before it is issued); None
+    for an allocation that was never impaired (one query)."""
+    spans = list(allocation.impaired_spans.prefetch_related("credits").order_by("started_at"))
+    if not spans:
+        return None
+    try:
+        pending = credit_note_build(allocation=allocation)
+    except DomainError:
+        pending = None
+    rows = [{"span": s, "credit": next(iter(s.credits.all()), None)} for s in spans]
+    return {"spans": rows, "pending": pending}

@@ -26,6 +26,7 @@ from rentals.forms import AllocationFilterForm, ChartRangeForm, ExtendForm, Exte
 from rentals.idempotency import idempotent
 from rentals.models import Allocation, AllocationState
 from rentals.selectors import notices_for
+from rentals.services.credits import impaired_time_of
 from rentals.services.notices import notices_mark_read
 from rentals.texts import access_words, notice_subject, notice_text
 from rentals.views import key_refused, requoted
@@ -118,6 +119,7 @@ def _detail_context(request, allocation, **extra):
         if is_owner and allocation.is_live
         else [],
         "extend_range": range(1, limits.period_count_max() + 1),
+        "impaired_time": impaired_time_of(allocation),
         "nav": "allocations",
         **extra,
     }

@@ -154,3 +154,16 @@ def test_two_staff_members_issuing_at_once_give_one_credit(catalog, alice):
     assert results == ["21.60", "already"]
     assert LedgerEntry.objects.filter(kind=LedgerKind.CREDIT).count() == 1
     assert Notice.objects.filter(kind=NoticeKind.CREDITED).count() == 1
+
+
+def test_the_owner_reads_the_credit_note_on_the_allocation_page_before_and_after(
+    catalog, alice, client
+):
+    allocation = book(alice, model="h100", count=2, period="week")
+    _span(allocation)
+    client.force_login(alice)
+    page = client.get(f"/allocations/{allocation.pk}/").content.decode().replace("\xa0", " ")
+    assert 'id="impaired-time"' in page and "To be credited: <strong>10.80 USD</strong>" in page
+    credit_note_issue(operator=operator(), allocation_id=allocation.pk)
+    page = client.get(f"/allocations/{allocation.pk}/").content.decode().replace("\xa0", " ")
+    assert "credited 10.80 USD" in page and 'id="credit-pending"' not in page
