@@ -248,6 +248,17 @@ def notice_get(*, pk) -> Notice:
     return _with_facts(Notice.objects).get(pk=pk)
 
 
+# What a credit note reads (rentals.services.credits), loaded with the allocation: the staff
+# page's list and the service's locked row alike, so a note costs no query of its own.
+CREDIT_PREFETCH = (
+    "quote__lines",
+    "extension_quotes__lines",
+    "extension_quotes__period",
+    "impaired_spans__credits",
+    "ledger",
+)
+
+
 def impaired_allocations(*, limit: int = 100) -> list[Allocation]:
     """Allocations marked impaired now or with impaired time not yet credited (staff's
     remedies page), the longest impaired first; each with `spans` (its spans, oldest
@@ -256,7 +267,7 @@ def impaired_allocations(*, limit: int = 100) -> list[Allocation]:
     found = list(
         Allocation.objects.filter(pk__in=spans.values("allocation_id"))
         .select_related("gpu_model", "node", "user", "team", "quote__period")
-        .prefetch_related("impaired_spans", "impaired_spans__credits", "quote__lines")
+        .prefetch_related(*CREDIT_PREFETCH)
         .order_by(F("impaired_since").asc(nulls_last=True), "pk")[:limit]
     )
     for allocation in found:

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
 from django.utils.translation import gettext as _
 
 from accounts.access import Operation, operator_require
@@ -34,6 +33,7 @@ from rentals.models import (
     QuoteKind,
     QuoteLineKind,
 )
+from rentals.selectors import CREDIT_PREFETCH
 from rentals.services.notices import notices_queue
 
 HOUR = Decimal(3600 * 10**6)  # microseconds
@@ -79,11 +79,13 @@ def _gpu_rate(quote) -> Decimal:
 def rates_of(allocation: Allocation) -> list[Rate]:
     """The paid period in pieces, each at the rate its quote charged: the booking, then
     each extension charged on it."""
-    extensions = list(
-        allocation.extension_quotes.filter(kind=QuoteKind.EXTENSION, used_at__isnull=False)
-        .select_related("period")
-        .prefetch_related("lines")
-        .order_by("paid_from")
+    extensions = sorted(
+        (
+            q
+            for q in allocation.extension_quotes.all()
+            if q.kind == QuoteKind.EXTENSION and q.used_at is not None
+        ),
+        key=lambda q: q.paid_from,
     )
     booked_until = extensions[0].paid_from if extensions else allocation.paid_until
     rates = [Rate(allocation.paid_from, booked_until, _gpu_rate(allocation.quote))]
@@ -108,10 +110,10 @@ def _line(allocation: Allocation, span: ImpairedSpan, rates: list[Rate], currenc
 
 
 def _creditable(allocation: Allocation, span_id: int | None) -> list[ImpairedSpan]:
-    spans = allocation.impaired_spans.order_by("started_at")
+    spans = sorted(allocation.impaired_spans.all(), key=lambda s: s.started_at)
     if span_id is not None:
-        span = spans.filter(pk=span_id).first()
-        if span is None:
+        spans = [s for s in spans if s.pk == span_id]
+        if not spans:
             raise DomainError(
                 _(
                     "Allocation %(id)s was not impaired in span %(span)s: there is nothing to credit."
@@ -119,19 +121,12 @@ def _creditable(allocation: Allocation, span_id: int | None) -> list[ImpairedSpa
                 % {"id": allocation.pk, "span": span_id},
                 field="span",
             )
-        spans = [span]
-    else:
-        spans = list(spans)
     if not spans:
         raise NotImpaired(
             _("Allocation %(id)s was never impaired: there is no impaired time to credit.")
             % {"id": allocation.pk}
         )
-    credited = set(
-        LedgerEntry.objects.filter(impaired_span__in=[s.pk for s in spans]).values_list(
-            "impaired_span_id", flat=True
-        )
-    )
+    credited = {s.pk for s in spans if s.credits.all()}
     open_ = [s for s in spans if s.ended_at is None]
     todo = [s for s in spans if s.ended_at is not None and s.pk not in credited]
     if not todo:
@@ -151,17 +146,19 @@ def _creditable(allocation: Allocation, span_id: int | None) -> list[ImpairedSpa
 
 
 def _given_room(allocation: Allocation, currency: str) -> Decimal:
-    """What the allocation's charges (a cluster's, all of its nodes') less refunds and
-    credits leave to give back."""
-    members = (
-        Allocation.objects.filter(cluster_id=allocation.cluster_id)
-        if allocation.cluster_id
-        else Allocation.objects.filter(pk=allocation.pk)
-    )
-    rows = LedgerEntry.objects.filter(allocation__in=members, currency=currency)
-    charged = rows.filter(kind=LedgerKind.CHARGE).aggregate(s=Sum("amount"))["s"] or 0
-    back = rows.filter(kind__in=CREDITS).aggregate(s=Sum("amount"))["s"] or 0
-    return Decimal(charged) - Decimal(back)
+    """What the allocation's charges (a cluster's, all of its nodes': one query) less refunds
+    and credits leave to give back."""
+    if allocation.cluster_id:
+        rows = list(
+            LedgerEntry.objects.filter(
+                allocation__cluster_id=allocation.cluster_id, currency=currency
+            )
+        )
+    else:
+        rows = [e for e in allocation.ledger.all() if e.currency == currency]
+    charged = sum((e.amount for e in rows if e.kind == LedgerKind.CHARGE), Decimal(0))
+    back = sum((e.amount for e in rows if e.kind in CREDITS), Decimal(0))
+    return charged - back
 
 
 def credit_note_build(*, allocation: Allocation, span_id: int | None = None) -> CreditNote:
@@ -193,7 +190,7 @@ def _locked(allocation_id) -> Allocation:
     allocation = (
         Allocation.objects.select_for_update(of=("self",))
         .select_related("quote__period", "team", "user", "gpu_model", "cluster")
-        .prefetch_related("quote__lines")
+        .prefetch_related(*CREDIT_PREFETCH)
         .filter(pk=allocation_id)
         .first()
     )
@@ -250,7 +247,7 @@ def impaired_time_of(allocation: Allocation) -> dict | None:
     """What the owner's page shows of the impaired time: the spans, each with its credit
     when issued, and the note that staff would issue now (read before it is issued); None
     for an allocation that was never impaired (one query)."""
-    spans = list(allocation.impaired_spans.prefetch_related("credits").order_by("started_at"))
+    spans = sorted(allocation.impaired_spans.all(), key=lambda s: s.started_at)
     if not spans:
         return None
     try:

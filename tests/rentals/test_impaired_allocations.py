@@ -348,3 +348,30 @@ def test_an_allocation_that_ends_while_impaired_closes_its_span_without_a_recove
     assert (after.state, after.impaired_since) == ("expired", None)
     assert ImpairedSpan.objects.get(allocation=allocation).ended_at is not None
     assert not after.events.filter(kind=EventKind.RECOVERED).exists()
+
+
+def test_the_impaired_page_has_a_pinned_query_count(catalog, alice, bob, client):
+    from django.db import connection as conn
+    from django.test.utils import CaptureQueriesContext
+
+    def impaired(user, model):
+        allocation = book(user, model=model, count=1, period="week")
+        ImpairedSpan.objects.create(
+            allocation=allocation, started_at=allocation.paid_from + timedelta(hours=1),
+            ended_at=allocation.paid_from + timedelta(hours=2),
+            gpus=[allocation.current_holdings[0].gpu_id],
+        )  # fmt: skip
+
+    client.force_login(operator())
+    impaired(alice, "h100")
+
+    def queries():
+        with CaptureQueriesContext(conn) as ctx:
+            assert client.get("/impaired/").status_code == 200
+        return len(ctx.captured_queries)
+
+    queries()  # the first request warms the session and caches
+    first = queries()
+    impaired(bob, "l4")
+    impaired(alice, "mi300x")
+    assert queries() == first
