@@ -375,3 +375,32 @@ def test_the_impaired_page_has_a_pinned_query_count(catalog, alice, bob, client)
     impaired(bob, "l4")
     impaired(alice, "mi300x")
     assert queries() == first
+
+
+def test_a_cluster_members_node_down_is_replaced_by_a_whole_node_of_its_group(
+    catalog, alice, ops_api, simulator, settings
+):
+    from rentals.services import allocation_book, quote_create
+
+    acting = acting_as(alice)
+    quote = quote_create(
+        acting=acting, gpu_model="h100", node_count=1, period="day", period_count=1
+    )
+    allocation = allocation_book(acting=acting, quote=quote)
+    assert allocation.cluster_id and allocation.node.network_group == "ib-1"
+    nodes = _h100_nodes(catalog)
+    _point(simulator, nodes)
+    _poll_and_sync(nodes, db_now())
+    # The timing rule has its own test above: here a silent node counts at once, so the
+    # replacement (on the real clock) sees what the sync saw.
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "IMPAIRED_NODE_AFTER": timedelta(0)}
+    simulator.set_fault(allocation.node.hostname, "reset")
+    assert _poll_and_sync(nodes, db_now())["impaired"] == [allocation.pk]
+
+    swapped = ops_api.post(f"/api/v1/allocations/{allocation.pk}/replace/")
+    assert swapped.status_code == 200, swapped.content
+    body = swapped.json()
+    other = next(n for n in nodes if n.network_group == "ib-1" and n.pk != allocation.node_id)
+    assert body["node"] == other.hostname and len(body["gpus"]) == 8
+    assert body["paid_until"].replace("Z", "+00:00") == allocation.paid_until.isoformat()
+    assert body["impaired_since"] is None and overlapping_pairs() == 0
