@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -21,6 +22,7 @@ from rentals.models import (
     Notice,
     NoticeKind,
 )
+from rentals.services import notice_send
 from rentals.services.impairments import allocations_impairment_sync
 from rentals.texts import notice_subject, notice_text, reader_preferences
 from telemetry.models import Flag, FlagKind
@@ -116,6 +118,9 @@ def test_a_gone_gpu_marks_the_allocation_then_a_replacement_swaps_it_with_the_sa
     with reader_preferences(alice):
         assert "nie mogą pracować" in notice_subject(notice)
         assert "1 z 2 GPU H100 SXM" in notice_text(notice)
+    assert notice_send(notice_id=notice.pk)
+    assert mail.outbox[-1].subject == "Niektóre GPU Twojej alokacji AnchorGPU nie mogą pracować"
+    assert "(usterka po naszej stronie)" in mail.outbox[-1].body
     sent = _sent(endpoint)
     assert [t for t, _ in sent] == ["allocation.impaired"]
     assert sent[0][1]["data"]["allocation"]["impaired_since"] is not None
