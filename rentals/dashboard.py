@@ -83,6 +83,16 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
 
 
 @reporting_reads()
+def credited(*, start: datetime, end: datetime) -> dict:
+    """Impaired time credited per currency (never added across currencies)."""
+    totals = {}
+    params = {"start": start, "end": end, "kinds": [LedgerKind.CREDIT]}
+    for row in read_rows(sql.REVENUE, params):
+        totals[row["currency"]] = totals.get(row["currency"], 0) + row["amount"]
+    return {c: quantize(a, c) for c, a in totals.items()}
+
+
+@reporting_reads()
 def booked_ahead(*, now: datetime) -> list[dict]:
     """GPU-days booked per active model for the next 30 days, against each model's
     capacity. `model` is the model's id, slug and name."""
@@ -158,6 +168,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "idle_allocations": idle_allocations(now=now),
         "revenue": charges,
         "refunds": refunds,
+        "credits": credited(start=start, end=now),
         "health": health,
         "troubled": troubled,
         "troubled_count": sum(n for h, n in health.items() if h != NodeHealth.HEALTHY),

@@ -268,9 +268,18 @@ def test_metrics_and_the_dashboard_count_impaired_allocations(
     assert values["anchorgpu_allocations_impaired"] == 1
     assert values["anchorgpu_impaired_gpus"] == 1
     assert values["anchorgpu_impaired_spans_uncredited"] == 0
+    from rentals.services.credits import credit_note_issue
+
+    ended = book(alice, model="h100", count=1, period="week")
+    ImpairedSpan.objects.create(
+        allocation=ended, started_at=ended.paid_from, gpus=[ended.current_holdings[0].gpu_id],
+        ended_at=ended.paid_from + timedelta(minutes=30),
+    )  # fmt: skip
+    credit_note_issue(operator=operator(), allocation_id=ended.pk)
     client.force_login(staff)
-    page = client.get("/usage/?days=1").content.decode()
+    page = client.get("/usage/?days=1").content.decode().replace("\xa0", " ")
     assert 'id="impaired-hours"><div class="value">2' in page
+    assert "Credited for impaired time: 1.08 USD" in page  # half an hour × 2.16
 
 
 def test_the_new_gpus_telemetry_joins_the_charts_and_summary_from_the_swap_on(catalog, alice):
