@@ -88,8 +88,8 @@ def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
             kind = _BY_KIND[event.kind]
             if event.kind == EventKind.ACCESS_GRANTED:
                 data["access"] = connection_details(allocation.node, tenant_login(allocation.pk))
-            if event.kind == EventKind.IMPAIRED:  # which GPUs cannot work ("node #1, #2")
-                data["impaired"] = event.note
+            if event.kind == EventKind.IMPAIRED:  # which GPUs cannot work
+                data["impaired"] = _impaired_gpus(allocation, event.at)
             if event.kind in _SWAPS:  # the GPUs it holds now, and where to log in
                 data["gpus"] = _gpus_now(allocation)
                 data["access"] = connection_details(allocation.node, tenant_login(allocation.pk))
@@ -102,6 +102,13 @@ def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
 
 
 _SWAPS = (EventKind.MOVE, EventKind.REPLACE)
+
+
+def _impaired_gpus(allocation: Allocation, at: datetime) -> list[dict]:
+    """The GPUs of the impaired span that opened at `at`."""
+    span = allocation.impaired_spans.filter(started_at=at).first()
+    held = allocation.held.select_related("gpu").filter(gpu_id__in=span.gpus if span else [])
+    return [{"uuid": h.gpu.uuid, "index": h.gpu.index} for h in held.order_by("gpu__index")]
 
 
 def _gpus_now(allocation: Allocation) -> list[dict]:

@@ -124,7 +124,7 @@ def test_a_gone_gpu_marks_the_allocation_then_a_replacement_swaps_it_with_the_sa
     sent = _sent(endpoint)
     assert [t for t, _ in sent] == ["allocation.impaired"]
     assert sent[0][1]["data"]["allocation"]["impaired_since"] is not None
-    assert f"#{gone.index}" in sent[0][1]["data"]["impaired"]
+    assert sent[0][1]["data"]["impaired"] == [{"uuid": gone.uuid, "index": gone.index}]
     read = alice_api.get(f"/api/v1/allocations/{allocation.pk}/").json()
     assert read["impaired_since"] is not None
     client.force_login(alice)
