@@ -33,7 +33,7 @@ class GpuPriceHistoryInline(ReadOnlyInline):
     fields = ["period", "unit_price", "currency", "effective_from", "created_by", "created_at"]
     readonly_fields = fields
     ordering = ["period__duration", "-effective_from"]
-    verbose_name_plural = "price history and scheduled changes"
+    verbose_name_plural = _("price history and scheduled changes")
 
 
 class PricesAtForm(forms.Form):
