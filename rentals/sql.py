@@ -490,7 +490,11 @@ SELECT agent.id, agent.served_generation, agent.now, n.id, n.hostname, n.exporte
                        JOIN accounts_sshkey k ON k.id = ak.ssh_key_id
                        JOIN accounts_membership m
                          ON m.user_id = k.user_id AND m.team_id = al.team_id
-                       WHERE ak.allocation_id = al.id)))
+                       JOIN accounts_team t ON t.id = al.team_id
+                       WHERE ak.allocation_id = al.id
+                         AND (NOT t.require_second_factor OR EXISTS (
+                               SELECT 1 FROM mfa_authenticator f
+                               WHERE f.user_id = k.user_id AND f.type = %(totp)s)))))
            FROM rentals_allocation al
            WHERE al.node_id = n.id AND al.state = ANY(%(live)s) AND al.paid_until > agent.now
              AND (al.state <> %(scheduled)s OR al.paid_from <= agent.now + %(lead)s)
