@@ -14,10 +14,11 @@ endpoint, and AnchorGPU reads them (telemetry/remote.py).
 The three need real minutes of real scrapes, so they share one run of the engines on one
 clock (`run`, once per module): Prometheus and a VictoriaMetrics scrape every node through
 the SD endpoint, and beside them an operator's vmagent writes into a second VictoriaMetrics,
-the one that goes down. The faults are judged first; then, from one minute boundary, three
-minutes are scraped (a counter reset in the second) while the second VictoriaMetrics is
-down for two of them; each test then asserts on what the run saw. About four minutes in
-all, mostly waiting: marked `engines` (make test gives them a pass of their own).
+the one that goes down. From the last minute boundary (one the engines scraped after)
+three minutes are scraped, a counter reset in the second; meanwhile the second
+VictoriaMetrics is ingested to that boundary, the faults are judged, and it is down for
+two minutes. Each test then asserts on what the run saw. About four minutes in all, mostly
+waiting: marked `engines` (make test gives them a pass of their own).
 """
 
 import json
