@@ -51,21 +51,27 @@ engines:
 run: venv
 	$(PY) -m anchorgpu.launcher run
 
-# Two passes at once on the same servers: everything in parallel (pytest-xdist; each
-# worker has its own PostgreSQL and Redis database, tests/parallel.py), and beside it, one
-# at a time, the tests that start servers or the whole product of their own (they mostly
-# wait: a Redis held stopped for 20 s, restarts). The second pass's output follows the
-# first's. PYTEST_ARGS goes to both; a pass it leaves empty (pytest's status 5) is no
+# Three passes at once on the same servers: everything in parallel (pytest-xdist; each
+# worker has its own PostgreSQL and Redis database, tests/parallel.py); beside it, one at a
+# time, the tests that start servers or the whole product of their own (they mostly wait: a
+# Redis held stopped for 20 s, restarts); and beside both the engine tests (real Prometheus
+# and VictoriaMetrics scraping for real minutes, about 4 of them, mostly asleep), with
+# databases of their own (ANCHORGPU_TEST_PASS). The other passes' output follows the
+# first's. PYTEST_ARGS goes to all three; a pass it leaves empty (pytest's status 5) is no
 # failure.
 TEST_WORKERS ?= auto
 test: venv chromium gettext openssh engines
 	@mkdir -p test-artifacts
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
 	  pass() { $(PY) -m pytest "$$@" $(PYTEST_ARGS); rc=$$?; [ $$rc = 5 ] && return 0; return $$rc; }; \
-	  pass -p no:xdist -m "slow and not perf" > test-artifacts/slow-tests.log 2>&1 & slow=$$!; \
+	  pass -p no:xdist -m "slow and not engines and not perf" > test-artifacts/slow-tests.log 2>&1 & slow=$$!; \
+	  ( export ANCHORGPU_TEST_PASS=engines; pass -p no:xdist -m "engines and not perf" ) \
+	    > test-artifacts/engine-tests.log 2>&1 & engines=$$!; \
 	  pass -n $(TEST_WORKERS) --maxprocesses 8 --dist worksteal -m "not perf and not slow"; parallel=$$?; \
-	  wait $$slow; serial=$$?; echo; echo "== the tests that start servers of their own"; \
-	  cat test-artifacts/slow-tests.log; [ $$parallel = 0 ] && [ $$serial = 0 ]'
+	  wait $$slow; serial=$$?; wait $$engines; engine=$$?; \
+	  echo; echo "== the tests that start servers of their own"; cat test-artifacts/slow-tests.log; \
+	  echo; echo "== the engine tests (Prometheus, VictoriaMetrics)"; cat test-artifacts/engine-tests.log; \
+	  [ $$parallel = 0 ] && [ $$serial = 0 ] && [ $$engine = 0 ]'
 
 bench: venv engines
 	$(PY) -m anchorgpu.launcher exec -- $(PY) -m pytest -m perf -s tests/perf $(PYTEST_ARGS)

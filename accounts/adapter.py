@@ -4,9 +4,11 @@ the sign-in history, and who may sign up."""
 from urllib.parse import urlsplit
 
 from allauth.account.adapter import DefaultAccountAdapter
+from allauth.mfa.adapter import DefaultMFAAdapter
 from django import forms
 from django.conf import settings
 from django.urls import reverse
+from django.utils.translation import gettext_lazy
 
 from accounts.errors import BadCredentials, LockedOut
 from accounts.middleware import preferences_remember
@@ -70,3 +72,15 @@ def _invitation_url(request) -> str | None:
     if secret and invitation_usable(secret=secret):
         return reverse("invitation", args=[secret])
     return None
+
+
+class MfaAdapter(DefaultMFAAdapter):
+    """allauth's two-factor pages, with a refusal that says where to go next."""
+
+    error_messages = {
+        **DefaultMFAAdapter.error_messages,
+        "unverified_email": gettext_lazy(
+            "Confirm your e-mail address before turning on two-factor sign-in: open the link "
+            "we sent you, or send it again from Account → E-mail addresses (/account/email/)."
+        ),
+    }

@@ -1,6 +1,10 @@
 """The account page (name, preferences, sign-in history), the language switch, the API
 tokens page and the SSH keys page. Sign-up, sign-in, e-mail, password and two-factor pages are allauth's."""
 
+import functools
+import zoneinfo
+
+from allauth.account.models import EmailAddress
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -68,6 +72,12 @@ def tokens_page(request):
     )  # fmt: skip
 
 
+@functools.cache
+def time_zones() -> list[str]:
+    """The IANA zones a person may choose, sorted (the form's searchable list)."""
+    return sorted(zoneinfo.available_timezones() - {"localtime", "Factory"})
+
+
 class PreferencesForm(forms.ModelForm):
     first_name = forms.CharField(label=gettext_lazy("First name"), max_length=150, required=False)
     last_name = forms.CharField(label=gettext_lazy("Last name"), max_length=150, required=False)
@@ -76,6 +86,29 @@ class PreferencesForm(forms.ModelForm):
         model = Profile
         fields = ["language", "time_zone"]
         labels = {"language": gettext_lazy("Language"), "time_zone": gettext_lazy("Time zone")}
+        help_texts = {
+            "time_zone": gettext_lazy(
+                "Type a city or region and pick from the list: Europe/Warsaw."
+            )
+        }
+        widgets = {
+            "time_zone": forms.TextInput(attrs={"list": "time-zones", "autocomplete": "off"})
+        }
+
+    def clean_time_zone(self) -> str:
+        """A zone's own name, or a city that names exactly one zone ("warsaw",
+        "New York")."""
+        value = self.cleaned_data["time_zone"].strip()
+        if value in time_zones():
+            return value
+        city = "/" + value.replace(" ", "_").casefold()
+        named = [zone for zone in time_zones() if zone.casefold().endswith(city)]
+        if len(named) == 1:
+            return named[0]
+        raise ValidationError(
+            _("Unknown time zone: %(zone)s. Pick one from the list, such as Europe/Warsaw.")
+            % {"zone": value}
+        )
 
 
 @login_required
@@ -105,7 +138,15 @@ def account_page(request):
     return render(
         request,
         "accounts/account.html",
-        {"form": form, "history": sign_in_history(user=request.user), "nav": "account"},
+        {
+            "form": form,
+            "history": sign_in_history(user=request.user),
+            "time_zones": time_zones(),
+            "email_unconfirmed": EmailAddress.objects.filter(
+                user=request.user, verified=False
+            ).exists(),
+            "nav": "account",
+        },
         status=status,
     )
 

@@ -6,6 +6,7 @@ service as everywhere else, and only users with `catalog.change_prices` may add 
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import AdminSplitDateTime
 from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.urls import path
@@ -26,24 +27,33 @@ from catalog.models import (
 from catalog.selectors import price_rows_with_status, price_status
 from catalog.services import fleet_import, gpu_price_set, option_price_set, price_start_check
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
+from core.money import money_text
+
+
+@admin.display(description=_("unit price"), ordering="unit_price")
+def price(obj):
+    """A price as money reads: "1,026.00 USD", in the admin's language."""
+    return money_text(obj.unit_price, obj.currency)
 
 
 class GpuPriceHistoryInline(ReadOnlyInline):
     model = GpuPrice
-    fields = ["period", "unit_price", "currency", "effective_from", "created_by", "created_at"]
+    fields = ["period", price, "effective_from", "created_by", "created_at"]
     readonly_fields = fields
     ordering = ["period__duration", "-effective_from"]
-    verbose_name_plural = "price history and scheduled changes"
+    verbose_name_plural = _("price history and scheduled changes")
 
 
 class PricesAtForm(forms.Form):
-    at = forms.DateTimeField(required=False, label="At (UTC)")
+    at = forms.DateTimeField(required=False, label=_("At (UTC)"))
 
 
 class PriceForm(forms.ModelForm):
-    effective_from = forms.DateTimeField(
-        required=False, help_text="Empty: now. A future time schedules the change; never past."
-    )
+    effective_from = forms.SplitDateTimeField(
+        label=_("effective from"), required=False, widget=AdminSplitDateTime,
+        help_text=_("In your time zone (account page). Empty: now. A future time schedules "
+                    "the change; never a past one."),
+    )  # fmt: skip
 
     def clean_effective_from(self):
         value = self.cleaned_data.get("effective_from")
@@ -63,7 +73,7 @@ class PriceAdminMixin:
     def get_queryset(self, request):
         return price_rows_with_status(super().get_queryset(request), at=timezone.now())
 
-    @admin.display(description="status")
+    @admin.display(description=_("status"))
     def status(self, obj):
         return price_status(obj, at=timezone.now())
 
@@ -86,7 +96,8 @@ class PriceAdminMixin:
         in_force = [row for row in rows.order_by("-effective_from") if not row.superseded]
         context = {
             **self.admin_site.each_context(request),
-            "title": f"{self.model._meta.verbose_name_plural} in force at {at:%Y-%m-%d %H:%M} UTC",
+            "title": _("%(prices)s in force at %(at)s UTC")
+            % {"prices": self.model._meta.verbose_name_plural, "at": f"{at:%Y-%m-%d %H:%M}"},
             "form": form,
             "rows": in_force,
             "opts": self.model._meta,
@@ -109,7 +120,7 @@ class PriceAdminMixin:
 @admin.register(GpuPrice)
 class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
     list_display = [
-        "gpu_model", "period", "unit_price", "currency", "effective_from", "status", "created_by"
+        "gpu_model", "period", price, "effective_from", "status", "created_by"
     ]  # fmt: skip
     list_filter = ["gpu_model", "period", "currency"]
     fields = ["gpu_model", "period", "unit_price", "effective_from"]
@@ -128,7 +139,7 @@ class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
 @admin.register(OptionPrice)
 class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
     list_display = [
-        "option", "period", "unit_price", "currency", "effective_from", "status", "created_by"
+        "option", "period", price, "effective_from", "status", "created_by"
     ]  # fmt: skip
     list_filter = ["option", "period"]
     fields = ["option", "period", "unit_price", "effective_from"]

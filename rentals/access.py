@@ -19,8 +19,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from allauth.mfa.models import Authenticator
 from django.db import connection
-from django.db.models import F, Prefetch, Q, prefetch_related_objects
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, prefetch_related_objects
 
 from accounts.models import SshKey
 from catalog.models import ExporterKind, Node
@@ -57,10 +58,16 @@ def _iso(at: datetime) -> str:
 
 def _keys_of_members():
     """An allocation's chosen keys whose owners are still in its team: a removed member's
-    keys stop working with the membership."""
-    return AllocationKey.objects.filter(
-        ssh_key__user__memberships__team_id=F("allocation__team_id")
-    ).select_related("ssh_key")
+    keys stop working with the membership, and in a team that requires two-factor sign-in,
+    those of a member without a second factor stop until they set one up."""
+    second_factor = Authenticator.objects.filter(
+        user=OuterRef("ssh_key__user"), type=Authenticator.Type.TOTP
+    )
+    return (
+        AllocationKey.objects.filter(ssh_key__user__memberships__team_id=F("allocation__team_id"))
+        .filter(Q(allocation__team__require_second_factor=False) | Exists(second_factor))
+        .select_related("ssh_key")
+    )
 
 
 _ACCESS_FACTS = (
@@ -145,7 +152,8 @@ def agent_poll(*, key_hash: str) -> AgentPoll | None:
         cursor.execute(
             sql.AGENT_POLL,
             {"key_hash": key_hash, "seen_every": SEEN_EVERY, "live": list(LIVE_STATES),
-             "scheduled": AllocationState.SCHEDULED, "lead": SCHEDULED_LEAD},
+             "scheduled": AllocationState.SCHEDULED, "lead": SCHEDULED_LEAD,
+             "totp": Authenticator.Type.TOTP},
         )  # fmt: skip
         row = cursor.fetchone()
     if row is None:

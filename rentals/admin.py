@@ -3,6 +3,7 @@ go through the same services as the API (admin actions)."""
 
 from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 from translated_fields import TranslatedFieldAdmin
 
 from accounts.access import Operation, operator_acting, operator_can
@@ -87,7 +88,7 @@ class AllocationAdmin(ReadOnlyAdmin):
 
     actions = ["stop_selected", "start_selected", "replace_selected"]
 
-    def _apply(self, request, queryset, service, verb):
+    def _apply(self, request, queryset, service, done_text):
         done = 0
         for allocation in queryset:
             try:
@@ -97,15 +98,21 @@ class AllocationAdmin(ReadOnlyAdmin):
                 done += 1
             except DomainError as exc:
                 messages.warning(request, f"{allocation.pk}: {exc.detail}")
-        messages.info(request, f"{done} allocations {verb}.")
+        messages.info(request, done_text(done) % {"n": done})
 
-    @admin.action(description="Stop (the paid period keeps running)", permissions=["operate"])
+    @admin.action(description=_("Stop (the paid period keeps running)"), permissions=["operate"])
     def stop_selected(self, request, queryset):
-        self._apply(request, queryset, services.allocation_stop, "stopped")
+        self._apply(
+            request, queryset, services.allocation_stop,
+            lambda n: ngettext("%(n)s allocation stopped.", "%(n)s allocations stopped.", n),
+        )  # fmt: skip
 
-    @admin.action(description="Start", permissions=["operate"])
+    @admin.action(description=_("Start"), permissions=["operate"])
     def start_selected(self, request, queryset):
-        self._apply(request, queryset, services.allocation_start, "started")
+        self._apply(
+            request, queryset, services.allocation_start,
+            lambda n: ngettext("%(n)s allocation started.", "%(n)s allocations started.", n),
+        )  # fmt: skip
 
     def has_operate_permission(self, request):
         return request.user.is_superuser

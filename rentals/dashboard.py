@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import Min
 from django.utils import timezone
 from django.utils.translation import get_language
 
@@ -17,7 +18,7 @@ from core.money import quantize
 from core.words import in_language
 from rentals import sql
 from rentals.models import AllocationState, LedgerKind
-from telemetry.models import FleetRollup, GpuRollup, RollupBucket
+from telemetry.models import FleetRollup, FleetSize, GpuRollup, RollupBucket
 from telemetry.selectors import (
     busy_gpus,
     fleet_busy_by_bucket,
@@ -43,7 +44,8 @@ def step_for(days: float) -> timedelta:
 def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[dict]:
     """Per step: the fleet's size as recorded then and the fewest of its GPUs whose
     telemetry answered a round (both None where nothing was recorded), GPUs allocated, and
-    GPUs busy (average utilisation over the threshold, so at most those answering). Steps
+    GPUs busy (average utilisation over the threshold, so at most those answering); all
+    four None in a step before the fleet's first record with nothing in it (a gap). Steps
     the rollups have not closed yet, the current one included, are read live."""
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
     with reads_cursor() as cursor:
@@ -58,12 +60,16 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
         if h + step > rolled:
             busy[h] = busy_gpus(start=max(h, start), end=min(h + step, end))
     sizes = fleet_sizes(start=min(allocated, default=start), end=end, step=step)
-    return [
-        {"t": h.isoformat(), "total": size[0], "reporting": size[1], "allocated": n,
-         "busy": busy.get(h, 0)}
-        for h, n in allocated.items()
-        for size in [sizes.get(h, (None, None))]
-    ]  # fmt: skip
+    began = FleetSize.objects.aggregate(first=Min("at"))["first"]  # the first record ever
+    rows = []
+    for h, n in allocated.items():
+        total, reporting = sizes.get(h, (None, None))
+        busy_then = busy.get(h, 0)
+        if began and h + step <= began and not n and not busy_then:  # before the fleet: a gap
+            n = busy_then = None
+        rows.append({"t": h.isoformat(), "total": total, "reporting": reporting,
+                     "allocated": n, "busy": busy_then})  # fmt: skip
+    return rows
 
 
 @reporting_reads()
@@ -146,12 +152,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     health = health or {}
     by_model, by_region = use_by_model_and_region(start=start, end=now)
     charges, refunds = revenue(start=start, end=now)
-    troubled = read_rows(
-        sql.TROUBLED, {"retired": NodeState.RETIRED, "healthy": NodeHealth.HEALTHY}
-    )
-    for node in troubled:
-        node["health_label"] = NodeHealth(node["health"]).label
-        node["region"] = in_language(node, "region")
+    troubled = node_health(skip=[NodeHealth.HEALTHY], limit=100)
     heatmap = booked_ahead(now=now)
     return {
         "now": now,
@@ -222,6 +223,16 @@ def use_by_model_and_region(*, start, end):
     ]  # fmt: skip
 
 
+def node_health(*, skip: list[str], limit: int | None) -> list[dict]:
+    """Nodes in service with their health (in words too), but those whose health is in
+    `skip`, the first `limit` by hostname (None: all)."""
+    nodes = read_rows(sql.NODE_HEALTH, {"retired": NodeState.RETIRED, "skip": skip, "limit": limit})
+    for node in nodes:
+        node["health_label"] = NodeHealth(node["health"]).label
+        node["region"] = in_language(node, "region")
+    return nodes
+
+
 def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
     """Each dashboard table as (header, rows), for CSV downloads."""
     tables = {
@@ -243,7 +254,7 @@ def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
         "nodes": (["hostname", "region", "model", "health", "detail", "last_good_poll"],
                   [(n["hostname"], n["region"], n["model"], n["health"], n["health_detail"],
                     n["last_good_poll_at"].isoformat() if n["last_good_poll_at"] else "")
-                   for n in context["troubled"]]),
+                   for n in node_health(skip=[], limit=None)]),  # every node, healthy too
         "flags": (["node", "gpu", "kind", "severity", "detail", "opened", "last_seen"],
                   [(f["node"], "" if f["gpu_index"] is None else f["gpu_index"], f["kind"],
                     f["severity"], f["detail"], f["opened_at"].isoformat(), f["last_seen_at"].isoformat())

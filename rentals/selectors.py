@@ -4,7 +4,21 @@ see and act on, quotes, the ledger; and a person's notices."""
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
-from django.db.models import Case, DecimalField, F, Prefetch, Q, QuerySet, Sum, When
+from django.db.models import (
+    Case,
+    CharField,
+    DecimalField,
+    F,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 
 from accounts.access import Acting, Action
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money
@@ -55,6 +69,35 @@ def allocation_list(
             "events", queryset=AllocationEvent.objects.select_related("actor").order_by("at", "id")
         ),
     )
+
+
+_SIGNED = Case(  # what the customer paid: charges add, refunds and credits take away
+    When(kind__in=CREDITS, then=-F("amount")),
+    default=F("amount"),
+    output_field=DecimalField(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES),
+)
+
+
+_LIST_RANK = Case(
+    When(state=AllocationState.RUNNING, then=Value(0)),
+    When(state=AllocationState.STOPPED, then=Value(1)),
+    When(state=AllocationState.SCHEDULED, then=Value(2)),
+    default=Value(3),
+    output_field=IntegerField(),
+)
+
+
+def allocations_as_listed(qs: QuerySet[Allocation]) -> QuerySet[Allocation]:
+    """What runs first: running, then stopped, then scheduled (soonest first), then the
+    rest (newest first); each with what it paid (`paid`, `paid_currency`: its charges less
+    its refunds and credits; null for a cluster member whose cluster's rows sit on another)."""
+    own = LedgerEntry.objects.filter(allocation=OuterRef("pk")).order_by().values("allocation")
+    return qs.annotate(
+        list_rank=_LIST_RANK,
+        starts_soon=Case(When(state=AllocationState.SCHEDULED, then=F("paid_from"))),
+        paid=Subquery(own.annotate(total=Sum(_SIGNED)).values("total")[:1]),
+        paid_currency=Subquery(own.values("currency")[:1], output_field=CharField()),
+    ).order_by("list_rank", F("starts_soon").asc(nulls_last=True), "-paid_from", "pk")
 
 
 def allocation_get(*, acting: Acting, pk) -> Allocation | None:
@@ -178,16 +221,9 @@ def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[L
     )
 
 
-_SIGNED = Case(
-    When(kind__in=CREDITS, then=-F("amount")),
-    default=F("amount"),
-    output_field=DecimalField(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES),
-)
-
-
 def ledger_balances(*, acting: Acting, filters: dict | None = None) -> list[Money]:
-    """Charges minus refunds, exact, one Money per currency (amounts of different currencies
-    are never added), over the filtered entries when filters are given."""
+    """Charges minus refunds and credits, exact, one Money per currency (amounts of
+    different currencies are never added), over the filtered entries when filters are given."""
     rows = (
         ledger_entries(acting=acting, filters=filters)
         .order_by()

@@ -413,15 +413,17 @@ SELECT 'region', id, name_en, name_pl FROM catalog_region
 """
 
 # Nodes in service that are not healthy, as the list shows them.
-TROUBLED = """
+# Nodes in service and their health, but those whose health is in `skip` (the page lists
+# the troubled, the first `limit`; the CSV every node, with a NULL limit).
+NODE_HEALTH = """
 SELECT n.hostname, n.health, n.health_detail, n.last_good_poll_at, r.name_en AS region_en,
        r.name_pl AS region_pl, m.name AS model
 FROM catalog_node n
 JOIN catalog_region r ON r.id = n.region_id
 JOIN catalog_gpumodel m ON m.id = n.gpu_model_id
-WHERE n.state <> %(retired)s AND n.health <> %(healthy)s
+WHERE n.state <> %(retired)s AND n.health <> ALL(%(skip)s)
 ORDER BY n.hostname
-LIMIT 100
+LIMIT %(limit)s
 """
 
 # Allocations as the dashboard's lists show them; `{where}` picks and orders them.
@@ -494,7 +496,11 @@ SELECT agent.id, agent.served_generation, agent.now, n.id, n.hostname, n.exporte
                        JOIN accounts_sshkey k ON k.id = ak.ssh_key_id
                        JOIN accounts_membership m
                          ON m.user_id = k.user_id AND m.team_id = al.team_id
-                       WHERE ak.allocation_id = al.id)))
+                       JOIN accounts_team t ON t.id = al.team_id
+                       WHERE ak.allocation_id = al.id
+                         AND (NOT t.require_second_factor OR EXISTS (
+                               SELECT 1 FROM mfa_authenticator f
+                               WHERE f.user_id = k.user_id AND f.type = %(totp)s)))))
            FROM rentals_allocation al
            WHERE al.node_id = n.id AND al.state = ANY(%(live)s) AND al.paid_until > agent.now
              AND (al.state <> %(scheduled)s OR al.paid_from <= agent.now + %(lead)s)

@@ -1,13 +1,13 @@
 """The flags page for staff: what to look at now, acknowledging with a note, the history."""
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from core.decorators import staff_required
 from core.errors import DomainError
 from telemetry.models import Flag
 from telemetry.selectors import flag_list
@@ -16,17 +16,17 @@ from telemetry.services import flag_acknowledge
 HISTORY_PAGE = 50
 
 
-@staff_member_required
+@staff_required
 def flags_page(request):
     history = Paginator(flag_list(state="closed"), HISTORY_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
         "telemetry/flags.html",
-        {"open_flags": flag_list(state="open")[:500], "page": history, "nav": "usage"},
+        {"open_flags": flag_list(state="open")[:500], "page": history, "nav": "flags"},
     )
 
 
-@staff_member_required
+@staff_required
 @require_POST
 def flag_acknowledge_page(request, pk):
     flag = get_object_or_404(Flag, pk=pk)

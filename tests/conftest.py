@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
@@ -19,6 +21,17 @@ def pytest_configure(config):
     settings.WHITENOISE_AUTOREFRESH = True
     # Django's default hasher spends 0.24 s per password on purpose; tests make hundreds.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """A pass of its own (ANCHORGPU_TEST_PASS, tests/parallel.py) has test databases of its
+    own: test_<name>_<pass>, beside the serial pass's and the workers'."""
+    named_pass = os.environ.get("ANCHORGPU_TEST_PASS")
+    if named_pass:
+        for db in settings.DATABASES.values():
+            test = db.setdefault("TEST", {})
+            test["NAME"] = f"{test.get('NAME') or 'test_' + db['NAME']}_{named_pass}"
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from accounts.access import Acting, Action
 from catalog.models import GpuModel, NodeState, Option, OptionBilling, Region, RentalPeriod
@@ -299,8 +300,10 @@ def _gpu_count_check(gpu_count, model, errors) -> None:
     elif model is not None:
         per_node = max_gpus_per_node(gpu_model=model)
         if gpu_count > per_node:
-            errors["gpu_count"] = _(
-                "At most %(n)s GPUs of this model fit on one node; an allocation uses one node."
+            errors["gpu_count"] = ngettext(
+                "At most %(n)s GPU of this model fits on one node; an allocation uses one node.",
+                "At most %(n)s GPUs of this model fit on one node; an allocation uses one node.",
+                per_node,
             ) % {"n": per_node}
 
 

@@ -36,12 +36,14 @@ PAGE_SIZE = 50
 
 @login_required
 def allocation_list_page(request):
-    """The team's allocations by page; staff see every team's and filter by owner, GPU model
+    """The team's allocations by page, what runs first, with what each paid; staff see every team's and filter by owner, GPU model
     and node as well as state."""
     form = AllocationFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
-    allocations = selectors.allocation_list(
-        acting=acting_for_request(request), state=filters.get("state") or None, filters=filters
+    allocations = selectors.allocations_as_listed(
+        selectors.allocation_list(
+            acting=acting_for_request(request), state=filters.get("state") or None, filters=filters
+        )
     )
     page = Paginator(allocations, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -73,7 +75,8 @@ def _readable(request, pk) -> Allocation:
 
 
 def paid_timeline(*, allocation: Allocation, now: datetime) -> dict:
-    """The paid period as a bar: where now is and the stopped spans, in % of its width."""
+    """The paid period as a bar: where now is and the stopped spans, in % of its width.
+    Before the start there is no "now" on it: it says when the period starts instead."""
     start, end = allocation.paid_from, allocation.paid_until
     total = (end - start).total_seconds()
 
@@ -82,6 +85,8 @@ def paid_timeline(*, allocation: Allocation, now: datetime) -> dict:
 
     left = time_left(allocation=allocation, now=now)
     return {
+        "started": now >= start,
+        "starts_in_hours": round(max((start - now).total_seconds(), 0) / 3600, 1),
         "now_pct": pct(now),
         "stopped": [
             {"left": pct(a), "width": max(pct(b) - pct(a), 0.4), "from": a, "to": b}

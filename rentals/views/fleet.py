@@ -1,15 +1,15 @@
 """The staff usage page (/usage/): the fleet dashboard and its tables as CSV."""
 
-from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import render
 
 from catalog.models import NodeHealth
 from core.csv import csv_response
+from core.decorators import staff_required
 from rentals.dashboard import dashboard_tables, fleet_dashboard_cached
 from rentals.forms import DashboardForm
 
 
-@staff_member_required
+@staff_required
 def usage_page(request):
     form = DashboardForm(request.GET)
     days = form.cleaned_data["days"] if form.is_valid() else DashboardForm.DEFAULT_DAYS

@@ -18,7 +18,7 @@
                        series("reporting", "#94a3b8", el.dataset.reporting, [4, 4]),
                        series("allocated", "#0f3d5e", el.dataset.allocated),
                        series("busy", "#0f7b6c", el.dataset.busy)] },
-    options: { animation: false, parsing: false,
+    options: { animation: false, parsing: false, responsive: true, maintainAspectRatio: false,
       scales: { x: { type: "linear", min: first, max: last, afterBuildTicks: axis.ticks(el.dataset.tz), ticks: { callback: tick } },
                 y: { min: 0 } } },
   });

@@ -1,3 +1,4 @@
+from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
 
@@ -5,6 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from accounts.access import acting_as
 from catalog.models import Gpu, GpuPrice, Node, PriceChange, RentalPeriod
@@ -46,7 +48,24 @@ def test_price_change_in_admin_is_a_new_row_with_who_and_when(catalog, client, p
     quote.refresh_from_db()
     assert quote.total == Decimal("362.88")
     page = client.get(f"/admin/catalog/gpumodel/{catalog.h100.pk}/change/")
-    assert b"400.00" in page.content and b"362.88" in page.content
+    assert b"400.00 USD" in page.content and b"362.88 USD" in page.content  # read as money
+
+
+def test_a_price_scheduled_with_the_date_and_time_pickers(catalog, client, pricer):
+    client.force_login(pricer)
+    form = client.get("/admin/catalog/gpuprice/add/").content.decode()
+    assert 'name="effective_from_0"' in form and "vDateField" in form  # the admin's pickers
+    at = timezone.localtime(timezone.now() + timedelta(days=3))
+    response = client.post(
+        "/admin/catalog/gpuprice/add/",
+        {"gpu_model": catalog.h100.pk, "period": catalog.week.pk, "unit_price": "410.00",
+         "effective_from_0": f"{at:%Y-%m-%d}", "effective_from_1": f"{at:%H:%M:%S}"},
+    )  # fmt: skip
+    assert response.status_code == 302, response.content[:500]
+    scheduled = GpuPrice.objects.get(unit_price=Decimal("410.00"))
+    assert abs(scheduled.effective_from - at) < timedelta(seconds=1)
+    listed = client.get("/admin/catalog/gpuprice/").content.decode().replace("\xa0", " ")
+    assert "410.00 USD" in listed
 
 
 def test_staff_without_the_price_permission_cannot_add_prices(catalog, client, django_user_model):

@@ -240,7 +240,7 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
     assert cluster.count() == 2 and len({a.node_id for a in cluster}) == 2
     assert {a.paid_from for a in cluster} == {mine.paid_until}  # the first window both fit
     page.goto(f"{live_server.url}/allocations/")
-    assert page.get_by_role("link", name="cluster").count() == 2
+    assert page.get_by_role("link", name="cluster", exact=True).count() == 2
     assert page.errors == []
 
 

@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -151,6 +152,27 @@ def test_a_member_removed_from_the_team_loses_their_keys_on_its_nodes(catalog, a
     assert agent.get("/api/v1/agent/state/").json()["allocations"][0]["keys"] == [bobs.public_key]
     Membership.objects.filter(team=team, user=bob).delete()
     assert agent.get("/api/v1/agent/state/").json()["allocations"][0]["keys"] == []
+
+
+def test_a_team_that_requires_two_factor_lets_in_no_key_of_a_member_without_one(
+    catalog, alice, bob
+):
+    team = team_create(user=alice, name="Acme")
+    Membership.objects.create(team=team, user=bob, role="member")
+    bobs = ssh_key_add(user=bob, public_key=public_line(ed25519_key()))
+    allocation = book(bob, model="h100", count=1, period="day", team=team)
+    allocation_keys_set(acting=acting_as(bob, team), allocation=allocation, ssh_key_ids=[bobs.pk])
+    agent = _agent(allocation.node)
+    first = agent.get("/api/v1/agent/state/").json()
+    assert first["allocations"][0]["keys"] == [bobs.public_key]
+    team.require_second_factor = True  # as the owner sets it (tests/accounts)
+    team.save(update_fields=["require_second_factor"])
+    stricter = agent.get("/api/v1/agent/state/", HTTP_IF_NONE_MATCH=f'"{first["generation"]}"')
+    assert stricter.status_code == 200 and stricter.json()["allocations"][0]["keys"] == []
+    orm = node_desired_state(node=allocation.node, now=timezone.now())
+    assert orm["allocations"][0]["keys"] == []  # the ORM reads the same
+    TOTP.activate(bob, generate_totp_secret())
+    assert agent.get("/api/v1/agent/state/").json()["allocations"][0]["keys"] == [bobs.public_key]
 
 
 def test_staff_issue_rotate_and_revoke_a_nodes_credential(catalog, staff_api, alice_api):

@@ -10,7 +10,7 @@ from django.utils import timezone
 from accounts.access import acting_as
 from catalog.services import gpu_price_set
 from rentals.models import Allocation, LedgerEntry, Quote
-from rentals.services import quote_create
+from rentals.services import allocation_cancel, allocation_stop, quote_create
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -71,9 +71,51 @@ def test_tokens_page_creates_shows_once_and_revokes(alice, client, api):
 
 
 def test_usage_page_is_for_staff_only(catalog, alice, staff, client):
+    refused = client.get("/usage/")  # a visitor signs in on our page, not the admin's
+    assert refused.status_code == 302 and refused["Location"].startswith("/account/login/")
     client.force_login(alice)
-    assert client.get("/usage/").status_code == 302
+    page = client.get("/usage/")
+    assert page.status_code == 403 and "This page is for AnchorGPU staff" in page.content.decode()
     client.force_login(staff)
     assert client.get("/usage/?days=30").status_code == 200
     csv = client.get("/usage/?csv=by_model").content.decode()
     assert csv.startswith("model,avg_utilisation_pct,gpu_hours")
+
+
+def test_the_list_puts_what_runs_first_with_what_each_paid(catalog, alice, staff, client):
+    now = timezone.now()
+    later = book(alice, model="l4", count=1, period="day", starts_at=now + timedelta(days=9))
+    sooner = book(alice, model="l4", count=1, period="day", starts_at=now + timedelta(days=2))
+    cancelled = book(alice, model="l4", count=2, period="day", starts_at=now + timedelta(days=4))
+    allocation_cancel(acting=acting_as(alice), allocation=cancelled)
+    running = book(alice, model="h100", count=2, period="week")  # booked last, listed first
+    stopped = book(alice, model="l4", count=1, period="day")
+    allocation_stop(acting=acting_as(alice), allocation=stopped)
+
+    client.force_login(alice)
+    page = client.get("/allocations/").content.decode().replace("\xa0", " ")
+    order = [page.index(f'href="/allocations/{a.pk}/"') for a in (running, stopped, sooner, later)]
+    assert order == sorted(order) and page.index(str(cancelled.pk)) > order[-1]
+    assert f"{running.quote.total:,.2f} USD" in page  # what it paid
+    assert "0.00 USD" in page  # the cancelled one: charged, then refunded in full
+    client.force_login(staff)  # staff read every team's, and the menu says so
+    assert "All allocations" in client.get("/allocations/").content.decode()
+
+
+def test_a_scheduled_allocation_says_when_it_starts_and_draws_no_now(catalog, alice, client):
+    allocation = book(
+        alice, model="l4", count=1, period="week", starts_at=timezone.now() + timedelta(days=3)
+    )
+    client.force_login(alice)
+    page = client.get(f"/allocations/{allocation.pk}/").content.decode()
+    assert "Starts in 72.0 hours" in page or "Starts in 71.9 hours" in page
+    assert "paid hours left" not in page and 'class="now"' not in page
+    assert 'id="charts"' not in page and "Nothing has run yet" in page
+
+
+def test_staff_reading_another_teams_allocation_see_whose_it_is(catalog, alice, staff, client):
+    allocation = book(alice, model="l4", count=1, period="day")
+    client.force_login(staff)
+    page = client.get(f"/allocations/{allocation.pk}/").content.decode()
+    assert "Staff view: this allocation belongs to alice" in page
+    assert 'id="stop-button"' not in page

@@ -244,3 +244,21 @@ def test_busy_is_shown_against_the_gpus_whose_telemetry_answered(catalog, staff,
     assert "of 2 GPUs answering telemetry" in page
     api = client.get("/api/v1/usage/fleet/?step=hour").json()
     assert api[-1]["reporting"] == 2
+
+
+def test_the_fleet_chart_has_a_gap_before_the_fleet_was_first_recorded(catalog, alice):
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    FleetSize.objects.create(at=hour - timedelta(hours=5), gpus=16, reporting=16)
+    points = fleet_over_time(start=hour - timedelta(hours=10), end=hour, step=timedelta(hours=1))
+    before = [p for p in points if datetime.fromisoformat(p["t"]) < hour - timedelta(hours=5)]
+    assert before and all(p["allocated"] is None and p["busy"] is None for p in before)
+    since = [p for p in points if datetime.fromisoformat(p["t"]) >= hour - timedelta(hours=5)]
+    assert since[0]["total"] == 16 and all(p["allocated"] == 0 for p in since)
+
+
+def test_the_node_health_csv_lists_every_node_healthy_too(catalog, client, staff):
+    Node.objects.update(health=NodeHealth.HEALTHY)
+    client.force_login(staff)
+    rows = client.get("/usage/?csv=nodes").content.decode().splitlines()
+    assert rows[0].startswith("hostname,region,model,health")
+    assert len(rows) - 1 == Node.objects.count() and all(",healthy," in r for r in rows[1:])

@@ -7,6 +7,7 @@ Each engine gets a free port, a data folder of its own and a scrape config whose
 """
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -83,6 +84,11 @@ class Running:
                 self.process.kill()
                 self.process.wait(5)
 
+    def cpu_seconds(self) -> float:
+        """The engine process's CPU time so far (user + system)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def flush(self):
         """VictoriaMetrics: make the newest samples searchable now."""
         with contextlib.suppress(httpx.HTTPError):
@@ -103,9 +109,21 @@ def _start(name: str, args: list, port: int, folder: Path) -> Running:
 
 
 @contextlib.contextmanager
-def prometheus(sd_url: str, **config):
+def prometheus(sd_url: str | None, *, openmetrics: Path | None = None, **config):
+    """Prometheus scraping through our SD endpoint; with no `sd_url` it scrapes nothing and
+    serves what `openmetrics` (a file of timestamped samples) holds, backfilled into its
+    storage by `promtool tsdb create-blocks-from openmetrics` before it starts."""
     folder = Path(tempfile.mkdtemp(prefix="anchorgpu-prometheus-"))
-    (folder / "scrape.yml").write_text(scrape_config(sd_url, **config))
+    if sd_url:
+        (folder / "scrape.yml").write_text(scrape_config(sd_url, **config))
+    else:
+        (folder / "scrape.yml").write_text(f"global:\n  scrape_interval: {SCRAPE_INTERVAL_S}s\n")
+    if openmetrics:
+        subprocess.run(
+            [_require("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+             str(openmetrics), str(folder / "data")],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
     port = free_port()
     args = [
         _require("prometheus"), f"--config.file={folder / 'scrape.yml'}",
