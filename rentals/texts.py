@@ -8,6 +8,7 @@ made. Pages, the API, CSV and e-mails all call these, under the reader's languag
 
 from contextlib import contextmanager
 
+from django.db.models import Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -22,6 +23,7 @@ from rentals.models import (
     RECEIPTS,
     SPAN_NOTICES,
     LedgerEntry,
+    LedgerKind,
     LedgerReason,
     Notice,
     NoticeKind,
@@ -145,6 +147,8 @@ def notice_subject(notice: Notice) -> str:
     facts = {"count": count, "model": notice.allocation.gpu_model.name}
     if notice.kind == NoticeKind.BOOKED:
         return _("AnchorGPU booking confirmed: %(count)s × %(model)s") % facts
+    if notice.kind == NoticeKind.REFUNDED:
+        return _("AnchorGPU booking cancelled and refunded: %(count)s × %(model)s") % facts
     if notice.kind == NoticeKind.EXTENDED:
         return _("AnchorGPU extension confirmed: %(count)s × %(model)s") % facts
     if notice.kind == NoticeKind.STOPPED_WHILE_PAID:
@@ -262,8 +266,29 @@ def _span_text(notice: Notice, facts: dict) -> str:
     )
 
 
+def _refund_text(notice: Notice) -> str:
+    """What a cancel refunded: every charge of the allocation (a cluster's every node), the
+    booking and any extension, from the ledger rows the cancel wrote."""
+    allocation = notice.allocation
+    members = allocation.cluster.allocations.all() if allocation.cluster_id else [allocation]
+    refunded = LedgerEntry.objects.filter(
+        allocation__in=members, kind=LedgerKind.REFUND, reason=LedgerReason.CANCELLATION
+    ).aggregate(total=Sum("amount"))["total"]
+    head = _(
+        "Your booking of %(count)s × %(model)s, to be paid from %(from)s to %(until)s, was "
+        "cancelled before its start and refunded in full."
+    ) % {
+        "count": notice.quote.gpu_count, "model": allocation.gpu_model.name,
+        "from": when_text(allocation.paid_from), "until": when_text(notice.ends_at),
+    }  # fmt: skip
+    total = _("Refunded: %(total)s") % {"total": money_text(refunded or 0, notice.quote.currency)}
+    return "\n".join([head, total])
+
+
 def _receipt_text(notice: Notice) -> str:
     """What was charged, line by line as the customer's quote showed it, and the total."""
+    if notice.kind == NoticeKind.REFUNDED:
+        return _refund_text(notice)
     quote = notice.quote
     if notice.kind == NoticeKind.BOOKED:
         # The allocation's period: a quote "starting now" started when it was booked.

@@ -23,9 +23,11 @@ class NoticeKind(models.TextChoices):
     MAINTENANCE_CANCELLED = "maint_cancelled", _("cancelled for maintenance")
     IMPAIRED = "impaired", _("GPUs impaired")
     CREDITED = "credited", _("impaired time credited")
+    REFUNDED = "refunded", _("cancellation refunded")
 
 
-RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED)
+# Receipts for money moved, each naming its quote (a refund, the booking's).
+RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED, NoticeKind.REFUNDED)
 # A maintenance window's notices: one per window and allocation, naming the window.
 MAINTENANCE_NOTICES = (NoticeKind.MAINTENANCE_MOVED, NoticeKind.MAINTENANCE_CANCELLED)
 # An impaired span's notices: one per span and kind, naming the span.

@@ -113,7 +113,10 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
             _("Only a scheduled allocation can be cancelled before it starts; stop it instead.")
         )
     members_cancel(members, actor=acting.user, now=now)
-    return next(m for m in members if m.pk == allocation.pk)
+    cancelled = next(m for m in members if m.pk == allocation.pk)
+    # The receipt: the booker paid, the booker hears of the refund (mailed after commit).
+    receipt_record(allocation=cancelled, quote=cancelled.quote, kind=NoticeKind.REFUNDED, at=now)
+    return cancelled
 
 
 def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:

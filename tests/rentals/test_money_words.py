@@ -18,7 +18,13 @@ from catalog.services import gpu_price_set
 from core.db import db_now
 from core.money import Money, amount_check, minor_units, money_text
 from rentals.models import LedgerEntry, Notice
-from rentals.services import allocation_book, notice_send, notices_unsent, quote_create
+from rentals.services import (
+    allocation_book,
+    allocation_cancel,
+    notice_send,
+    notices_unsent,
+    quote_create,
+)
 from tests.rentals.helpers import book, key
 
 pytestmark = pytest.mark.django_db
@@ -153,3 +159,27 @@ def test_times_show_in_the_readers_time_zone_with_utc_on_hover(catalog, alice, c
     utc = allocation.paid_until.strftime("%Y-%m-%d %H:%M UTC")
     assert f'title="{utc}"' in page
     assert " JST</time>" in page
+
+
+def test_a_cancellation_gets_a_refund_receipt_in_the_owners_language(catalog, alice, bob):
+    account_preferences_set(user=alice, language="pl")
+    later = db_now() + timedelta(days=3)
+    booked = book(alice, model="l4", count=2, period="day", periods=2, starts_at=later)
+    allocation_cancel(acting=acting_as(alice), allocation=booked)
+    cluster = quote_create(
+        acting=acting_as(bob), gpu_model="h100", node_count=2, period="day", period_count=1,
+        starts_at=later,
+    )  # fmt: skip
+    first = allocation_book(acting=acting_as(bob), quote=cluster)
+    allocation_cancel(acting=acting_as(bob), allocation=first)
+
+    for pk in notices_unsent(now=db_now() + timedelta(minutes=5), older_than=timedelta(0)):
+        notice_send(notice_id=pk)
+    refunds = {m.to[0]: m for m in mail.outbox if "refund" in m.subject or "zwr" in m.subject}
+    polish, english = refunds[alice.email], refunds[bob.email]
+    assert polish.subject == "AnchorGPU: rezerwacja anulowana i zwrócona: 2 × L4"
+    paid = money_text(booked.quote.total, "USD", "pl")
+    assert f"Zwrócono: {paid}" in polish.body and "przed jej rozpoczęciem" in polish.body
+    assert english.subject == "AnchorGPU booking cancelled and refunded: 16 × H100 SXM"
+    assert f"Refunded: {money_text(cluster.total, 'USD', 'en')}" in english.body
+    assert Notice.objects.filter(kind="refunded").count() == 2
