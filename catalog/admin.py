@@ -48,9 +48,18 @@ class PricesAtForm(forms.Form):
     at = forms.DateTimeField(required=False, label=_("At (UTC)"))
 
 
+class LabelledSplitDateTime(AdminSplitDateTime):
+    """The admin's date and time pickers, each input named for a screen reader."""
+
+    def __init__(self, attrs=None):
+        super().__init__(attrs)
+        self.widgets[0].attrs["aria-label"] = _("date")
+        self.widgets[1].attrs["aria-label"] = _("time")
+
+
 class PriceForm(forms.ModelForm):
     effective_from = forms.SplitDateTimeField(
-        label=_("effective from"), required=False, widget=AdminSplitDateTime,
+        label=_("effective from"), required=False, widget=LabelledSplitDateTime,
         help_text=_("In your time zone (account page). Empty: now. A future time schedules "
                     "the change; never a past one."),
     )  # fmt: skip

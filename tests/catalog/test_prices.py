@@ -31,7 +31,7 @@ def test_the_admin_refuses_a_back_dated_price_with_a_field_error(catalog, admin_
     response = admin_client.post(
         "/admin/catalog/gpuprice/add/",
         {"gpu_model": catalog.l4.pk, "period": catalog.day.pk, "unit_price": "1.00",
-         "effective_from": "2020-01-01 00:00"},
+         "effective_from_0": "2020-01-01", "effective_from_1": "00:00"},
     )  # fmt: skip
     assert response.status_code == 200
     assert "never in the past" in response.content.decode()

@@ -71,7 +71,7 @@ def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, pag
         assert page.locator("#state").inner_text() == "running"
         assert page.locator("#paid-until").inner_text() == paid_until
 
-        page.get_by_label("Extend by (days)").select_option("1")
+        page.get_by_label("Extend by (periods of one day)").select_option("1")
         page.get_by_role("button", name="See the price").click()
         page.wait_for_url(re.compile(r"/quotes/"))
         assert page.get_by_text("Your extension quote").is_visible()
