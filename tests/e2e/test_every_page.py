@@ -2,7 +2,7 @@
 
 A page fails when anything pokes out sideways (outside a scroll container that says it
 scrolls), when a money figure is cut off or hidden, when a chart has no height, or when
-axe-core finds a serious problem (on the phone: the DOM is the same at both widths). Each page's screenshot lands in test-artifacts/pages/ (JPEG).
+axe-core finds a serious problem (on the phone: the DOM is the same at both widths). Each page's screenshot lands in test-artifacts/pages/.
 """
 
 from datetime import timedelta
@@ -232,9 +232,8 @@ def test_every_page_fits_shows_its_money_and_passes_axe(world, browser, live_ser
                 serious = axe_serious(page) if width_name == "phone" else []
                 if serious:
                     failures.append(f"{where}: axe: {serious}")
-                # JPEG: a tall phone page encodes several times faster than as PNG.
-                shot = folder / f"{role}-{language}-{width_name}-{name}.jpg"
-                page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=70)
+                shot = folder / f"{role}-{language}-{width_name}-{name}.png"
+                page.screenshot(path=str(shot), full_page=True)
             failures += [f"{role} {language} {width_name}: script error {e}" for e in errors]
             context.close()
     assert failures == [], "\n".join(failures)
