@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy
 
 from accounts.access import Operation, operator_can
 from catalog.models import Gpu, Node, NodeState
+from core.admin import ReadOnlyInline
 from core.errors import DomainError
 from rentals.errors import ChoiceMissing
 from rentals.models import AllocationGpu, MaintenanceWindow
@@ -98,18 +99,10 @@ class MaintenanceWindowForm(forms.ModelForm):
         return data
 
 
-class WindowGpuInline(admin.TabularInline):
+class WindowGpuInline(ReadOnlyInline):
     model = AllocationGpu
     fk_name = "maintenance"
     fields = readonly_fields = ["gpu", "starts_at", "ends_at"]
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(MaintenanceWindow)

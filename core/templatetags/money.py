@@ -16,12 +16,6 @@ def money(amount, currency=""):
     return money_text(amount, currency or default_currency())
 
 
-@register.filter
-def period_name(period):
-    """A rental period's name in the page's language (English where staff gave no other)."""
-    return period.name
-
-
 @register.simple_tag
 def deployment_currency():
     """`{% deployment_currency %}` → "USD": the currency prices and limits are kept in."""

@@ -27,10 +27,11 @@ from rentals.services.impairments import allocations_impairment_sync
 from rentals.texts import notice_subject, notice_text, reader_preferences
 from telemetry.models import Flag, FlagKind
 from telemetry.poll import poll_nodes
-from telemetry.simulator import SimGpu, SimNode, Simulator
+from telemetry.simulator import Simulator
 from tests.rentals.helpers import book
 from tests.rentals.provider import operator
 from tests.rentals.test_allocations import overlapping_pairs
+from tests.telemetry.conftest import point_at
 from webhooks.services import endpoint_create
 
 pytestmark = pytest.mark.django_db
@@ -50,20 +51,6 @@ def ops_api(db):
     client = APIClient()
     client.force_authenticate(operator())
     return client
-
-
-def _point(sim, nodes):
-    sim.state["nodes"] = {
-        node.hostname: SimNode(
-            hostname=node.hostname, exporter=node.exporter, model_name=node.gpu_model.name,
-            memory_mib=node.gpu_model.memory_reported_mib,
-            gpus=[SimGpu(g.index, g.uuid, "free") for g in node.gpus.all()],
-        )
-        for node in nodes
-    }  # fmt: skip
-    for node in nodes:
-        node.telemetry_url = sim.url_for(node.hostname)
-        node.save(update_fields=["telemetry_url"])
 
 
 def _h100_nodes(catalog):
@@ -95,7 +82,7 @@ def test_a_gone_gpu_marks_the_allocation_then_a_replacement_swaps_it_with_the_sa
     account_preferences_set(user=alice, language="pl", time_zone="Europe/Warsaw")
     allocation = book(alice, model="h100", count=2, period="week")
     nodes = _h100_nodes(catalog)
-    _point(simulator, nodes)
+    point_at(simulator, nodes)
     interval = timedelta(seconds=settings.ANCHORGPU["POLL_INTERVAL"])
     now = db_now()
     assert _poll_and_sync(nodes, now)["impaired"] == []
@@ -170,7 +157,7 @@ def test_a_node_that_answers_nothing_for_too_long_marks_its_allocations(
 ):
     allocation = book(alice, model="h100", count=2, period="week")
     nodes = _h100_nodes(catalog)
-    _point(simulator, nodes)
+    point_at(simulator, nodes)
     interval = timedelta(seconds=settings.ANCHORGPU["POLL_INTERVAL"])
     after = settings.ANCHORGPU["IMPAIRED_NODE_AFTER"]
     now = db_now()
@@ -204,7 +191,7 @@ def test_the_policy_replaces_at_once_when_a_spare_exists(catalog, alice, simulat
     settings.ANCHORGPU = {**settings.ANCHORGPU, "IMPAIRED_AUTO_REPLACE": True}
     allocation = book(alice, model="h100", count=2, period="week")
     nodes = _h100_nodes(catalog)
-    _point(simulator, nodes)
+    point_at(simulator, nodes)
     now = db_now()
     _poll_and_sync(nodes, now)
     gone = allocation.current_holdings[0].gpu
@@ -403,7 +390,7 @@ def test_a_cluster_members_node_down_is_replaced_by_a_whole_node_of_its_group(
     allocation = allocation_book(acting=acting, quote=quote)
     assert allocation.cluster_id and allocation.node.network_group == "ib-1"
     nodes = _h100_nodes(catalog)
-    _point(simulator, nodes)
+    point_at(simulator, nodes)
     _poll_and_sync(nodes, db_now())
     # The timing rule has its own test above: here a silent node counts at once, so the
     # replacement (on the real clock) sees what the sync saw.

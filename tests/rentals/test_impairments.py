@@ -7,8 +7,9 @@ import pytest
 from catalog.models import ExporterKind
 from telemetry.models import Flag, FlagKind
 from telemetry.poll import poll_nodes
-from telemetry.simulator import SimGpu, SimNode, Simulator
+from telemetry.simulator import Simulator
 from tests.catalog.factories import NodeFactory
+from tests.telemetry.conftest import point_at
 
 pytestmark = pytest.mark.django_db
 
@@ -22,24 +23,10 @@ def simulator():
     sim.stop()
 
 
-def _point(sim, nodes):
-    sim.state["nodes"] = {
-        node.hostname: SimNode(
-            hostname=node.hostname, exporter=node.exporter, model_name=node.gpu_model.name,
-            memory_mib=node.gpu_model.memory_reported_mib,
-            gpus=[SimGpu(g.index, g.uuid, "free") for g in node.gpus.all()],
-        )
-        for node in nodes
-    }  # fmt: skip
-    for node in nodes:
-        node.telemetry_url = sim.url_for(node.hostname)
-        node.save(update_fields=["telemetry_url"])
-
-
 def test_an_xid_keeps_its_code_and_amd_ras_errors_hold_a_flag_open(catalog, simulator):
     nvidia = NodeFactory(gpu_model=catalog.h100, gpus=2)
     amd = NodeFactory(gpu_model=catalog.mi300x, exporter=ExporterKind.AMD, gpus=2)
-    _point(simulator, [nvidia, amd])
+    point_at(simulator, [nvidia, amd])
     poll_nodes([nvidia.pk, amd.pk])
     assert not Flag.objects.exists()
 
