@@ -5,6 +5,7 @@ with a message that names the variable, instead of failing later in a request.
 """
 
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -429,6 +430,20 @@ ANCHORGPU = {
     ),
     "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
     "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),
+    # Who issues the invoices (issue 31). The defaults are a fictional demo seller; a real
+    # one sets every SELLER_* variable. Catalog prices are net; VAT_STANDARD_RATE is the
+    # seller country's standard rate (23 % in Poland).
+    "SELLER": {
+        "NAME": _read("SELLER_NAME", "str", default="AnchorGPU Demo sp. z o.o."),
+        "ADDRESS": _read(
+            "SELLER_ADDRESS", "str", default="ul. Przykładowa 1\n00-001 Warszawa"
+        ).replace("\\n", "\n"),
+        "COUNTRY": _read("SELLER_COUNTRY", "str", default="PL").upper(),
+        "VAT_ID": _read("SELLER_VAT_ID", "str", default="PL5260250274"),
+        "BANK_ACCOUNT": _read("SELLER_BANK_ACCOUNT", "str", default="PL61109010140000071219812874"),
+        "INVOICE_SERIES": _read("INVOICE_SERIES", "str", default="AG"),
+    },
+    "VAT_RATE": Decimal(_read("VAT_STANDARD_RATE", "str", default="0.23")),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
     # Webhooks: http and loopback/private receivers only where an operator allows them.
     "WEBHOOK_ALLOW_PRIVATE_URLS": _read("WEBHOOK_ALLOW_PRIVATE_URLS", "bool", default=False),

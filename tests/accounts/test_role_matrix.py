@@ -169,6 +169,15 @@ def _api_require_second_factor(c, w):
     return r, Team.objects.get(pk=w.team.pk).require_second_factor
 
 
+BUYER = {"legal_name": "Acme GmbH", "address": "Hauptstr. 1", "country": "DE",
+         "vat_id": "DE136695976"}  # fmt: skip
+
+
+def _api_set_buyer(c, w):
+    r = c.patch(_team_url(w), BUYER, format="json")
+    return r, Team.objects.get(pk=w.team.pk).vat_id == BUYER["vat_id"]
+
+
 def _page_read(c, w):
     r = c.get(f"/allocations/{w.running.pk}/")
     return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
@@ -223,6 +232,11 @@ def _page_transfer(c, w):
 def _page_require_second_factor(c, w):
     r = c.post(_page(w), {"second_factor_rule": "1", "required": "1"})
     return r, Team.objects.get(pk=w.team.pk).require_second_factor
+
+
+def _page_set_buyer(c, w):
+    r = c.post(_page(w), {"buyer": "1", **BUYER})
+    return r, Team.objects.get(pk=w.team.pk).vat_id == BUYER["vat_id"]
 
 
 PROBES = {
