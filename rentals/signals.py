@@ -12,3 +12,5 @@ from django.dispatch import Signal
 allocation_events_recorded = Signal()
 # notice_ids: [Notice pk] of expiry warnings just recorded
 allocation_notices_recorded = Signal()
+# entry_ids: [LedgerEntry pk] just written (charges, refunds, credits)
+ledger_entries_recorded = Signal()
