@@ -17,9 +17,9 @@ How our treatments map onto FA(3):
 
 from decimal import Decimal
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
+import ksef_client.documents.fa3 as ksef_fa3
 from django.conf import settings
 from ksef_client.documents.fa3 import (
     Address,
@@ -39,7 +39,35 @@ from invoices.texts import line_both, reason_text
 
 SCHEMA_FILE = "schemat_FA(3)_v1-0E.xsd"
 EU = frozenset(
-    "AT BE BG CY CZ DE DK EE ES FI FR GR HR HU IE IT LT LU LV MT NL PL PT RO SE SI SK".split()
+    [
+        "AT",
+        "BE",
+        "BG",
+        "CY",
+        "CZ",
+        "DE",
+        "DK",
+        "EE",
+        "ES",
+        "FI",
+        "FR",
+        "GR",
+        "HR",
+        "HU",
+        "IE",
+        "IT",
+        "LT",
+        "LU",
+        "LV",
+        "MT",
+        "NL",
+        "PL",
+        "PT",
+        "RO",
+        "SE",
+        "SI",
+        "SK",
+    ]
 )
 
 
@@ -60,7 +88,7 @@ class _Bundled(etree.Resolver):
 
 @cache
 def schema() -> etree.XMLSchema:
-    folder = Path(str(resources.files("ksef_client.documents.fa3.schemas")))
+    folder = Path(ksef_fa3.__file__).parent / "schemas"
     parser = etree.XMLParser(no_network=True)
     parser.resolvers.add(_Bundled(folder))
     return etree.XMLSchema(etree.parse(str(folder / SCHEMA_FILE), parser))

@@ -96,7 +96,9 @@ class Invoice(models.Model):
     pln_rate_on = models.DateField(null=True, blank=True)
     pln_rate_table = models.CharField(max_length=40, blank=True)
     reason = models.CharField(max_length=12)  # the ledger row's reason: booking, cancellation…
-    legal_note = models.TextField(blank=True)  # both languages, e.g. "Odwrotne obciążenie / Reverse charge"
+    legal_note = models.TextField(
+        blank=True
+    )  # both languages, e.g. "Odwrotne obciążenie / Reverse charge"
 
     class Meta:
         ordering = ["-issued_at", "-id"]
@@ -123,7 +125,9 @@ class Invoice(models.Model):
             models.CheckConstraint(
                 condition=Q(gross=F("net") + F("vat")), name="invoices_invoice_gross_is_net_vat"
             ),
-            models.CheckConstraint(condition=Q(number__gte=1), name="invoices_invoice_number_positive"),
+            models.CheckConstraint(
+                condition=Q(number__gte=1), name="invoices_invoice_number_positive"
+            ),
         ]
         indexes = [models.Index(fields=["team", "-issued_at"], name="invoices_team_issued")]
 

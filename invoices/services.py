@@ -137,7 +137,9 @@ def ksef_submit(*, invoice_id: int) -> KsefSubmission:
             timeout=config["KSEF_TIMEOUT"],
         )
     except httpx.HTTPError as exc:
-        _ksef_record(invoice_id=invoice_id, status=KsefStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        _ksef_record(
+            invoice_id=invoice_id, status=KsefStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+        )
         raise KsefRetry(str(exc)) from exc
     if response.status_code in (200, 201, 202):
         try:

@@ -29,8 +29,9 @@ _BUYER = SQL(
         'country', t.country, 'vat_id', t.vat_id)"""
 )
 
-ISSUE = SQL(
-    """
+ISSUE = (
+    SQL(
+        """
 WITH clock AS (
     SELECT statement_timestamp() AS at,
            (statement_timestamp() AT TIME ZONE %(tz)s)::date AS day
@@ -145,7 +146,10 @@ WITH clock AS (
 )
 SELECT id FROM invoice ORDER BY id
 """
-).format(buyer=_BUYER).as_string()
+    )
+    .format(buyer=_BUYER)
+    .as_string()
+)
 
 # Charges, refunds and credits that have no document yet (rows the ledger recorded before
 # this app, or by a path that sent no signal): what `invoices_issue_missing` catches up on.

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from django.utils import translation
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from catalog.models import RentalPeriod
 from core.dates import when_text
@@ -20,7 +20,7 @@ LANGUAGES = ("pl", "en")
 
 LABELS = {
     "invoice": gettext_lazy("VAT invoice"),
-    "credit_note": gettext_lazy("Credit note"),
+    "credit_note": pgettext_lazy("document", "Credit note"),
     "number": gettext_lazy("Number"),
     "issued_on": gettext_lazy("Issue date"),
     "sold_on": gettext_lazy("Sale date"),
@@ -88,7 +88,9 @@ def line_text(facts: dict, language: str) -> str:
     """One line in one language, from its copied facts."""
     with translation.override(language):
         if facts.get("line") == "impaired":
-            return _("Credit for impaired time: %(count)s × %(model)s from %(from)s to %(until)s") % {
+            return _(
+                "Credit for impaired time: %(count)s × %(model)s from %(from)s to %(until)s"
+            ) % {
                 "count": facts["count"],
                 "model": facts["model"],
                 "from": when_text(_moment(facts["started_at"])),
