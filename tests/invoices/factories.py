@@ -46,14 +46,16 @@ def document(
     rate = Decimal(RATES[treatment])
     if corrects is not None:
         kind, source = InvoiceKind.CREDIT_NOTE, list(corrects.lines.all())
-        rows = [(-l.quantity, l.unit_price, -l.net, -l.vat, l.facts) for l in source]
+        rows = [(-ln.quantity, ln.unit_price, -ln.net, -ln.vat, ln.facts) for ln in source]
     else:
         rows = []
         for count, price in lines:
             net = Decimal(price) * count
             facts = {"line": "gpu", "count": count, "periods": 1, "model": "H100 80GB",
                      "period_slug": "week", "period_en": "week", "period_pl": "tydzień"}  # fmt: skip
-            rows.append((Decimal(count), Decimal(price), net, (net * rate).quantize(Decimal("0.01")), facts))
+            rows.append(
+                (Decimal(count), Decimal(price), net, (net * rate).quantize(Decimal("0.01")), facts)
+            )
     net = sum(r[2] for r in rows)
     vat = sum(r[3] for r in rows)
     entry = charge_row(allocation, abs(net + vat))

@@ -74,7 +74,9 @@ def test_a_reverse_charge_invoice_validates_with_np_ii_and_p_18(allocation):
     assert root.find("fa:Fa/fa:P_14_1", namespaces=NS) is None
     assert root.findtext("fa:Fa/fa:Adnotacje/fa:P_18", namespaces=NS) == "1"
     assert root.findtext("fa:Fa/fa:FaWiersz/fa:P_12", namespaces=NS) == "np II"
-    assert root.findtext("fa:Podmiot2/fa:DaneIdentyfikacyjne/fa:NrVatUE", namespaces=NS) == "136695976"
+    assert (
+        root.findtext("fa:Podmiot2/fa:DaneIdentyfikacyjne/fa:NrVatUE", namespaces=NS) == "136695976"
+    )
 
 
 def test_outside_the_eu_and_a_consumer_validate(allocation):
@@ -95,7 +97,9 @@ def test_a_credit_note_is_kor_with_the_corrected_invoice(allocation):
     assert root.findtext("fa:Fa/fa:P_13_1", namespaces=NS) == "-200.00"
     assert root.findtext("fa:Fa/fa:P_14_1", namespaces=NS) == "-46.00"
     assert root.findtext("fa:Fa/fa:P_15", namespaces=NS) == "-246.00"
-    assert [r.findtext("fa:StanPrzed", namespaces=NS) for r in root.findall("fa:Fa/fa:FaWiersz", NS)] == ["1", None]
+    assert [
+        r.findtext("fa:StanPrzed", namespaces=NS) for r in root.findall("fa:Fa/fa:FaWiersz", NS)
+    ] == ["1", None]
 
 
 def test_a_foreign_currency_invoice_carries_the_rate_and_vat_in_pln(allocation):
@@ -121,9 +125,12 @@ def test_an_issued_invoice_refuses_update_and_delete(allocation):
         "UPDATE invoices_invoiceline SET net = 0 WHERE invoice_id = %s",
         "DELETE FROM invoices_invoiceline WHERE invoice_id = %s",
     ):
-        with pytest.raises(IntegrityError, match="immutable"), transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(statement, [invoice.pk])
+        with (
+            pytest.raises(IntegrityError, match="immutable"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(statement, [invoice.pk])
     fresh = Invoice.objects.get(pk=invoice.pk)
     assert fresh.gross == Decimal("246.00")
     assert InvoiceLine.objects.filter(invoice=invoice).count() == 1
