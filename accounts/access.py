@@ -38,6 +38,7 @@ class Action(StrEnum):
     BOOK = "book"  # quote, book, extend: purchases
     ACT = "act"  # stop, start, cancel; webhook endpoints
     READ_LEDGER = "read_ledger"  # statement, CSV, ledger API
+    READ_INVOICES = "read_invoices"  # invoices and credit notes: page, PDF, XML, zip, API
     READ_TEAM = "read_team"  # the team, its members
     INVITE = "invite"  # invite, list and revoke invitations
     SET_ROLE = "set_role"
@@ -58,6 +59,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.BOOK:                  (YES,  YES,   NO,     NO),
     Action.ACT:                   (YES,  YES,   NO,     NO),
     Action.READ_LEDGER:           (YES,  YES,   YES,    NO),
+    Action.READ_INVOICES:         (YES,  NO,    YES,    NO),
     Action.READ_TEAM:             (YES,  YES,   YES,    YES),
     Action.INVITE:                (YES,  NO,    NO,     NO),
     Action.SET_ROLE:              (YES,  NO,    NO,     NO),

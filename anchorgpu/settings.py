@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "glossary",
     "sizing",
     "webhooks",
+    "invoices",
 ]
 
 MIDDLEWARE = [
@@ -479,3 +480,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": _read("LOG_LEVEL", "str", default="INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+
+# Invoices and credit notes (the invoices app). The seller's details are ANCHORGPU["SELLER"].
+INVOICES = {
+    # The day an invoice is issued on and the year its number counts in: the seller's zone.
+    "TIME_ZONE": _read("INVOICE_TIME_ZONE", "str", default="Europe/Warsaw"),
+    "CREDIT_NOTE_SERIES": _read("CREDIT_NOTE_SERIES", "str", default="AG-K"),
+    # Sending FA(3) e-invoices to KSeF: a separate step, off unless KSEF_ENABLED is set.
+    # Nothing in the tests or the demo reaches the real KSeF (its test stand-in is local).
+    "KSEF_ENABLED": _read("KSEF_ENABLED", "bool", default=False),
+    "KSEF_URL": _read("KSEF_URL", "str", default="").rstrip("/"),
+    "KSEF_TOKEN": _read("KSEF_TOKEN", "str", default=""),
+    "KSEF_TIMEOUT": _read("KSEF_TIMEOUT_SECONDS", "float", default=10.0),
+}
+if INVOICES["KSEF_ENABLED"] and not INVOICES["KSEF_URL"].startswith(("http://", "https://")):
+    raise ImproperlyConfigured("KSEF_URL is not set: KSEF_ENABLED sends invoices there.")

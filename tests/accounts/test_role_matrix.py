@@ -25,6 +25,7 @@ from accounts.models import Invitation, Membership, Role, Team
 from accounts.services import api_token_create
 from accounts.teams import team_create
 from core.problems import PROBLEM_CONTENT_TYPE
+from invoices.models import Invoice
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.catalog.factories import catalog_setup
@@ -134,6 +135,15 @@ def _api_read_ledger(c, w):
     return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
 
 
+def _invoice_number(w) -> str:
+    return Invoice.objects.get(ledger_entry__allocation=w.running).display_number
+
+
+def _api_read_invoices(c, w):
+    r = c.get("/api/v1/invoices/")
+    return r, r.status_code == 200 and _invoice_number(w) in r.content.decode()
+
+
 def _api_read_team(c, w):
     r = c.get(_team_url(w, "members/"))
     return r, r.status_code == 200 and "spare" in r.content.decode()
@@ -199,6 +209,11 @@ def _page_read_ledger(c, w):
     return r, r.status_code == 200 and "H100" in r.content.decode()
 
 
+def _page_read_invoices(c, w):
+    r = c.get("/invoices/")
+    return r, r.status_code == 200 and _invoice_number(w) in r.content.decode()
+
+
 def _page_read_team(c, w):
     r = c.get(_page(w))
     return r, r.status_code == 200 and "spare" in r.content.decode()
@@ -246,9 +261,9 @@ PROBES = {
 CREDENTIALS = {"api": API_CREDENTIALS, "page": PAGE_CREDENTIALS}
 
 
-# The statement answers for whichever team the credential acts for: another team's
+# The statement and the invoices answer for whichever team the credential acts for: another team's
 # credential reads that team's own statement, and Acme's rows are simply not in it.
-OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER})
+OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER, Action.READ_INVOICES})
 
 
 def _refused_in_words(surface, action, response) -> bool:
