@@ -33,6 +33,7 @@ from ksef_client.documents.fa3 import (
 from ksef_client.documents.fa3.xml import invoice_to_xml
 from lxml import etree
 
+from core.vat import TaxTreatment
 from invoices.errors import XmlInvalid, XmlNotApplicable
 from invoices.models import Invoice, KsefStatus
 from invoices.texts import line_both, reason_text
@@ -145,9 +146,9 @@ def _buyer(details: dict) -> InvoiceParty:
 
 
 def _tax(invoice: Invoice) -> TaxCategory:
-    if invoice.tax_treatment == "reverse_charge":
+    if invoice.tax_treatment == TaxTreatment.REVERSE_CHARGE:
         return TaxCategory.service_article_100()  # np II, P_13_9
-    if invoice.tax_treatment == "outside_eu":
+    if invoice.tax_treatment == TaxTreatment.OUTSIDE_EU:
         return TaxCategory.outside_country()  # np I, P_13_8
     rate = (Decimal(invoice.vat_rate) * 100).normalize()
     if rate == 23:
@@ -207,7 +208,7 @@ def invoice_xml(invoice: Invoice) -> bytes:
             builder.add_service_line(values.pop("description"), **values)
     builder.issued_on(invoice.issued_on).sale_date(invoice.sold_on).currency(invoice.currency)
     builder.seller(_seller(invoice.seller)).buyer(_buyer(invoice.buyer))
-    if invoice.tax_treatment == "reverse_charge":
+    if invoice.tax_treatment == TaxTreatment.REVERSE_CHARGE:
         builder.reverse_charge()
     if invoice.seller.get("bank_account"):
         builder.bank_account(invoice.seller["bank_account"].replace(" ", ""))

@@ -21,6 +21,7 @@ from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from core.money import money_text
+from core.vat import TaxTreatment
 from invoices.models import Invoice
 from invoices.texts import label, line_both, reason_text
 
@@ -73,9 +74,9 @@ def _money(amount, currency) -> str:
 
 
 def _rate(rate, treatment) -> str:
-    if treatment == "reverse_charge":
+    if treatment == TaxTreatment.REVERSE_CHARGE:
         return "np II"
-    if treatment == "outside_eu":
+    if treatment == TaxTreatment.OUTSIDE_EU:
         return "np I"
     return f"{(rate * 100).normalize():f} %"
 

@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from catalog.models import RentalPeriod
 from core.dates import when_text
+from core.vat import TaxTreatment
 from rentals.texts import periods_text
 
 LANGUAGES = ("pl", "en")
@@ -55,8 +56,8 @@ REASONS = {
 
 # The note a treatment puts on the document (Polish law asks for the Polish words).
 LEGAL_NOTES = {
-    "reverse_charge": gettext_lazy("Reverse charge (art. 28b of the Polish VAT Act)"),
-    "outside_eu": gettext_lazy("Not taxable in Poland (place of supply outside Poland)"),
+    TaxTreatment.REVERSE_CHARGE: gettext_lazy("Reverse charge (art. 28b of the Polish VAT Act)"),
+    TaxTreatment.OUTSIDE_EU: gettext_lazy("Not taxable in Poland (place of supply outside Poland)"),
 }
 
 

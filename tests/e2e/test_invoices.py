@@ -11,14 +11,12 @@ from accounts.models import Membership, Role
 from accounts.teams import team_create
 from tests.conftest import person
 from tests.e2e.conftest import ARTIFACTS, axe_serious, login, screenshot
-from tests.invoices.conftest import _seller  # noqa: F401  (the seller settings)
 from tests.invoices.factories import document
 from tests.rentals.helpers import book
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("_seller"),
 ]
 
 

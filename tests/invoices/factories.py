@@ -27,13 +27,12 @@ NOTES = {
 _numbers = iter(range(900000, 999999))
 
 
-def charge_row(allocation, amount):
-    fields = {f.name for f in LedgerEntry._meta.get_fields()}
-    extra = {"net": amount, "vat": Decimal(0)} if "net" in fields else {}
+def charge_row(allocation, net, vat):
     return LedgerEntry.objects.create(
         team=allocation.team, user=allocation.user, allocation=allocation,
-        kind=LedgerKind.CHARGE, amount=amount, currency=allocation.quote.currency,
-        reason=LedgerReason.BOOKING, period_count=1, at=allocation.paid_from, **extra,
+        kind=LedgerKind.CHARGE, amount=net + vat, net=net, vat=vat,
+        currency=allocation.quote.currency, quote=allocation.quote,
+        reason=LedgerReason.BOOKING, period_count=1, at=allocation.paid_from,
     )  # fmt: skip
 
 
@@ -58,7 +57,7 @@ def document(
             )
     net = sum(r[2] for r in rows)
     vat = sum(r[3] for r in rows)
-    entry = charge_row(allocation, abs(net + vat))
+    entry = charge_row(allocation, abs(net), abs(vat))
     number = next(_numbers)
     series = "AG-K" if kind == InvoiceKind.CREDIT_NOTE else "AG"
     invoice = Invoice.objects.create(

@@ -1,9 +1,6 @@
 """Documents issued by the ledger's own transaction (invoices.receivers), against real
 PostgreSQL: gapless numbers under concurrent bookings with some rolled back, a credit note
-per corrected invoice for a refund, and quote total = charge = invoice gross.
-
-These need the ledger's net/vat/quote columns and the signal (issue 31 part A, on main):
-until that is merged into this branch they are skipped, with that reason."""
+per corrected invoice for a refund, and quote total = charge = invoice gross."""
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -19,9 +16,6 @@ from invoices.models import Invoice, InvoiceCounter, InvoiceKind
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_book, allocation_cancel, allocation_extend, quote_create
 from rentals.signals import ledger_entries_recorded
-
-MERGED = "net" in {f.name for f in LedgerEntry._meta.get_fields()}
-pytestmark = pytest.mark.skipif(not MERGED, reason="needs issue 31's ledger net/vat (main)")
 
 
 class Refused(Exception):
