@@ -7,6 +7,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from anchorgpu.celery import app
+from tests import dbtemplate
 from tests.catalog.factories import catalog_setup
 
 
@@ -32,6 +33,17 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
         for db in settings.DATABASES.values():
             test = db.setdefault("TEST", {})
             test["NAME"] = f"{test.get('NAME') or 'test_' + db['NAME']}_{named_pass}"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """This process's test database, copied from the migrated template (tests/dbtemplate.py)
+    instead of migrated again; dropped at the end."""
+    with django_db_blocker.unblock():
+        name = dbtemplate.test_database_create("default")
+    yield
+    with django_db_blocker.unblock():
+        dbtemplate.test_database_destroy("default", name)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,114 @@
+"""The test database, migrated once and copied for every test process.
+
+Migrating the whole project takes about a minute, and `make test` starts several test
+processes at once (each xdist worker, the serial pass, the engine pass): each of them used to
+migrate a database of its own, all at the same moment on the same two cores. Instead the
+first process to come migrates one database, keeps it as a PostgreSQL template named by a
+digest of every migration file and every installed package's version, and each process then
+creates its own test database from it (`CREATE DATABASE … TEMPLATE`, a file copy: about a
+second). A changed migration, model package or dependency names a new template; older ones
+are dropped. Nothing about the schema is assumed: the template is what `migrate` made.
+
+An advisory lock on the server's `postgres` database makes the processes that start at once
+wait for the one that builds the template rather than build it too.
+"""
+
+import hashlib
+from importlib import metadata
+from pathlib import Path
+
+import psycopg
+from django.conf import settings
+from django.db import connections
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFIX = "anchorgpu_tpl_"
+KEPT = 4  # templates kept on the server, this one included
+
+
+def digest() -> str:
+    """Of what decides the migrated schema: our migrations and every package's version
+    (allauth's, Django's own and others' migrations come with their package)."""
+    h = hashlib.sha256()
+    for path in sorted(ROOT.glob("*/migrations/*.py")):
+        h.update(str(path.relative_to(ROOT)).encode())
+        h.update(path.read_bytes())
+    for dist in sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()):
+        h.update(dist.encode())
+    return h.hexdigest()[:16]
+
+
+def _server(settings_dict) -> psycopg.Connection:
+    return psycopg.connect(
+        dbname="postgres",
+        user=settings_dict["USER"] or None,
+        password=settings_dict["PASSWORD"] or None,
+        host=settings_dict["HOST"] or None,
+        port=settings_dict["PORT"] or None,
+        autocommit=True,
+    )
+
+
+def _exists(server, name: str) -> bool:
+    return bool(server.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone())
+
+
+def test_database_create(alias: str = "default") -> str:
+    """Create this process's test database for `alias` from the template (building the
+    template first if nobody has), point Django's settings at it and return its name."""
+    connection = connections[alias]
+    creation = connection.creation
+    test_name = creation._get_test_db_name()
+    template = PREFIX + digest()
+    with _server(connection.settings_dict) as server:
+        server.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [PREFIX])
+        try:
+            if not _exists(server, template):
+                _template_build(server, creation, template)
+                return test_name  # the build left this process's database migrated
+            server.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(test_name))
+            )
+            server.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(test_name), sql.Identifier(template)
+                )
+            )
+        finally:
+            server.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [PREFIX])
+    connection.close()
+    connection.settings_dict["NAME"] = test_name
+    settings.DATABASES[alias]["NAME"] = test_name
+    return test_name
+
+
+def _template_build(server, creation, template: str) -> None:
+    """Migrate this process's test database the usual way, then copy it as the template;
+    all but the newest few older templates go (other checkouts on this server may still
+    use theirs)."""
+    creation.create_test_db(verbosity=0, autoclobber=True, serialize=False, keepdb=False)
+    creation.connection.close()
+    stale = server.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s"
+        " ORDER BY oid DESC OFFSET %s",
+        [PREFIX + "%", template, KEPT - 1],
+    ).fetchall()
+    for (name,) in stale:
+        server.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+    server.execute(
+        sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(template), sql.Identifier(creation.connection.settings_dict["NAME"])
+        )
+    )
+
+
+def test_database_destroy(alias: str, name: str) -> None:
+    connection = connections[alias]
+    connection.close()
+    with _server(connection.settings_dict) as server:
+        server.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
