@@ -1,9 +1,12 @@
 """Reads of the acting team's invoices and credit notes."""
 
 import re
+import zoneinfo
 from datetime import date
 
+from django.conf import settings
 from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
@@ -38,6 +41,12 @@ def invoice_list(
     if kind:
         qs = qs.filter(kind=kind)
     return qs
+
+
+def this_month() -> str:
+    """YYYY-MM of today in the invoices' time zone (their issue dates' zone)."""
+    zone = zoneinfo.ZoneInfo(settings.INVOICES["TIME_ZONE"])
+    return timezone.now().astimezone(zone).strftime("%Y-%m")
 
 
 def invoice_documents(*, acting: Acting, month: str) -> QuerySet[Invoice]:

@@ -26,6 +26,7 @@ from accounts.services import api_token_create
 from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu
 from core.sealed import seal
+from invoices.models import Invoice
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from telemetry.agents import agent_credential_issue
@@ -102,17 +103,18 @@ def _two_users_build(django_user_model) -> dict:
         u.username: ssh_key_add(user=u, public_key=public_line(ed25519_key())).pk
         for u in (alice, bob)
     }
+    invoices = {i.team.personal_for_id: i.pk for i in Invoice.objects.select_related("team")}
     return {
         "token": token,
         "bobs": str(bobs.pk),
         "own": {"allocations": str(alices.pk), "quotes": str(alices.quote_id),
                 "auth": tokens["spare"], "teams": teams["fuzz-alice"],
                 "clusters": str(clusters["fuzz-alice"]), "webhooks": str(hooks["fuzz-alice"]),
-                "flags": 0, "ssh-keys": keys["fuzz-alice"]},
+                "flags": 0, "ssh-keys": keys["fuzz-alice"], "invoices": invoices[alice.pk]},
         "other": {"allocations": str(bobs.pk), "quotes": str(bobs.quote_id),
                   "auth": tokens["bobs"], "teams": teams["fuzz-bob"],
                   "clusters": str(clusters["fuzz-bob"]), "webhooks": str(hooks["fuzz-bob"]),
-                  "flags": 0, "ssh-keys": keys["fuzz-bob"]},
+                  "flags": 0, "ssh-keys": keys["fuzz-bob"], "invoices": invoices[bob.pk]},
     }  # fmt: skip
 
 
@@ -146,7 +148,7 @@ def test_api_never_errors_and_documents_every_status(case, two_users, owner):
         resource = case.path.split("/")[3]  # /api/v1/<resource>/...
         case.path_parameters = {**case.path_parameters, "id": two_users[owner][resource]}
     response = _called_as(case, two_users["token"])
-    assert two_users["bobs"] not in response.text or response.status_code == 404
+    assert two_users["bobs"].encode() not in response.content or response.status_code == 404
     assert Allocation.objects.filter(pk=two_users["bobs"], state="running").exists()
 
 

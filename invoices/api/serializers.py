@@ -13,7 +13,10 @@ class InvoiceFilterSerializer(serializers.Serializer):
 
 
 class InvoiceZipQuerySerializer(serializers.Serializer):
-    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM, by issue date")
+    month = serializers.RegexField(
+        r"^\d{4}-(0[1-9]|1[0-2])$", required=False,
+        help_text="YYYY-MM, by issue date; empty: this month (in INVOICE_TIME_ZONE)",
+    )  # fmt: skip
 
 
 class InvoiceLineSerializer(serializers.ModelSerializer):

@@ -42,11 +42,9 @@ class ZipRenderer(_FileRenderer):
     media_type, format = "application/zip", "zip"
 
 
-def _file(description):
+def _file(media_type, description):
     return {
-        (200, "application/octet-stream"): OpenApiResponse(
-            OpenApiTypes.BINARY, description=description
-        ),
+        (200, media_type): OpenApiResponse(OpenApiTypes.BINARY, description=description),
         401: PROBLEM,
         403: PROBLEM,
         404: PROBLEM,
@@ -71,7 +69,11 @@ class InvoiceListApi(generics.ListAPIView):
 class InvoicePdfApi(APIView):
     renderer_classes = [PdfRenderer, JSONRenderer]
 
-    @extend_schema(responses=_file("the invoice or credit note as PDF (Polish and English)"))
+    @extend_schema(
+        responses=_file(
+            PdfRenderer.media_type, "the invoice or credit note as PDF (Polish and English)"
+        )
+    )
     def get(self, request, pk: int):
         return documents.pdf_response(
             selectors.invoice_get(acting=acting_for_request(request), pk=pk)
@@ -82,7 +84,12 @@ class InvoiceXmlApi(APIView):
     renderer_classes = [XmlRenderer, JSONRenderer]
 
     @extend_schema(
-        responses={**_file("the FA(3) e-invoice, valid against the official schema"), 409: PROBLEM}
+        responses={
+            **_file(
+                XmlRenderer.media_type, "the FA(3) e-invoice, valid against the official schema"
+            ),
+            409: PROBLEM,
+        }
     )
     def get(self, request, pk: int):
         return documents.xml_response(
@@ -96,13 +103,16 @@ class InvoiceZipApi(APIView):
     @extend_schema(
         parameters=[InvoiceZipQuerySerializer],
         responses={
-            **_file("one month's documents (PDF, and FA(3) XML for a Polish seller)"),
+            **_file(
+                ZipRenderer.media_type,
+                "one month's documents (PDF, and FA(3) XML for a Polish seller)",
+            ),
             400: PROBLEM,
         },
     )
     def get(self, request):
         query = InvoiceZipQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        month = query.validated_data["month"]
+        month = query.validated_data.get("month") or selectors.this_month()
         invoices = selectors.invoice_documents(acting=acting_for_request(request), month=month)
         return documents.zip_response(invoices, month=month)

@@ -47,7 +47,8 @@ def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, pag
         page.goto(live_server.url + "/")
         page.get_by_role("link", name="Book L4").click()
         get_quote(page, live_server)
-        assert page.locator("#quote-total").inner_text() == "60.80 USD"  # 2×13.20×2 + 4.00×2
+        assert page.locator("#quote-net").inner_text() == "60.80 USD"  # 2×13.20×2 + 4.00×2
+        assert page.locator("#quote-total").inner_text() == "74.78 USD"  # with 23 % VAT
         screenshot(page, "quote")
         assert axe_serious(page) == []
         page.get_by_role("button", name="Book").click()
@@ -254,18 +255,18 @@ def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
     page.goto(f"{live_server.url}/book/l4/")
     form = page.locator("#book-form")
     total = page.locator("#estimate-total")
-    expect(total).to_have_text("13.20 USD")  # the defaults: 1 GPU for 1 day
+    expect(total).to_have_text("16.24 USD")  # the defaults: 1 GPU for 1 day, 13.20 + VAT
     expect(page.locator("#estimate-note")).to_contain_text("fixes the price for 15 minutes")
 
     form.get_by_label("GPUs").fill("2")
-    expect(total).to_have_text("26.40 USD")
+    expect(total).to_have_text("32.47 USD")  # 26.40 + VAT
     form.get_by_label("Number of periods").fill("2")
-    expect(total).to_have_text("52.80 USD")
+    expect(total).to_have_text("64.94 USD")  # 52.80 + VAT
     form.get_by_label("NVMe scratch (TB)").fill("1")
-    expect(total).to_have_text("60.80 USD")  # 2×13.20×2 + 4.00×2
+    expect(total).to_have_text("74.78 USD")  # 2×13.20×2 + 4.00×2 = 60.80, + 23 % VAT
     form.get_by_label("Custom image").check()  # on or off: a checkbox
     expect(page.locator("#estimate-lines")).to_contain_text("Custom image: 1 setup (one-time)")
-    expect(total).to_have_text("210.80 USD")
+    expect(total).to_have_text("259.28 USD")  # 210.80 + VAT
     form.get_by_label("Region").select_option("pl-waw")
     expect(page.locator("#estimate")).to_contain_text("In Warsaw only.")
     screenshot(page, "book-estimate")
@@ -275,13 +276,13 @@ def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
     expect(page.locator("#estimate-errors")).to_contain_text("At most 4 GPUs of this model")
     assert form.get_by_label("GPUs").get_attribute("max") == "4"
     form.get_by_label("GPUs").fill("2")
-    expect(total).to_have_text("210.80 USD")
+    expect(total).to_have_text("259.28 USD")
     page.set_viewport_size({"width": 390, "height": 844})
     screenshot(page, "book-estimate-phone")
 
     page.get_by_role("button", name="Get a quote").click()
     page.wait_for_url(re.compile(r"/quotes/"))
-    assert page.locator("#quote-total").inner_text() == "210.80 USD"  # the estimate's total
+    assert page.locator("#quote-total").inner_text() == "259.28 USD"  # the estimate's total
     assert page.locator("#quote-region").inner_text().startswith("Region: Warsaw")
     assert page.errors == []
 
@@ -298,14 +299,14 @@ def test_a_polish_customer_on_a_phone_sees_the_estimate_in_polish(
         login(page, live_server, "alice", "pw-alice-123456")
         page.goto(f"{live_server.url}/book/h100/")
         expect(page.locator("#estimate-h")).to_have_text("Szacunek")
-        expect(page.locator("#estimate-total")).to_have_text("57,60 USD")
+        expect(page.locator("#estimate-total")).to_have_text("70,85 USD")  # 57,60 + VAT
         page.locator("#id_gpu_count").fill("3")
-        expect(page.locator("#estimate-total")).to_have_text("172,80 USD")
+        expect(page.locator("#estimate-total")).to_have_text("212,54 USD")
         expect(page.locator("#estimate-note")).to_contain_text("ustala cenę na 15 minut.")
         page.locator("#id_gpu_count").fill("9")
         expect(page.locator("#estimate-errors")).to_contain_text("najwyżej 8 GPU tego modelu")
         page.locator("#id_gpu_count").fill("3")
-        expect(page.locator("#estimate-total")).to_have_text("172,80 USD")
+        expect(page.locator("#estimate-total")).to_have_text("212,54 USD")
         expect(page.locator("#calendar-legend")).to_contain_text("Wolne GPU na jednym węźle")
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, f"the booking page is {width} px wide on a 390 px phone"

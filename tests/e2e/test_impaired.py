@@ -28,13 +28,14 @@ def test_staff_preview_and_issue_a_credit_the_customer_then_reads(alice, page, l
     page.get_by_role("link", name="Impaired").click()
     page.wait_for_url(re.compile(r"/impaired/"))
     row = page.locator(f"#impaired-{allocation.pk}")
-    assert "Total: 10.80 USD" in row.inner_text().replace("\xa0", " ")  # 5 h × 2.16
+    text = row.inner_text().replace("\xa0", " ")
+    assert "10.80 USD" in text and "Total: 13.28 USD" in text  # 5 h × 2.16, + 23 % VAT
     screenshot(page, "impaired-staff")
     assert axe_serious(page) == []
     page.on("dialog", lambda dialog: dialog.accept())
     row.get_by_role("button", name="Issue credit").click()
     page.wait_for_load_state()
-    assert page.get_by_text("Credit issued: 10.80 USD").is_visible()
+    assert page.get_by_text("Credit issued: 13.28 USD").is_visible()
     assert LedgerEntry.objects.filter(kind="credit").count() == 1
     assert page.errors == []
 
@@ -42,6 +43,7 @@ def test_staff_preview_and_issue_a_credit_the_customer_then_reads(alice, page, l
     login(page, live_server, "alice", "pw-alice-123456")
     page.goto(f"{live_server.url}/statement/")
     credit = page.get_by_role("row").filter(has_text="Credit: impaired GPUs from")
-    assert "-10.80 USD" in credit.inner_text().replace("\xa0", " ").replace("−", "-")
+    row = credit.inner_text().replace("\xa0", " ").replace("−", "-")
+    assert "-10.80 USD" in row and "-2.48 USD" in row and "-13.28 USD" in row  # net, VAT, gross
     screenshot(page, "impaired-statement")
     assert page.errors == []

@@ -28,7 +28,7 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     statements, quote = _count(lambda: quote_create(acting=acting, **QUOTE))
     assert statements == 7
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
-    assert statements == 10  # 9, and the booker's SSH keys (none here: nothing to attach)
+    assert statements == 11  # 9, the booker's SSH keys (none here: nothing to attach), the invoice
 
 
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
@@ -43,7 +43,7 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
             HTTP_IDEMPOTENCY_KEY=key(),
         )  # fmt: skip
     )
-    assert statements == 17  # 15, the booker's SSH keys, and the node's agent for `access`
+    assert statements == 18  # 15, the booker's SSH keys, the node's agent for `access`, the invoice
     allocation = Allocation.objects.select_related("node__region").get()
     answered = booking.json()["allocation"]
     assert (answered["node"], answered["region"]) == (
