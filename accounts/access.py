@@ -45,6 +45,7 @@ class Action(StrEnum):
     SET_SPEND_LIMIT = "set_spend_limit"
     TRANSFER = "transfer"  # hand the ownership to another member
     REQUIRE_SECOND_FACTOR = "require_second_factor"
+    READ_AUDIT = "read_audit"  # the team's audit log (page and API)
 
 
 # The role matrix: who may do what. Tests generate every case from this table.
@@ -64,6 +65,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.SET_SPEND_LIMIT:       (YES,  NO,    NO,     NO),
     Action.TRANSFER:              (YES,  NO,    NO,     NO),
     Action.REQUIRE_SECOND_FACTOR: (YES,  NO,    NO,     NO),
+    Action.READ_AUDIT:            (YES,  NO,    YES,    NO),
 }
 # fmt: on
 

@@ -64,6 +64,11 @@ INSTALLED_APPS = [
     "glossary",
     "sizing",
     "webhooks",
+    # The audit log (issue 31): django-pghistory's event tables, written by pgtrigger's
+    # triggers. audit sits at the top of the layers.
+    "pgtrigger",
+    "pghistory",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -77,6 +82,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "accounts.middleware.PreferredLanguage",
+    "audit.context.AuditContextMiddleware",
     "core.middleware.RefusalPage",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -430,6 +436,8 @@ ANCHORGPU = {
     "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
     "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
+    # The audit log keeps its rows this long; the hourly retention task deletes older ones.
+    "AUDIT_RETENTION_DAYS": _read("AUDIT_RETENTION_DAYS", "int", default=400),
     # Webhooks: http and loopback/private receivers only where an operator allows them.
     "WEBHOOK_ALLOW_PRIVATE_URLS": _read("WEBHOOK_ALLOW_PRIVATE_URLS", "bool", default=False),
     "WEBHOOK_TIMEOUT": _read("WEBHOOK_TIMEOUT_SECONDS", "float", default=10.0),
@@ -464,3 +472,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": _read("LOG_LEVEL", "str", default="INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+
+# The audit log's time is the statement's (clock_timestamp()), not the transaction's start
+# (now()): the changes one transaction makes are told apart and in their order.
+PGHISTORY_CREATED_AT_FUNCTION = "clock_timestamp()"
+if ANCHORGPU["AUDIT_RETENTION_DAYS"] < 1:
+    raise ImproperlyConfigured("AUDIT_RETENTION_DAYS must be at least 1.")
