@@ -169,6 +169,11 @@ def _api_require_second_factor(c, w):
     return r, Team.objects.get(pk=w.team.pk).require_second_factor
 
 
+def _api_read_audit(c, w):
+    r = c.get("/api/v1/audit/")
+    return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
+
+
 def _page_read(c, w):
     r = c.get(f"/allocations/{w.running.pk}/")
     return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
@@ -225,6 +230,11 @@ def _page_require_second_factor(c, w):
     return r, Team.objects.get(pk=w.team.pk).require_second_factor
 
 
+def _page_read_audit(c, w):
+    r = c.get(f"/teams/{w.team.pk}/audit/")
+    return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
+
+
 PROBES = {
     surface: {action: globals()[f"_{surface}_{action.value}"] for action in Action}
     for surface in ("api", "page")
@@ -232,9 +242,9 @@ PROBES = {
 CREDENTIALS = {"api": API_CREDENTIALS, "page": PAGE_CREDENTIALS}
 
 
-# The statement answers for whichever team the credential acts for: another team's
-# credential reads that team's own statement, and Acme's rows are simply not in it.
-OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER})
+# The statement and the audit log answer for whichever team the credential acts for:
+# another team's credential reads that team's own, and Acme's rows are simply not in it.
+OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER, Action.READ_AUDIT})
 
 
 def _refused_in_words(surface, action, response) -> bool:
