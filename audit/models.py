@@ -60,10 +60,22 @@ def _event_model(tracked, *trackers, fields, name, team_index=False):
                 name=f"audit_{name.lower()}_team"[:30],
             )
         )
+    # The tracked foreign keys as plain, unindexed columns: each index is one more write in
+    # the tracked statement (a booking's), and the log is read by time and team (the
+    # indexes above) and by object (pgh_obj's), never by GPU model or node.
+    attrs = {}
+    for name in fields:
+        field = tracked._meta.get_field(name)
+        if field.is_relation:
+            attrs[name] = models.ForeignKey(
+                field.remote_field.model, on_delete=models.DO_NOTHING, db_constraint=False,
+                db_index=False, null=field.null, related_name="+", related_query_name="+",
+            )  # fmt: skip
     return pghistory.create_event_model(
         tracked,
         *trackers,
         fields=fields,
+        attrs=attrs,
         context_field=pghistory.ContextJSONField(),
         obj_field=pghistory.ObjForeignKey(db_constraint=False, on_delete=models.DO_NOTHING),
         app_label="audit",

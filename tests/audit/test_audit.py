@@ -2,10 +2,13 @@
 system and its task) and from where; it is append-only and kept for AUDIT_RETENTION_DAYS;
 a team reads only its own rows, as its role allows, in its language."""
 
+import io
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 from rest_framework.test import APIClient
@@ -358,3 +361,13 @@ def test_memberships_removed_with_a_user_leave_their_rows(catalog, alice):
     carol.delete()  # cascades to the membership: the log's rows are not in the way
     removed = MembershipAudit.objects.get(pgh_label="member removed")
     assert (removed.user_id, removed.team_id) == (carol_id, acme.pk)
+
+
+def test_a_new_demo_has_an_audit_log_to_read(settings):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "DEMO": True}
+    call_command("seed_demo", stdout=io.StringIO())
+    alice = get_user_model().objects.get(username="alice")
+    rows = _rows(_personal(alice))
+    assert {"booked", "key added", "member added"} <= {r.action for r in rows}
+    assert {r.actor for r in rows} == {"system: seed_demo"}
+    assert {r.action for r in _rows(None)} >= {"price changed", "booked"}
