@@ -47,6 +47,7 @@ class Action(StrEnum):
     TRANSFER = "transfer"  # hand the ownership to another member
     REQUIRE_SECOND_FACTOR = "require_second_factor"
     SET_BUYER = "set_buyer"  # the team's buyer details on invoices
+    READ_AUDIT = "read_audit"  # the team's audit log (page and API)
 
 
 # The role matrix: who may do what. Tests generate every case from this table.
@@ -68,6 +69,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.TRANSFER:              (YES,  NO,    NO,     NO),
     Action.REQUIRE_SECOND_FACTOR: (YES,  NO,    NO,     NO),
     Action.SET_BUYER:             (YES,  NO,    YES,    NO),
+    Action.READ_AUDIT:            (YES,  NO,    YES,    NO),
 }
 # fmt: on
 

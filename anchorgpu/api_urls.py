@@ -14,6 +14,7 @@ from accounts.api.views import (
     TokenObtainApi,
     TokenRevokeApi,
 )
+from audit.api.views import AuditListApi
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
 from invoices.api import views as invoices
@@ -186,4 +187,5 @@ urlpatterns = [
     ),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),
     path("sizing/", SizingApi.as_view(), name="api-sizing"),
+    path("audit/", AuditListApi.as_view(), name="api-audit"),
 ]

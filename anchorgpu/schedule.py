@@ -72,6 +72,11 @@ def beat_schedule():
             "schedule": timedelta(seconds=30),
             "options": {"expires": 30},
         },
+        "prune-audit-log": {
+            "task": "audit.tasks.audit_prune_task",
+            "schedule": crontab(minute=27),
+            "options": {"expires": 3600},
+        },
         "purge-idempotency-keys": {
             "task": "rentals.tasks.idempotency_keys_purge_task",
             "schedule": crontab(minute=7),

@@ -66,6 +66,11 @@ INSTALLED_APPS = [
     "sizing",
     "webhooks",
     "invoices",
+    # The audit log (issue 31): django-pghistory's event tables, written by pgtrigger's
+    # triggers. audit sits at the top of the layers.
+    "pgtrigger",
+    "pghistory",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -79,6 +84,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "accounts.middleware.PreferredLanguage",
+    "audit.context.AuditContextMiddleware",
     "core.middleware.RefusalPage",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -446,6 +452,8 @@ ANCHORGPU = {
     },
     "VAT_RATE": Decimal(_read("VAT_STANDARD_RATE", "str", default="0.23")),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
+    # The audit log keeps its rows this long; the hourly retention task deletes older ones.
+    "AUDIT_RETENTION_DAYS": _read("AUDIT_RETENTION_DAYS", "int", default=400),
     # Webhooks: http and loopback/private receivers only where an operator allows them.
     "WEBHOOK_ALLOW_PRIVATE_URLS": _read("WEBHOOK_ALLOW_PRIVATE_URLS", "bool", default=False),
     "WEBHOOK_TIMEOUT": _read("WEBHOOK_TIMEOUT_SECONDS", "float", default=10.0),
@@ -495,3 +503,9 @@ INVOICES = {
 }
 if INVOICES["KSEF_ENABLED"] and not INVOICES["KSEF_URL"].startswith(("http://", "https://")):
     raise ImproperlyConfigured("KSEF_URL is not set: KSEF_ENABLED sends invoices there.")
+
+# The audit log's time is the statement's (clock_timestamp()), not the transaction's start
+# (now()): the changes one transaction makes are told apart and in their order.
+PGHISTORY_CREATED_AT_FUNCTION = "clock_timestamp()"
+if ANCHORGPU["AUDIT_RETENTION_DAYS"] < 1:
+    raise ImproperlyConfigured("AUDIT_RETENTION_DAYS must be at least 1.")

@@ -2,6 +2,7 @@ from django.urls import include, path
 
 from accounts import team_views as teams
 from accounts import views as accounts
+from audit import views as audit
 from glossary import views as glossary
 from invoices import views as invoices
 from rentals.views import allocations, booking, fleet, impaired, statement
@@ -68,6 +69,8 @@ urlpatterns = [
     path("teams/", teams.team_list_page, name="teams"),
     path("teams/switch/", teams.team_switch, name="team-switch"),
     path("teams/<int:pk>/", teams.team_page, name="team"),
+    path("teams/<int:pk>/audit/", audit.team_audit_page, name="team-audit"),
+    path("audit/", audit.staff_audit_page, name="audit"),
     path("invitations/<str:secret>/", teams.invitation_page, name="invitation"),
     path("account/", include("allauth.urls")),
 ]

@@ -188,6 +188,11 @@ def _api_set_buyer(c, w):
     return r, Team.objects.get(pk=w.team.pk).vat_id == BUYER["vat_id"]
 
 
+def _api_read_audit(c, w):
+    r = c.get("/api/v1/audit/")
+    return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
+
+
 def _page_read(c, w):
     r = c.get(f"/allocations/{w.running.pk}/")
     return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
@@ -254,6 +259,11 @@ def _page_set_buyer(c, w):
     return r, Team.objects.get(pk=w.team.pk).vat_id == BUYER["vat_id"]
 
 
+def _page_read_audit(c, w):
+    r = c.get(f"/teams/{w.team.pk}/audit/")
+    return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
+
+
 PROBES = {
     surface: {action: globals()[f"_{surface}_{action.value}"] for action in Action}
     for surface in ("api", "page")
@@ -261,9 +271,10 @@ PROBES = {
 CREDENTIALS = {"api": API_CREDENTIALS, "page": PAGE_CREDENTIALS}
 
 
-# The statement and the invoices answer for whichever team the credential acts for: another team's
-# credential reads that team's own statement, and Acme's rows are simply not in it.
-OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER, Action.READ_INVOICES})
+# The statement, the invoices and the audit log answer for whichever team the credential
+# acts for: another team's credential reads that team's own, and Acme's rows are simply not in
+# it.
+OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER, Action.READ_INVOICES, Action.READ_AUDIT})
 
 
 def _refused_in_words(surface, action, response) -> bool:

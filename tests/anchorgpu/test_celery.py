@@ -68,6 +68,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "purge-expired-quotes",
         "deliver-due-webhooks",
         "partition-telemetry",
+        "prune-audit-log",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)

@@ -1,6 +1,6 @@
 """The layers point one way (docs/architecture.md), read from the code's own import graph.
 
-anchorgpu → rentals → telemetry → catalog → core, with accounts and glossary beside them
+anchorgpu → audit → rentals → telemetry → catalog → core, with accounts and glossary beside them
 and sizing beside rentals (its estimator imports nothing of Django at all); nodeagent, the
 agent that runs on the nodes, imports nothing of ours and only the standard library:
 a module imports only its own layer and those below it, and never from inside a function
@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing",
-    "webhooks", "invoices", "nodeagent",
+    "webhooks", "invoices", "nodeagent", "audit",
 }  # fmt: skip
 # What each package may import of ours (besides itself).
 ALLOWED = {
@@ -30,6 +30,18 @@ ALLOWED = {
     "sizing": {"core", "catalog", "telemetry", "glossary"},
     "webhooks": {"core", "accounts", "catalog", "rentals"},
     "invoices": {"core", "accounts", "catalog", "rentals"},
+    # The audit log reads every app's changes: at the top, below only the composition root.
+    "audit": {
+        "core",
+        "accounts",
+        "catalog",
+        "telemetry",
+        "rentals",
+        "glossary",
+        "sizing",
+        "webhooks",
+        "invoices",
+    },
     "anchorgpu": OURS,
 }
 

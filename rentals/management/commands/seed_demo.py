@@ -1,5 +1,6 @@
 import os
 
+import pghistory
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
@@ -17,6 +18,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, simulator=None, **options):
+        # The audit log names what the seeding wrote (prices, accounts, keys, bookings,
+        # expiries) as the system's, as it names a Celery task's.
+        with pghistory.context(actor="system", task="seed_demo"):
+            self._seed(simulator)
+
+    def _seed(self, simulator):
         seed_catalog(simulator_url=simulator)
         if settings.ANCHORGPU["DEMO"]:
             seed_users(password=os.environ.get("DEMO_PASSWORD") or "anchorgpu-demo")
