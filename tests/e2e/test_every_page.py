@@ -151,6 +151,7 @@ def pages_for(role, w) -> dict[str, str]:
             "quote": f"/quotes/{w['quote'].pk}/",
             "notices": "/notices/",
             "statement": "/statement/",
+            "invoices": "/invoices/",
             "profile": "/account/profile/",
             "tokens": "/account/tokens/",
             "ssh-keys": "/account/ssh-keys/",
@@ -161,6 +162,7 @@ def pages_for(role, w) -> dict[str, str]:
             "2fa-setup": "/account/2fa/totp/activate/",
             "teams": "/teams/",
             "team": f"/teams/{w['team'].pk}/",
+            "team-audit": f"/teams/{w['team'].pk}/audit/",
             "usage-refused": "/usage/",
         }
     if role == "staff":
@@ -170,6 +172,7 @@ def pages_for(role, w) -> dict[str, str]:
             "usage-90": "/usage/?days=90",
             "impaired": "/impaired/",
             "flags": "/flags/",
+            "audit": "/audit/",
             "allocations": "/allocations/",
             "allocation-other-team": f"/allocations/{w['bobs'].pk}/",
             "cluster": f"/clusters/{w['cluster'].pk}/",
@@ -185,6 +188,7 @@ def pages_for(role, w) -> dict[str, str]:
         "admin-options": "/admin/catalog/option/",
         "admin-nodes": "/admin/catalog/node/",
         "admin-allocations": "/admin/rentals/allocation/",
+        "admin-invoices": "/admin/invoices/invoice/",
         "usage": "/usage/",
     }
 
