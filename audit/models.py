@@ -220,11 +220,23 @@ class TeamAudit(
         Team,
         pghistory.UpdateEvent("spend limit changed", condition=_changed("monthly_spend_limit")),
         pghistory.UpdateEvent("second factor changed", condition=_changed("require_second_factor")),
-        fields=["name", "monthly_spend_limit", "require_second_factor"],
+        pghistory.UpdateEvent(
+            "invoice details changed",
+            condition=_changed("legal_name", "address", "country", "vat_id"),
+        ),
+        fields=[
+            "name",
+            "monthly_spend_limit",
+            "require_second_factor",
+            "legal_name",
+            "address",
+            "country",
+            "vat_id",
+        ],  # fmt: skip
         name="TeamAudit",
     )
 ):
-    """A team's spend limit and its two-factor rule."""
+    """A team's spend limit, its two-factor rule and the buyer details its invoices name."""
 
 
 # --- catalog ---------------------------------------------------------------------------

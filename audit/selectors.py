@@ -53,6 +53,7 @@ ACTIONS = {
     "invitation revoked": _("invitation revoked"),
     "spend limit changed": _("spend limit changed"),
     "second factor changed": _("two-factor rule changed"),
+    "invoice details changed": _("invoice details changed"),
     "price changed": _("price changed"),
     "price edited": _("price row edited"),
     "maintenance scheduled": _("maintenance scheduled"),
@@ -79,6 +80,10 @@ FIELD_NAMES = {
     "role": _("role"),
     "monthly_spend_limit": _("monthly spend limit"),
     "require_second_factor": _("two-factor sign-in required"),
+    "legal_name": _("legal name"),
+    "address": _("address"),
+    "country": _("country"),
+    "vat_id": _("VAT ID"),
     "unit_price": _("unit price"),
     "effective_from": _("effective from"),
     "starts_at": _("starts"),
@@ -149,7 +154,9 @@ SOURCES = tuple(
             Source("optionprice", events.OptionPriceAudit, ("unit_price", "effective_from"),
                    before_of=("option_id", "period_id", "currency"), team=None),
             Source("sshkey", events.SshKeyAudit, ("name", "fingerprint"), team="members"),
-            Source("team", events.TeamAudit, ("monthly_spend_limit", "require_second_factor"),
+            Source("team", events.TeamAudit,
+                   ("monthly_spend_limit", "require_second_factor", "legal_name", "address",
+                    "country", "vat_id"),
                    team="pgh_obj_id"),
             Source("token", events.ApiTokenAudit, ("name", "role", "expires_at", "revoked_at")),
         ),
@@ -358,6 +365,7 @@ _MONEY = {"unit_price", "amount", "monthly_spend_limit"}
 _LABEL_FIELDS = {
     "spend limit changed": ("monthly_spend_limit",),
     "second factor changed": ("require_second_factor",),
+    "invoice details changed": ("legal_name", "address", "country", "vat_id"),
 }
 
 

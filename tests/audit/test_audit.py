@@ -179,6 +179,21 @@ def test_keys_tokens_members_roles_invitations_and_the_spend_limit_are_recorded(
     assert by_action["invited"].object == "c@acme.test"
 
 
+def test_a_change_of_the_invoice_details_is_recorded_before_and_after(catalog, alice):
+    team = team_create(user=alice, name="Acme")
+    api = APIClient(REMOTE_ADDR="192.0.2.10")
+    api.force_authenticate(alice)
+    details = {"legal_name": "Acme GmbH", "address": "Hauptstr. 1", "country": "DE",
+               "vat_id": "DE136695976"}  # fmt: skip
+
+    assert api.patch(f"/api/v1/teams/{team.pk}/", details, format="json").status_code == 200
+
+    (row,) = [r for r in _rows(team) if r.action == "invoice details changed"]
+    assert (row.actor, row.ip) == ("alice", "192.0.2.10")
+    assert ("VAT ID", "—", "DE136695976") in [(c.field, c.before, c.after) for c in row.changes]
+    assert ("legal name", "—", "Acme GmbH") in [(c.field, c.before, c.after) for c in row.changes]
+
+
 def test_staff_actions_are_in_the_full_log_for_staff(catalog, alice, client):
     ops = operator(
         may=(*OPERATIONS, "change_prices", "add_gpuprice", "view_gpuprice", "view_gpumodel")
