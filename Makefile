@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint fmt venv chromium gettext openssh engines clean manage
+.PHONY: run test bench lint fmt venv chromium gettext openssh engines fonts clean manage
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is needed (python3 --version)"; exit 1; }
@@ -23,6 +23,13 @@ chromium:
 	@command -v chromium >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# DejaVu (Debian's fonts-dejavu-core): the invoices' PDFs embed it, so Polish letters print.
+fonts:
+	@test -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    fonts-dejavu-core >/dev/null; }
 
 # xgettext and msgattrib: a test extracts every message from the code and finds each translated.
 gettext:
@@ -48,7 +55,7 @@ engines:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	    --no-install-recommends prometheus victoria-metrics >/dev/null; }
 
-run: venv
+run: venv fonts
 	$(PY) -m anchorgpu.launcher run
 
 # Three passes at once on the same servers: everything in parallel (pytest-xdist; each
@@ -60,7 +67,7 @@ run: venv
 # first's. PYTEST_ARGS goes to all three; a pass it leaves empty (pytest's status 5) is no
 # failure.
 TEST_WORKERS ?= auto
-test: venv chromium gettext openssh engines
+test: venv chromium gettext openssh engines fonts
 	@mkdir -p test-artifacts
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
 	  pass() { $(PY) -m pytest "$$@" $(PYTEST_ARGS); rc=$$?; [ $$rc = 5 ] && return 0; return $$rc; }; \

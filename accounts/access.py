@@ -38,6 +38,7 @@ class Action(StrEnum):
     BOOK = "book"  # quote, book, extend: purchases
     ACT = "act"  # stop, start, cancel; webhook endpoints
     READ_LEDGER = "read_ledger"  # statement, CSV, ledger API
+    READ_INVOICES = "read_invoices"  # invoices and credit notes: page, PDF, XML, zip, API
     READ_TEAM = "read_team"  # the team, its members
     INVITE = "invite"  # invite, list and revoke invitations
     SET_ROLE = "set_role"
@@ -45,6 +46,7 @@ class Action(StrEnum):
     SET_SPEND_LIMIT = "set_spend_limit"
     TRANSFER = "transfer"  # hand the ownership to another member
     REQUIRE_SECOND_FACTOR = "require_second_factor"
+    SET_BUYER = "set_buyer"  # the team's buyer details on invoices
 
 
 # The role matrix: who may do what. Tests generate every case from this table.
@@ -57,6 +59,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.BOOK:                  (YES,  YES,   NO,     NO),
     Action.ACT:                   (YES,  YES,   NO,     NO),
     Action.READ_LEDGER:           (YES,  YES,   YES,    NO),
+    Action.READ_INVOICES:         (YES,  NO,    YES,    NO),
     Action.READ_TEAM:             (YES,  YES,   YES,    YES),
     Action.INVITE:                (YES,  NO,    NO,     NO),
     Action.SET_ROLE:              (YES,  NO,    NO,     NO),
@@ -64,6 +67,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.SET_SPEND_LIMIT:       (YES,  NO,    NO,     NO),
     Action.TRANSFER:              (YES,  NO,    NO,     NO),
     Action.REQUIRE_SECOND_FACTOR: (YES,  NO,    NO,     NO),
+    Action.SET_BUYER:             (YES,  NO,    YES,    NO),
 }
 # fmt: on
 

@@ -137,18 +137,39 @@ class Team(models.Model):
     # Every member must sign in with a second factor to act for the team (an owner's
     # setting; staff may set it in the admin).
     require_second_factor = models.BooleanField(default=False, db_default=False)
+    # The buyer on invoices (owners and billing members set them; accounts.teams checks the
+    # VAT ID). A team without a legal name is a consumer: it pays the domestic VAT rate.
+    legal_name = models.CharField(max_length=200, blank=True, db_default="", default="")
+    address = models.TextField(blank=True, db_default="", default="")
+    country = models.CharField(max_length=2, blank=True, db_default="", default="")
+    vat_id = models.CharField(
+        max_length=20, blank=True, db_default="", default="",
+        help_text="Compact, with its country prefix in the EU (PL5260250274, DE136695976)",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(
+                condition=Q(legal_name="") | ~Q(country="") & ~Q(address=""),
+                name="accounts_team_business_has_country_and_address",
+            ),
+            models.CheckConstraint(
+                condition=Q(country="") | Q(country__regex=r"^[A-Z]{2}$"),
+                name="accounts_team_country_is_a_code",
+            ),
+            models.CheckConstraint(
                 condition=Q(monthly_spend_limit__gte=0) | Q(monthly_spend_limit__isnull=True),
                 name="accounts_team_spend_limit_not_negative",
-            )
+            ),
         ]
 
     def __str__(self):
         return self.name
+
+    @property
+    def is_business(self) -> bool:
+        return bool(self.legal_name)
 
 
 class Membership(models.Model):

@@ -8,12 +8,13 @@ from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from accounts.access import TEAM_SESSION_KEY, Action, acting_as
 from accounts.adapter import INVITATION_SESSION_KEY
+from accounts.buyer import country_codes, country_name, team_tax_treatment
 from accounts.models import Membership, Role, Team
 from accounts.teams import (
     email_mask,
@@ -25,6 +26,7 @@ from accounts.teams import (
     invitations_waiting,
     membership_remove,
     membership_role_set,
+    team_buyer_set,
     team_create,
     team_ownership_transfer,
     team_second_factor_require,
@@ -72,6 +74,30 @@ class SpendLimitForm(forms.Form):
     )
 
 
+class BuyerForm(forms.Form):
+    """The buyer invoices name; the service checks the VAT ID and puts it in stored form."""
+
+    legal_name = forms.CharField(
+        label=gettext_lazy("Legal name"), max_length=200, required=False,
+        help_text=gettext_lazy("Empty: a consumer, who pays the domestic VAT rate."),
+    )  # fmt: skip
+    address = forms.CharField(
+        label=gettext_lazy("Address"), max_length=500, required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )  # fmt: skip
+    country = forms.ChoiceField(label=gettext_lazy("Country"), required=False, choices=())
+    vat_id = forms.CharField(
+        label=gettext_lazy("VAT ID"), max_length=40, required=False,
+        help_text=gettext_lazy("In the EU with its country prefix, e.g. DE136695976."),
+    )  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        language = get_language() or "en"
+        names = sorted((country_name(c, language), c) for c in country_codes())
+        self.fields["country"].choices = [("", "—")] + [(c, n) for n, c in names]
+
+
 @login_required
 def team_list_page(request):
     form = TeamForm()
@@ -115,6 +141,9 @@ def team_page(request, pk):
     forms_ = {
         "invite": InvitationForm(),
         "limit": SpendLimitForm(initial={"limit": team.monthly_spend_limit}),
+        "buyer": BuyerForm(
+            initial={f: getattr(team, f) for f in ("legal_name", "address", "country", "vat_id")}
+        ),
     }
     if request.method == "POST":
         try:
@@ -139,6 +168,8 @@ def team_page(request, pk):
             "roles": Role.choices,
             "new_link": new_link,
             "changes": team.spend_limit_changes.select_related("by")[:10],
+            "tax_treatment": team_tax_treatment(team),
+            "country_label": country_name(team.country, get_language() or "en"),
             "nav": "teams",
             **forms_,
         },
@@ -192,6 +223,16 @@ def _team_post(request, acting, forms_):
         if form.is_valid():
             team_spend_limit_set(acting=acting, limit=form.cleaned_data["limit"])
             messages.success(request, _("Spend limit saved."))
+    elif "buyer" in request.POST:
+        form = forms_["buyer"] = BuyerForm(request.POST)
+        if form.is_valid():
+            try:
+                team_buyer_set(acting=acting, **form.cleaned_data)
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field, errors)
+            else:
+                messages.success(request, _("Invoice details saved."))
     elif "second_factor_rule" in request.POST:
         form = SecondFactorRuleForm(request.POST)
         if form.is_valid():

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
+from accounts.buyer import buyer_check
 from accounts.errors import (
     AlreadyMember,
     InvitationInvalid,
@@ -272,19 +273,39 @@ def team_second_factor_require(*, acting: Acting, required: bool) -> Team:
     return team
 
 
+@transaction.atomic
+def team_buyer_set(
+    *, acting: Acting, legal_name: str, address: str, country: str, vat_id: str
+) -> Team:
+    """Set the buyer details invoices will name (all empty: a consumer). Quotes made from
+    now on are taxed by them; issued invoices keep the details they were issued with."""
+    acting.require(Action.SET_BUYER)
+    buyer = buyer_check(legal_name=legal_name, address=address, country=country, vat_id=vat_id)
+    team = Team.objects.select_for_update().get(pk=acting.team.pk)
+    team.legal_name, team.address = buyer.legal_name, buyer.address
+    team.country, team.vat_id = buyer.country, buyer.vat_id
+    team.save(update_fields=["legal_name", "address", "country", "vat_id"])
+    return team
+
+
 _UNSET = object()
+BUYER_FIELDS = ("legal_name", "address", "country", "vat_id")
 
 
 @transaction.atomic
 def team_update(
-    *, acting: Acting, monthly_spend_limit=_UNSET, require_second_factor=_UNSET
+    *, acting: Acting, monthly_spend_limit=_UNSET, require_second_factor=_UNSET, **buyer
 ) -> Team:
-    """Change what is given of the team's settings, all or nothing."""
+    """Change what is given of the team's settings, all or nothing; buyer details given in
+    part keep the others as they are."""
     team = acting.team
     if monthly_spend_limit is not _UNSET:
         team = team_spend_limit_set(acting=acting, limit=monthly_spend_limit)
     if require_second_factor is not _UNSET:
         team = team_second_factor_require(acting=acting, required=require_second_factor)
+    if buyer:
+        current = {field: getattr(team, field) for field in BUYER_FIELDS}
+        team = team_buyer_set(acting=acting, **{**current, **buyer})
     return team
 
 

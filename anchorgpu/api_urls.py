@@ -16,6 +16,7 @@ from accounts.api.views import (
 )
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
+from invoices.api import views as invoices
 from rentals.api import (
     agent,
     allocations,
@@ -163,6 +164,10 @@ urlpatterns = [
     path("maintenance/", maintenance.MaintenanceListApi.as_view(), name="api-maintenance"),
     path("ledger/", ledger.LedgerListApi.as_view(), name="api-ledger"),
     path("ledger/csv/", ledger.LedgerCsvApi.as_view(), name="api-ledger-csv"),
+    path("invoices/", invoices.InvoiceListApi.as_view(), name="api-invoices"),
+    path("invoices/zip/", invoices.InvoiceZipApi.as_view(), name="api-invoices-zip"),
+    path("invoices/<int:pk>/pdf/", invoices.InvoicePdfApi.as_view(), name="api-invoice-pdf"),
+    path("invoices/<int:pk>/xml/", invoices.InvoiceXmlApi.as_view(), name="api-invoice-xml"),
     path("webhooks/endpoints/", webhooks.EndpointListApi.as_view(), name="api-webhooks"),
     path(
         "webhooks/endpoints/<uuid:pk>/",

@@ -165,7 +165,7 @@ class ConsoleCollector:
         bookings = CounterMetricFamily("anchorgpu_bookings", "Allocations booked")
         bookings.add_metric([], Allocation.objects.count())
         charged = CounterMetricFamily(
-            "anchorgpu_charged", "Money charged, per currency", labels=["currency"]
+            "anchorgpu_charged", "Money charged, VAT included, per currency", labels=["currency"]
         )
         refunded = CounterMetricFamily(
             "anchorgpu_refunded", "Money refunded, per currency", labels=["currency"]

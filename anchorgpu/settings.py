@@ -5,6 +5,7 @@ with a message that names the variable, instead of failing later in a request.
 """
 
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -64,6 +65,7 @@ INSTALLED_APPS = [
     "glossary",
     "sizing",
     "webhooks",
+    "invoices",
 ]
 
 MIDDLEWARE = [
@@ -429,6 +431,20 @@ ANCHORGPU = {
     ),
     "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
     "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),
+    # Who issues the invoices (issue 31). The defaults are a fictional demo seller; a real
+    # one sets every SELLER_* variable. Catalog prices are net; VAT_STANDARD_RATE is the
+    # seller country's standard rate (23 % in Poland).
+    "SELLER": {
+        "NAME": _read("SELLER_NAME", "str", default="AnchorGPU Demo sp. z o.o."),
+        "ADDRESS": _read(
+            "SELLER_ADDRESS", "str", default="ul. Przykładowa 1\n00-001 Warszawa"
+        ).replace("\\n", "\n"),
+        "COUNTRY": _read("SELLER_COUNTRY", "str", default="PL").upper(),
+        "VAT_ID": _read("SELLER_VAT_ID", "str", default="PL5260250274"),
+        "BANK_ACCOUNT": _read("SELLER_BANK_ACCOUNT", "str", default="PL61109010140000071219812874"),
+        "INVOICE_SERIES": _read("INVOICE_SERIES", "str", default="AG"),
+    },
+    "VAT_RATE": Decimal(_read("VAT_STANDARD_RATE", "str", default="0.23")),
     "DEMO": _read("ANCHORGPU_DEMO", "bool", default=False),
     # Webhooks: http and loopback/private receivers only where an operator allows them.
     "WEBHOOK_ALLOW_PRIVATE_URLS": _read("WEBHOOK_ALLOW_PRIVATE_URLS", "bool", default=False),
@@ -464,3 +480,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": _read("LOG_LEVEL", "str", default="INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+
+# Invoices and credit notes (the invoices app). The seller's details are ANCHORGPU["SELLER"].
+INVOICES = {
+    # The day an invoice is issued on and the year its number counts in: the seller's zone.
+    "TIME_ZONE": _read("INVOICE_TIME_ZONE", "str", default="Europe/Warsaw"),
+    "CREDIT_NOTE_SERIES": _read("CREDIT_NOTE_SERIES", "str", default="AG-K"),
+    # Sending FA(3) e-invoices to KSeF: a separate step, off unless KSEF_ENABLED is set.
+    # Nothing in the tests or the demo reaches the real KSeF (its test stand-in is local).
+    "KSEF_ENABLED": _read("KSEF_ENABLED", "bool", default=False),
+    "KSEF_URL": _read("KSEF_URL", "str", default="").rstrip("/"),
+    "KSEF_TOKEN": _read("KSEF_TOKEN", "str", default=""),
+    "KSEF_TIMEOUT": _read("KSEF_TIMEOUT_SECONDS", "float", default=10.0),
+}
+if INVOICES["KSEF_ENABLED"] and not INVOICES["KSEF_URL"].startswith(("http://", "https://")):
+    raise ImproperlyConfigured("KSEF_URL is not set: KSEF_ENABLED sends invoices there.")

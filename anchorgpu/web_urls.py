@@ -3,6 +3,7 @@ from django.urls import include, path
 from accounts import team_views as teams
 from accounts import views as accounts
 from glossary import views as glossary
+from invoices import views as invoices
 from rentals.views import allocations, booking, fleet, impaired, statement
 from sizing import views as sizing
 from telemetry import views as flags
@@ -47,6 +48,10 @@ urlpatterns = [
     path("notices/", allocations.notices_page, name="notices"),
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),
+    path("invoices/", invoices.invoices_page, name="invoices"),
+    path("invoices/zip/", invoices.invoices_zip_page, name="invoices-zip"),
+    path("invoices/<int:pk>/pdf/", invoices.invoice_pdf_page, name="invoice-pdf"),
+    path("invoices/<int:pk>/xml/", invoices.invoice_xml_page, name="invoice-xml"),
     path("usage/", fleet.usage_page, name="usage"),
     path("impaired/", impaired.impaired_page, name="impaired"),
     path("impaired/<uuid:pk>/replace/", impaired.impaired_replace, name="impaired-replace"),

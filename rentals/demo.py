@@ -13,8 +13,8 @@ from django.core.exceptions import ValidationError
 from django.db.models import F
 from django.utils import timezone
 
-from accounts.access import acting_as
-from accounts.models import SshKey
+from accounts.access import acting_as, personal_team
+from accounts.models import SshKey, Team
 from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu, NodeState
 from core.errors import DomainError
@@ -53,9 +53,28 @@ def seed_demo_keys(folder: Path) -> list[Path]:
     return made
 
 
+# Invoices name a buyer: alice buys for a Polish company (domestic VAT), bob for a German
+# one (reverse charge); the other demo users are consumers.
+DEMO_BUYERS = {
+    "alice": {
+        "legal_name": "Alice Lab sp. z o.o.", "address": "ul. Prosta 20\n00-850 Warszawa",
+        "country": "PL", "vat_id": "PL7740001454",
+    },
+    "bob": {
+        "legal_name": "Bob Compute GmbH", "address": "Hauptstraße 5\n10115 Berlin",
+        "country": "DE", "vat_id": "DE136695976",
+    },
+}  # fmt: skip
+
+
 def seed_rentals() -> None:
-    """Give alice something to look at: one running allocation and one scheduled."""
+    """Give alice something to look at: one running allocation and one scheduled; and the
+    demo companies' invoice details, before anything is quoted."""
     User = get_user_model()
+    for user in User.objects.filter(username__in=DEMO_BUYERS):
+        Team.objects.filter(pk=personal_team(user).pk, legal_name="").update(
+            **DEMO_BUYERS[user.username]
+        )
     alice = User.objects.get(username="alice")
     if Allocation.objects.filter(user=alice).exists():
         return

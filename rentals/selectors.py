@@ -243,7 +243,10 @@ def ledger_balance(*, acting: Acting, filters: dict | None = None):
     return balances[0].amount if len(balances) == 1 else None
 
 
-STATEMENT_HEADER = ["date_utc", "kind", "description", "amount", "currency", "allocation"]
+# `amount` is the gross; net and VAT were added after it (columns are added, never moved).
+STATEMENT_HEADER = [
+    "date_utc", "kind", "description", "amount", "currency", "allocation", "net", "vat",
+]  # fmt: skip
 
 
 def statement_rows(*, acting: Acting, filters: dict | None = None):
@@ -256,6 +259,8 @@ def statement_rows(*, acting: Acting, filters: dict | None = None):
             entry.signed_amount,
             entry.currency,
             entry.allocation_id,
+            entry.signed_net,
+            entry.signed_vat,
         ]
 
 

@@ -211,7 +211,8 @@ FITTING_AT_IN_REGION = _FITTING_AT.format(free=_FITTING_FREE, region=_IN_REGION)
 
 # Everything a booking writes, in one statement: one allocation per node, the GPUs each
 # holds for the paid period (under the exclusion constraint), the charge (on the first
-# allocation), a "booked" event per allocation and the receipt. Foreign keys between
+# allocation: the quote's gross, with its net and VAT), a "booked" event per allocation and
+# the receipt. Foreign keys between
 # these rows are checked at the end of the statement, when all of them are there.
 BOOKING_WRITE = """
 WITH allocation AS (
@@ -227,10 +228,11 @@ WITH allocation AS (
     FROM unnest(%(holders)s::uuid[], %(gpus)s::int[]) AS h (allocation_id, gpu_id)
     RETURNING gpu_id, id
 ), charge AS (
-    INSERT INTO rentals_ledgerentry (team_id, user_id, allocation_id, kind, amount, currency,
-        reason, period_count, at)
-    VALUES (%(team)s, %(user)s, %(lead)s, %(charge)s, %(amount)s, %(currency)s, %(reason)s,
-            %(period_count)s, %(now)s)
+    INSERT INTO rentals_ledgerentry (team_id, user_id, allocation_id, kind, amount, net, vat,
+        currency, quote_id, reason, period_count, at)
+    VALUES (%(team)s, %(user)s, %(lead)s, %(charge)s, %(amount)s, %(net)s, %(vat)s,
+            %(currency)s, %(quote)s, %(reason)s, %(period_count)s, %(now)s)
+    RETURNING id
 ), event AS (
     INSERT INTO rentals_allocationevent (allocation_id, at, actor_id, kind, from_state,
         to_state, note)
@@ -245,7 +247,8 @@ WITH allocation AS (
 )
 SELECT (SELECT json_object_agg(gpu_id, id) FROM holding),
        (SELECT json_object_agg(allocation_id, id) FROM event),
-       (SELECT id FROM receipt)
+       (SELECT id FROM receipt),
+       (SELECT id FROM charge)
 """
 
 # One transition by time: the allocations in `from` states whose `{condition}` holds move to
@@ -383,10 +386,11 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
               GROUP BY health) AS h)
 """
 
-# Charges and refunds (`kinds`) per currency and rental period.
+# Charges and refunds (`kinds`) per currency and rental period, net of VAT (VAT is not the
+# provider's revenue).
 REVENUE = """
 SELECT l.kind, l.currency, p.name_en AS period_en, p.name_pl AS period_pl,
-       sum(l.amount) AS amount, count(*) AS bookings
+       sum(l.net) AS amount, count(*) AS bookings
 FROM rentals_ledgerentry l
 JOIN rentals_allocation a ON a.id = l.allocation_id
 JOIN catalog_rentalperiod p ON p.id = a.period_id

@@ -14,6 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.access import Action, acting_for_request, acting_for_team
+from accounts.buyer import team_tax_treatment
 from accounts.errors import NotAllowed
 from accounts.models import ApiToken, Membership, Role, SshKey, Team
 from accounts.services import api_token_create, api_token_revoke
@@ -130,6 +131,16 @@ class TeamSerializer(serializers.Serializer):
     role = serializers.CharField(help_text="the role this credential acts in")
     monthly_spend_limit = serializers.SerializerMethodField()
     require_second_factor = serializers.BooleanField(source="team.require_second_factor")
+    legal_name = serializers.CharField(source="team.legal_name", help_text="empty: a consumer")
+    address = serializers.CharField(source="team.address")
+    country = serializers.CharField(source="team.country", help_text="ISO 3166 alpha-2")
+    vat_id = serializers.CharField(source="team.vat_id")
+    tax_treatment = serializers.SerializerMethodField(
+        help_text="how quotes tax this team: domestic, reverse_charge, outside_eu, consumer"
+    )
+
+    def get_tax_treatment(self, membership) -> str:
+        return team_tax_treatment(membership.team)
 
     def get_personal(self, membership) -> bool:
         return membership.team.personal_for_id is not None
@@ -152,6 +163,11 @@ class TeamChangeSerializer(serializers.Serializer):
     require_second_factor = serializers.BooleanField(
         required=False, help_text="every member signs in with a second factor (owners)"
     )
+    # The buyer on invoices (owners and billing); the VAT ID's check digits are checked.
+    legal_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    address = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    country = serializers.CharField(required=False, allow_blank=True, max_length=2)
+    vat_id = serializers.CharField(required=False, allow_blank=True, max_length=40)
 
 
 class MemberSerializer(serializers.Serializer):
@@ -221,7 +237,8 @@ class TeamDetailApi(APIView):
         responses={200: TeamSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM},
     )
     def patch(self, request, pk):
-        """Change the spend limit and whether a second factor is required (owners)."""
+        """Change the spend limit and whether a second factor is required (owners), and the
+        buyer details invoices name (owners and billing)."""
         acting = acting_for_team(request, pk)
         data = TeamChangeSerializer(data=request.data)
         data.is_valid(raise_exception=True)

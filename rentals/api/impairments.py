@@ -47,9 +47,17 @@ class CreditLineSerializer(serializers.Serializer):
 class CreditNoteSerializer(serializers.Serializer):
     allocation = serializers.UUIDField(source="allocation.pk")
     lines = serializers.SerializerMethodField()
-    total = serializers.SerializerMethodField()
+    net = serializers.SerializerMethodField(help_text="the lines' sum")
+    vat = serializers.SerializerMethodField(help_text="the VAT the charge carried, on the net")
+    total = serializers.SerializerMethodField(help_text="what is credited: net + vat")
     currency = serializers.CharField()
     issued = serializers.BooleanField()
+
+    def get_net(self, note) -> str:
+        return str(quantize(note.net, note.currency))
+
+    def get_vat(self, note) -> str:
+        return str(quantize(note.vat, note.currency))
 
     def get_lines(self, note) -> list[dict]:
         return CreditLineSerializer(note.lines, many=True, context={"currency": note.currency}).data

@@ -155,14 +155,17 @@ class QuoteLineSerializer(serializers.ModelSerializer):
     periods = serializers.IntegerField(
         read_only=True, allow_null=True, help_text="empty for a one-time option"
     )
-    unit_price = MoneyAmountField(currency_source="quote.currency")
-    amount = MoneyAmountField(currency_source="quote.currency")
+    unit_price = MoneyAmountField(currency_source="quote.currency", help_text="net")
+    amount = MoneyAmountField(currency_source="quote.currency", help_text="net")
+    vat = MoneyAmountField(
+        currency_source="quote.currency", help_text="this line's share of the quote's VAT"
+    )
 
     class Meta:
         model = QuoteLine
         fields = [
             "kind", "option", "count", "periods", "description", "quantity", "unit_price",
-            "amount",
+            "amount", "vat",
         ]  # fmt: skip
 
     def get_description(self, line) -> str:
@@ -179,7 +182,16 @@ class QuoteSerializer(serializers.ModelSerializer):
         help_text="the region the booking places in; null: any region",
     )  # fmt: skip
     lines = QuoteLineSerializer(many=True, read_only=True)
-    total = MoneyAmountField()
+    net_total = MoneyAmountField(help_text="the lines' sum: catalog prices are net")
+    vat_rate = serializers.DecimalField(max_digits=5, decimal_places=4, read_only=True)
+    vat_total = MoneyAmountField(help_text="VAT on the net total, rounded once")
+    tax_treatment = serializers.CharField(
+        read_only=True, help_text="domestic, reverse_charge, outside_eu or consumer"
+    )
+    tax_note = serializers.CharField(
+        read_only=True, help_text="the legal note of a treatment without VAT, else empty"
+    )
+    total = MoneyAmountField(help_text="gross: what the booking charges")
 
     class Meta:
         model = Quote
@@ -195,6 +207,11 @@ class QuoteSerializer(serializers.ModelSerializer):
             "period_count",
             "region",
             "lines",
+            "net_total",
+            "tax_treatment",
+            "vat_rate",
+            "vat_total",
+            "tax_note",
             "total",
             "currency",
             "paid_from",
@@ -363,7 +380,9 @@ class ClusterSerializer(serializers.Serializer):
 class LedgerEntrySerializer(serializers.ModelSerializer):
     allocation = serializers.UUIDField(source="allocation_id")
     team = serializers.IntegerField(source="team_id")
-    amount = MoneyAmountField()
+    amount = MoneyAmountField(help_text="gross: net + vat")
+    net = MoneyAmountField()
+    vat = MoneyAmountField()
     description = serializers.SerializerMethodField(
         help_text="The row in words, in the language asked for (Accept-Language or ?lang=)"
     )
@@ -371,8 +390,8 @@ class LedgerEntrySerializer(serializers.ModelSerializer):
     class Meta:
         model = LedgerEntry
         fields = [
-            "id", "team", "at", "kind", "reason", "period_count", "amount", "currency",
-            "description", "allocation",
+            "id", "team", "at", "kind", "reason", "period_count", "amount", "net", "vat",
+            "currency", "description", "allocation",
         ]  # fmt: skip
 
     def get_description(self, entry) -> str:

@@ -2,7 +2,7 @@
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from accounts.models import Team
@@ -35,8 +35,14 @@ class LedgerEntry(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     allocation = models.ForeignKey(Allocation, on_delete=models.PROTECT, related_name="ledger")
     kind = models.CharField(max_length=10, choices=LedgerKind.choices)
-    amount = MoneyField()
+    amount = MoneyField()  # gross: net + vat
+    net = MoneyField()
+    vat = MoneyField()
     currency = CurrencyField()
+    # A charge's quote (the booking's or the extension's): its lines are the invoice's.
+    quote = models.ForeignKey(
+        "rentals.Quote", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     # Facts, put into words in the reader's language when shown (`rentals.texts`).
     reason = models.CharField(max_length=12, choices=LedgerReason.choices)
     period_count = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -88,14 +94,34 @@ class LedgerEntry(models.Model):
                 condition=Q(currency__regex=r"^[A-Z]{3}$"),
                 name="rentals_ledgerentry_currency_is_a_code",
             ),
+            models.CheckConstraint(
+                condition=Q(amount=F("net") + F("vat"), net__gte=0, vat__gte=0),
+                name="rentals_ledgerentry_amount_is_net_plus_vat",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind=LedgerKind.CHARGE, quote__isnull=False)
+                | ~Q(kind=LedgerKind.CHARGE) & Q(quote__isnull=True),
+                name="rentals_ledgerentry_charges_name_their_quote",
+            ),
         ]
         indexes = [models.Index(fields=["team", "-at"], name="rentals_ledger_team_at")]
 
     def __str__(self):
         return f"{self.kind} {self.amount} {self.currency}"
 
+    def _signed(self, amount):
+        """Refunds and credits negative, at the currency's own decimals (the column keeps 4)."""
+        amount = quantize(amount, self.currency)
+        return amount if self.kind == LedgerKind.CHARGE else -amount
+
     @property
     def signed_amount(self):
-        """Refunds and credits negative, at the currency's own decimals (the column keeps 4)."""
-        amount = quantize(self.amount, self.currency)
-        return amount if self.kind == LedgerKind.CHARGE else -amount
+        return self._signed(self.amount)
+
+    @property
+    def signed_net(self):
+        return self._signed(self.net)
+
+    @property
+    def signed_vat(self):
+        return self._signed(self.vat)

@@ -12,6 +12,7 @@ from accounts.models import Team
 from catalog.models import GpuModel, Option, Region, RentalPeriod
 from core.db import choices_check
 from core.money import CurrencyField, MoneyField
+from core.vat import TaxTreatment, legal_note
 
 
 class QuoteKind(models.TextChoices):
@@ -39,6 +40,12 @@ class Quote(models.Model):
     paid_from = models.DateTimeField()
     paid_until = models.DateTimeField()
     starts_now = models.BooleanField(default=True)
+    # Prices are net; VAT by the team's treatment when quoted (core.vat). `total` is the
+    # gross, what the booking charges: net_total + vat_total.
+    tax_treatment = models.CharField(max_length=16, choices=TaxTreatment.choices)
+    vat_rate = models.DecimalField(max_digits=5, decimal_places=4)
+    net_total = MoneyField()
+    vat_total = MoneyField()
     total = MoneyField()
     currency = CurrencyField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -68,6 +75,14 @@ class Quote(models.Model):
             models.CheckConstraint(
                 condition=Q(total__gte=0), name="rentals_quote_total_not_negative"
             ),
+            choices_check("tax_treatment", TaxTreatment, name="rentals_quote_tax_treatment_valid"),
+            models.CheckConstraint(
+                condition=Q(total=F("net_total") + F("vat_total"), vat_total__gte=0),
+                name="rentals_quote_total_is_net_plus_vat",
+            ),
+            models.CheckConstraint(
+                condition=Q(vat_rate__gte=0, vat_rate__lt=1), name="rentals_quote_vat_rate_range"
+            ),
             models.CheckConstraint(
                 condition=Q(gpu_count__gte=1), name="rentals_quote_gpu_count_positive"
             ),
@@ -82,6 +97,15 @@ class Quote(models.Model):
 
     def __str__(self):
         return f"Quote {self.id}"
+
+    @property
+    def tax_note(self) -> str:
+        """The words a treatment without VAT carries (reverse charge, not taxable here)."""
+        return legal_note(self.tax_treatment)
+
+    @property
+    def vat_percent(self):
+        return (self.vat_rate * 100).normalize()
 
 
 class QuoteLineKind(models.TextChoices):
@@ -103,7 +127,8 @@ class QuoteLine(models.Model):
     )
     quantity = models.PositiveIntegerField()
     unit_price = MoneyField()
-    amount = MoneyField()
+    amount = MoneyField()  # net
+    vat = MoneyField()  # this line's share of the quote's VAT (core.vat.vat_split)
 
     class Meta:
         ordering = ["quote", "position"]

@@ -39,7 +39,12 @@ from rentals.models import (
     QuoteKind,
 )
 from rentals.selectors import holdings_overlapping, quote_options
-from rentals.services.events import event_record, events_record, raise_if_lost_race
+from rentals.services.events import (
+    event_record,
+    events_record,
+    ledger_announce,
+    raise_if_lost_race,
+)
 from rentals.services.notices import receipt_record
 from rentals.services.quotes import quote_lines, quote_store
 from rentals.services.spend import spend_limit_check
@@ -131,15 +136,17 @@ def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:
     charged = (
         LedgerEntry.objects.filter(allocation__in=members, kind=LedgerKind.CHARGE)
         .values("allocation_id")
-        .annotate(total=Sum("amount"))
+        .annotate(total=Sum("amount"), net=Sum("net"), vat=Sum("vat"))
     )
-    LedgerEntry.objects.bulk_create(
+    refunds = LedgerEntry.objects.bulk_create(
         LedgerEntry(
             team=members[0].team,
             user=actor,
             allocation_id=row["allocation_id"],
             kind=LedgerKind.REFUND,
             amount=row["total"],
+            net=row["net"],
+            vat=row["vat"],
             currency=members[0].quote.currency,
             reason=LedgerReason.CANCELLATION,
             at=now,
@@ -156,6 +163,7 @@ def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:
         to_state=AllocationState.CANCELLED,
         at=now,
     )
+    ledger_announce([refund.pk for refund in refunds])
 
 
 def _period_count_check(period_count) -> None:
@@ -355,13 +363,16 @@ def _extension_write(acting, members: list[Allocation], quote: Quote, now) -> No
         paid_until=new_until, warned_24h_at=None, warned_1h_at=None
     )
     Quote.objects.filter(pk=quote.pk).update(used_at=now)
-    LedgerEntry.objects.create(
+    charge = LedgerEntry.objects.create(
         team=lead.team,
         user=acting.user,
         allocation=lead,
         kind=LedgerKind.CHARGE,
         amount=quote.total,
+        net=quote.net_total,
+        vat=quote.vat_total,
         currency=quote.currency,
+        quote=quote,
         reason=LedgerReason.EXTENSION,
         period_count=quote.period_count,
         at=now,
@@ -377,6 +388,7 @@ def _extension_write(acting, members: list[Allocation], quote: Quote, now) -> No
         at=now,
     )
     receipt_record(allocation=lead, quote=quote, kind=NoticeKind.EXTENDED, at=now)
+    ledger_announce([charge.pk])
 
 
 def _cluster_first(cluster: Cluster) -> Allocation:

@@ -39,7 +39,7 @@ from rentals.models import (
 )
 from rentals.placement import place_cluster_locked, place_locked
 from rentals.services.access import allocation_keys_attach, keys_for_booking
-from rentals.services.events import events_announce, raise_if_lost_race
+from rentals.services.events import events_announce, ledger_announce, raise_if_lost_race
 from rentals.services.notices import receipt_mail
 from rentals.services.quotes import no_capacity
 from rentals.services.spend import spend_limit_check
@@ -80,13 +80,14 @@ def allocation_book(
     ]  # fmt: skip
     try:
         with savepoint():
-            holding_ids, event_ids, notice_id = _write(allocations, placed, quote, now)
+            holding_ids, event_ids, notice_id, charge_id = _write(allocations, placed, quote, now)
     except IntegrityError as exc:
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
     allocation_keys_attach(allocations=allocations, keys=keys)
     bump(CATALOG)  # GPUs free now changed for the catalog list
     events_announce(_as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now))
+    ledger_announce([charge_id])  # last: an invoice's number is held until the commit
     lead = allocations[0]
     receipt_mail(
         _as_written(
@@ -163,9 +164,9 @@ def _as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now):
     return events
 
 
-def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, int], int]:
+def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, int], int, int]:
     """Write the booking (`rentals.sql.BOOKING_WRITE`); back: the holdings' ids by GPU id,
-    the events' ids by allocation id, and the receipt's id."""
+    the events' ids by allocation id, the receipt's id and the charge's."""
     lead = allocations[0]
     params = {
         "team": lead.team_id, "user": lead.user_id, "quote": quote.pk,
@@ -178,17 +179,19 @@ def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, 
         "holders": [a.pk for a, (_node, gpus) in zip(allocations, placed, strict=True)
                     for _gpu in gpus],
         "gpus": [gpu.pk for _node, gpus in placed for gpu in gpus],
-        "charge": LedgerKind.CHARGE, "amount": quote.total, "currency": quote.currency,
+        "charge": LedgerKind.CHARGE, "amount": quote.total, "net": quote.net_total,
+        "vat": quote.vat_total, "currency": quote.currency,
         "reason": LedgerReason.BOOKING, "period_count": quote.period_count,
         "booked": EventKind.BOOKED, "receipt": NoticeKind.BOOKED,
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql.BOOKING_WRITE, params)
-        holdings, events, notice_id = cursor.fetchone()
+        holdings, events, notice_id, charge_id = cursor.fetchone()
     return (
         {int(gpu): pk for gpu, pk in holdings.items()},
         {UUID(allocation): pk for allocation, pk in events.items()},
         notice_id,
+        charge_id,
     )
 
 

@@ -4,12 +4,13 @@ A span's credit is its impaired GPU-hours × the booking's hourly rate per GPU (
 snapshot's unit price ÷ the period's hours; an extension's hours at the extension quote's
 rate), clipped to the paid period, at the currency's minor units: never more than was
 charged for those GPUs in that span, nor more than the allocation's charges less what was
-already given back. Staff read the note first (`preview`); issuing it writes one ledger row
+already given back. That is its net; the VAT the charge carried (the booking quote's rate)
+is added on the note's net total, rounded once. Staff read the note first (`preview`); issuing it writes one ledger row
 of kind `credit` per span, and the database holds one credit per span
 (`rentals_ledgerentry_one_credit_per_span`) whoever clicks at the same moment.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -20,6 +21,7 @@ from accounts.access import Operation, operator_require
 from core.db import db_now, retried_transaction, savepoint
 from core.errors import DomainError
 from core.money import quantize
+from core.vat import vat_split, vat_total
 from rentals.errors import AlreadyCredited, NotImpaired
 from rentals.models import (
     CREDITS,
@@ -34,6 +36,7 @@ from rentals.models import (
     QuoteLineKind,
 )
 from rentals.selectors import CREDIT_PREFETCH
+from rentals.services.events import ledger_announce
 from rentals.services.notices import notices_queue
 
 HOUR = Decimal(3600 * 10**6)  # microseconds
@@ -64,8 +67,13 @@ class CreditLine:
 
 @dataclass(frozen=True)
 class CreditNote:
+    """Lines of net impaired time; `total` is what is given back: their net with the VAT
+    the charge carried (`vat`, on the net total, rounded once)."""
+
     allocation: Allocation
     lines: list[CreditLine]
+    net: Decimal
+    vat: Decimal
     total: Decimal
     currency: str
     issued: bool = False
@@ -147,7 +155,7 @@ def _creditable(allocation: Allocation, span_id: int | None) -> list[ImpairedSpa
 
 def _given_room(allocation: Allocation, currency: str) -> Decimal:
     """What the allocation's charges (a cluster's, all of its nodes': one query) less refunds
-    and credits leave to give back."""
+    and credits leave to give back, net."""
     if allocation.cluster_id:
         rows = list(
             LedgerEntry.objects.filter(
@@ -156,8 +164,8 @@ def _given_room(allocation: Allocation, currency: str) -> Decimal:
         )
     else:
         rows = [e for e in allocation.ledger.all() if e.currency == currency]
-    charged = sum((e.amount for e in rows if e.kind == LedgerKind.CHARGE), Decimal(0))
-    back = sum((e.amount for e in rows if e.kind in CREDITS), Decimal(0))
+    charged = sum((e.net for e in rows if e.kind == LedgerKind.CHARGE), Decimal(0))
+    back = sum((e.net for e in rows if e.kind in CREDITS), Decimal(0))
     return charged - back
 
 
@@ -178,8 +186,9 @@ def credit_note_build(*, allocation: Allocation, span_id: int | None = None) -> 
         raise NotImpaired(
             _("Allocation %(id)s has no paid impaired time to credit.") % {"id": allocation.pk}
         )
-    total = sum((line.amount for line in capped), Decimal(0))
-    return CreditNote(allocation, capped, quantize(total, currency), currency)
+    net = quantize(sum((line.amount for line in capped), Decimal(0)), currency)
+    vat = vat_total(net, allocation.quote.vat_rate, currency)
+    return CreditNote(allocation, capped, net, vat, net + vat, currency)
 
 
 def _with_amount(line: CreditLine, amount: Decimal) -> CreditLine:
@@ -216,15 +225,19 @@ def credit_note_issue(
     now = now or db_now()
     allocation = _locked(allocation_id)
     note = credit_note_build(allocation=allocation, span_id=span_id)
+    shares, _vat = vat_split(
+        [line.amount for line in note.lines], allocation.quote.vat_rate, note.currency
+    )
     try:
         with savepoint():
-            LedgerEntry.objects.bulk_create(
+            credits = LedgerEntry.objects.bulk_create(
                 LedgerEntry(
                     team=allocation.team, user=allocation.user, allocation=allocation,
-                    kind=LedgerKind.CREDIT, reason=LedgerReason.IMPAIRMENT, amount=line.amount,
+                    kind=LedgerKind.CREDIT, reason=LedgerReason.IMPAIRMENT,
+                    amount=line.amount + vat, net=line.amount, vat=vat,
                     currency=note.currency, impaired_span=line.span, at=now,
                 )
-                for line in note.lines
+                for line, vat in zip(note.lines, shares, strict=True)
             )  # fmt: skip
     except IntegrityError as exc:  # the database's one credit per span
         raise AlreadyCredited(
@@ -240,7 +253,8 @@ def credit_note_issue(
     )  # fmt: skip
     mailed = [n.pk for n in notices] if allocation.user.email else []
     transaction.on_commit(lambda: notices_queue(mailed))
-    return CreditNote(note.allocation, note.lines, note.total, note.currency, issued=True)
+    ledger_announce([credit.pk for credit in credits])
+    return replace(note, issued=True)
 
 
 def impaired_time_of(allocation: Allocation) -> dict | None:

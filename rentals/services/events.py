@@ -4,8 +4,8 @@ from django.utils.translation import gettext as _
 
 from core.db import Retry, sqlstate
 from rentals.errors import NoCapacity
-from rentals.models import AllocationEvent
-from rentals.signals import allocation_events_recorded
+from rentals.models import AllocationEvent, LedgerEntry
+from rentals.signals import allocation_events_recorded, ledger_entries_recorded
 
 EXCLUSION_VIOLATION = "23P01"
 
@@ -40,6 +40,14 @@ def events_announce(events: list[AllocationEvent]) -> None:
         event_ids=[event.pk for event in events],
         team_ids={event.allocation.team_id for event in events},
     )
+
+
+def ledger_announce(entry_ids: list[int]) -> None:
+    """Tell the listeners (invoices) of ledger rows just written: charges, refunds, credits.
+    Called as the transaction's last write where it can be, so that an invoice number a
+    listener takes is held only until the commit."""
+    if entry_ids:
+        ledger_entries_recorded.send(sender=LedgerEntry, entry_ids=list(entry_ids))
 
 
 def raise_if_lost_race(exc, final: NoCapacity | None = None) -> None:

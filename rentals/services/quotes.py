@@ -12,10 +12,13 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from accounts.access import Acting, Action
+from accounts.buyer import team_tax_treatment
+from accounts.models import Team
 from catalog.models import GpuModel, NodeState, Option, OptionBilling, Region, RentalPeriod
 from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
 from core.db import constraint_name, db_now, prefetched
 from core.money import Money
+from core.vat import TaxTreatment, rate_for, vat_split
 from rentals import limits
 from rentals.availability import (
     cluster_fits,
@@ -56,9 +59,9 @@ _CONSTRAINT_FIELDS = {
 
 
 def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -> Quote:
-    """Save a quote with its lines in order, its total and its validity (booking and
-    extension quotes alike)."""
-    quote.total, quote.currency = total.amount, total.currency
+    """Save a quote with its lines in order, its VAT for its team, its total and its
+    validity (booking and extension quotes alike); `total` is the lines' net sum."""
+    quote_taxed(quote, lines=lines, net=total, team=quote.team)
     quote.valid_until = now + settings.ANCHORGPU["QUOTE_VALIDITY"]
     # The service checked every input above; the table's constraints guard what it missed,
     # named back to the field (no full_clean(): a query per constraint and foreign key).
@@ -74,6 +77,20 @@ def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -
     QuoteLine.objects.bulk_create(lines)
     prefetched(quote, "lines", lines)  # the caller reads the whole quote without a query
     return quote
+
+
+def quote_taxed(quote: Quote, *, lines: list[QuoteLine], net: Money, team: Team | None) -> None:
+    """Add the VAT of `team`'s treatment (no team: a consumer's) to the quote and its lines:
+    VAT on the net total, rounded once, shared out over the lines (core.vat); the total is
+    the gross."""
+    treatment = team_tax_treatment(team) if team is not None else TaxTreatment.CONSUMER
+    rate = rate_for(treatment)
+    shares, vat = vat_split([line.amount for line in lines], rate, net.currency)
+    for line, share in zip(lines, shares, strict=True):
+        line.vat = share
+    quote.tax_treatment, quote.vat_rate = treatment, rate
+    quote.net_total, quote.vat_total = net.amount, vat
+    quote.total, quote.currency = net.amount + vat, net.currency
 
 
 def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
@@ -184,11 +201,13 @@ def quote_estimate(
     starts_at: datetime | None = None,
     options: list[dict] | None = None,
     region: str | None = None,
+    team: Team | None = None,
     now: datetime | None = None,
 ) -> Quote:
     """What `quote_create` would price for the request, by the same code, stored nowhere:
-    the booking form's running total. An unsaved quote whose `lines.all()` are its lines;
-    capacity is not checked (the quote checks it), and nothing is valid until quoted.
+    the booking form's running total, taxed for `team` (none: a consumer). An unsaved
+    quote whose `lines.all()` are its lines; capacity is not checked (the quote checks it),
+    and nothing is valid until quoted.
 
     Raises ValidationError with field errors for bad input, as quote_create does.
     """
@@ -197,7 +216,7 @@ def quote_estimate(
         period_count=period_count, starts_at=starts_at, options=options, region=region,
         now=now or db_now(),
     )  # fmt: skip
-    quote.total, quote.currency = total.amount, total.currency
+    quote_taxed(quote, lines=lines, net=total, team=team)
     for position, line in enumerate(lines):
         line.quote, line.position = quote, position
     prefetched(quote, "lines", lines)

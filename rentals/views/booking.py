@@ -110,7 +110,12 @@ def book_page(request, slug):
             "form": form,
             "earliest": earliest,
             **_availability_context(request, gpu_model, form),
-            **_estimate_context(gpu_model, priced, errors_beside_fields=form.is_bound),
+            **_estimate_context(
+                gpu_model,
+                priced,
+                team=acting_for_request(request).team,
+                errors_beside_fields=form.is_bound,
+            ),  # fmt: skip
             "price_history": gpu_price_history(gpu_model=gpu_model),
             "nav": "catalog",
         },
@@ -124,7 +129,8 @@ def book_estimate_part(request, slug):
     quote's own code, stored nowhere. Bad input answers its field errors, never a 500."""
     gpu_model = get_object_or_404(GpuModel, slug=slug, is_active=True)
     form = QuoteForm(request.POST, gpu_model=gpu_model)
-    return render(request, "catalog/_estimate.html", _estimate_context(gpu_model, form))
+    team = acting_for_request(request).team
+    return render(request, "catalog/_estimate.html", _estimate_context(gpu_model, form, team=team))
 
 
 def _bound_copy(form: QuoteForm) -> QuoteForm:
@@ -140,7 +146,7 @@ def _bound_copy(form: QuoteForm) -> QuoteForm:
     return QuoteForm(data, gpu_model=form.gpu_model)
 
 
-def _estimate_context(gpu_model, form: QuoteForm, *, errors_beside_fields=False) -> dict:
+def _estimate_context(gpu_model, form: QuoteForm, *, team, errors_beside_fields=False) -> dict:
     """`estimate` (an unsaved quote from services.quote_estimate) and, when its window is not
     free now, `estimate_refusal` with the earliest start that fits; or `estimate_errors`,
     (label, message) for each field that does not price (unless the page shows them beside
@@ -152,7 +158,7 @@ def _estimate_context(gpu_model, form: QuoteForm, *, errors_beside_fields=False)
     if form.is_valid():
         try:
             context["estimate"] = services.quote_estimate(
-                gpu_model=gpu_model.slug, **form.quote_input()
+                gpu_model=gpu_model.slug, team=team, **form.quote_input()
             )
         except ValidationError as exc:
             _apply_errors(form, exc)

@@ -25,6 +25,7 @@ from accounts.models import Invitation, Membership, Role, Team
 from accounts.services import api_token_create
 from accounts.teams import team_create
 from core.problems import PROBLEM_CONTENT_TYPE
+from invoices.models import Invoice
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.catalog.factories import catalog_setup
@@ -134,6 +135,15 @@ def _api_read_ledger(c, w):
     return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
 
 
+def _invoice_number(w) -> str:
+    return Invoice.objects.get(ledger_entry__allocation=w.running).display_number
+
+
+def _api_read_invoices(c, w):
+    r = c.get("/api/v1/invoices/")
+    return r, r.status_code == 200 and _invoice_number(w) in r.content.decode()
+
+
 def _api_read_team(c, w):
     r = c.get(_team_url(w, "members/"))
     return r, r.status_code == 200 and "spare" in r.content.decode()
@@ -169,6 +179,15 @@ def _api_require_second_factor(c, w):
     return r, Team.objects.get(pk=w.team.pk).require_second_factor
 
 
+BUYER = {"legal_name": "Acme GmbH", "address": "Hauptstr. 1", "country": "DE",
+         "vat_id": "DE136695976"}  # fmt: skip
+
+
+def _api_set_buyer(c, w):
+    r = c.patch(_team_url(w), BUYER, format="json")
+    return r, Team.objects.get(pk=w.team.pk).vat_id == BUYER["vat_id"]
+
+
 def _page_read(c, w):
     r = c.get(f"/allocations/{w.running.pk}/")
     return r, r.status_code == 200 and str(w.running.pk) in r.content.decode()
@@ -188,6 +207,11 @@ def _page_act(c, w):
 def _page_read_ledger(c, w):
     r = c.get("/statement/")
     return r, r.status_code == 200 and "H100" in r.content.decode()
+
+
+def _page_read_invoices(c, w):
+    r = c.get("/invoices/")
+    return r, r.status_code == 200 and _invoice_number(w) in r.content.decode()
 
 
 def _page_read_team(c, w):
@@ -225,6 +249,11 @@ def _page_require_second_factor(c, w):
     return r, Team.objects.get(pk=w.team.pk).require_second_factor
 
 
+def _page_set_buyer(c, w):
+    r = c.post(_page(w), {"buyer": "1", **BUYER})
+    return r, Team.objects.get(pk=w.team.pk).vat_id == BUYER["vat_id"]
+
+
 PROBES = {
     surface: {action: globals()[f"_{surface}_{action.value}"] for action in Action}
     for surface in ("api", "page")
@@ -232,9 +261,9 @@ PROBES = {
 CREDENTIALS = {"api": API_CREDENTIALS, "page": PAGE_CREDENTIALS}
 
 
-# The statement answers for whichever team the credential acts for: another team's
+# The statement and the invoices answer for whichever team the credential acts for: another team's
 # credential reads that team's own statement, and Acme's rows are simply not in it.
-OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER})
+OWN_TEAM_LISTS = frozenset({Action.READ_LEDGER, Action.READ_INVOICES})
 
 
 def _refused_in_words(surface, action, response) -> bool:

@@ -159,13 +159,13 @@ def test_the_last_owner_is_protected_by_the_service_and_the_database(alice, bob)
 def test_spend_limit_refuses_a_purchase_past_it_and_names_the_figures(catalog, alice, alice_api):
     team = personal_team(alice)
     team_spend_limit_set(acting=acting_as(alice), limit=Decimal("20.00"))
-    book(alice, model="l4", count=1, period="day")  # 13.20 of 20.00
+    book(alice, model="l4", count=1, period="day")  # 16.24 (13.20 + VAT) of 20.00
     quote = quote_create(acting=acting_as(alice), **QUOTE)
     response = alice_api.post(
         "/api/v1/bookings/", {"quote": str(quote.pk)}, HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4())
     )
     assert response.status_code == 409 and response.json()["code"] == "spend_limit_reached"
-    assert response.json()["limit"] == "20.00" and response.json()["month_spend"] == "13.20"
+    assert response.json()["limit"] == "20.00" and response.json()["month_spend"] == "16.24"
     assert LedgerEntry.objects.filter(team=team).count() == 1
     assert team.spend_limit_changes.get().new_limit == Decimal("20.00")
 
@@ -173,7 +173,7 @@ def test_spend_limit_refuses_a_purchase_past_it_and_names_the_figures(catalog, a
 @pytest.mark.django_db(transaction=True)
 def test_parallel_bookings_never_cross_the_spend_limit(catalog, alice):
     acting = acting_as(alice)
-    team_spend_limit_set(acting=acting, limit=Decimal("30.00"))  # two L4 days of 13.20
+    team_spend_limit_set(acting=acting, limit=Decimal("35.00"))  # two L4 days of 16.24 gross
     quotes = [quote_create(acting=acting, **QUOTE) for _ in range(4)]
     barrier = threading.Barrier(4)
 
@@ -193,7 +193,7 @@ def test_parallel_bookings_never_cross_the_spend_limit(catalog, alice):
         outcomes = sorted(pool.map(attempt, quotes))
     assert outcomes == ["booked", "booked", "limit", "limit"]
     charged = sum(LedgerEntry.objects.values_list("amount", flat=True))
-    assert charged == Decimal("26.40") <= Decimal("30.00")
+    assert charged == Decimal("32.48") <= Decimal("35.00")
 
 
 @pytest.mark.django_db

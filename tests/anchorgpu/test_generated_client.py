@@ -72,7 +72,8 @@ def test_the_generated_client_runs_the_customer_flow(
             options=[models.QuoteOptionInRequest(option="nvme-scratch", quantity=1)],
         ),
     )  # fmt: skip
-    assert isinstance(quote, models.Quote) and quote.total == "34.40"
+    assert isinstance(quote, models.Quote) and quote.net_total == "34.40"
+    assert quote.total == "42.31"  # 34.40 + 23 % VAT (7.912)
 
     key = str(uuid.uuid4())
     book = generated("api.bookings.bookings_create")

@@ -66,5 +66,6 @@ def test_statement_csv_is_exact(catalog, alice, client):
     client.force_login(alice)
     body = client.get("/statement.csv").content.decode()
     lines = body.strip().splitlines()
-    assert lines[0] == "date_utc,kind,description,amount,currency,allocation"
-    assert ",charge," in lines[1] and lines[1].split(",")[3] == "79.20"
+    assert lines[0] == "date_utc,kind,description,amount,currency,allocation,net,vat"
+    row = lines[1].split(",")
+    assert ",charge," in lines[1] and (row[3], row[6], row[7]) == ("97.42", "79.20", "18.22")

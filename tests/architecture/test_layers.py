@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing",
-    "webhooks", "nodeagent",
+    "webhooks", "invoices", "nodeagent",
 }  # fmt: skip
 # What each package may import of ours (besides itself).
 ALLOWED = {
@@ -29,6 +29,7 @@ ALLOWED = {
     "glossary": {"core"},
     "sizing": {"core", "catalog", "telemetry", "glossary"},
     "webhooks": {"core", "accounts", "catalog", "rentals"},
+    "invoices": {"core", "accounts", "catalog", "rentals"},
     "anchorgpu": OURS,
 }
 

@@ -46,7 +46,7 @@ def test_price_change_in_admin_is_a_new_row_with_who_and_when(catalog, client, p
     change = PriceChange.objects.get()
     assert (change.user, change.old_price, change.new_price) == (pricer, "362.88", "400.00 USD")
     quote.refresh_from_db()
-    assert quote.total == Decimal("362.88")
+    assert quote.net_total == Decimal("362.88")
     page = client.get(f"/admin/catalog/gpumodel/{catalog.h100.pk}/change/")
     assert b"400.00 USD" in page.content and b"362.88 USD" in page.content  # read as money
 

@@ -52,7 +52,8 @@ def test_booking_holds_specific_gpus_and_charges_the_quote_total(catalog, alice)
     held = list(allocation.held.select_related("gpu"))
     assert len(held) == 2 and len({h.gpu.node_id for h in held}) == 1
     charge = LedgerEntry.objects.get(allocation=allocation)
-    assert (charge.kind, charge.amount) == ("charge", quote.total) == ("charge", Decimal("750.76"))
+    assert (charge.kind, charge.amount) == ("charge", quote.total)
+    assert (charge.net, charge.vat) == (Decimal("750.76"), Decimal("172.67"))  # 23 % VAT
     assert list(allocation.events.values_list("kind", "to_state")) == [("booked", "running")]
 
 
@@ -160,9 +161,9 @@ def test_cancel_before_start_refunds_in_full_and_frees_the_gpus(catalog, alice):
     allocation_cancel(acting=acting_as(alice), allocation=allocation)
 
     entries = LedgerEntry.objects.filter(allocation=allocation).order_by("at", "id")
-    assert [(e.kind, e.amount) for e in entries] == [
-        ("charge", Decimal("482.64")),
-        ("refund", Decimal("482.64")),
+    assert [(e.kind, e.net, e.vat, e.amount) for e in entries] == [
+        ("charge", Decimal("482.64"), Decimal("111.01"), Decimal("593.65")),
+        ("refund", Decimal("482.64"), Decimal("111.01"), Decimal("593.65")),
     ]
     assert book(alice, model="l4", count=4, starts_at=start).state == "scheduled"
 
@@ -186,7 +187,7 @@ def test_extend_adds_whole_periods_on_the_same_gpus_at_the_current_price(catalog
     assert set(allocation.held.values_list("gpu_id", flat=True)) == gpus
     assert set(allocation.held.values_list("ends_at", flat=True)) == {allocation.paid_until}
     extension = LedgerEntry.objects.filter(allocation=allocation).order_by("-at", "-id").first()
-    assert extension.amount == Decimal("120.00")
+    assert (extension.net, extension.amount) == (Decimal("120.00"), Decimal("147.60"))
 
 
 def test_extend_refuses_when_the_next_slot_is_taken(catalog, alice, bob):

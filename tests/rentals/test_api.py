@@ -20,8 +20,10 @@ def quote(client, **changes):
 
 def test_quote_api_shape_money_as_strings(catalog, alice_api):
     body = quote(alice_api, options=[{"option": "nvme-scratch", "quantity": 2}])
-    assert body["total"] == "775.76" and body["currency"] == "USD"
+    assert body["net_total"] == "775.76" and body["currency"] == "USD"
+    assert (body["vat_rate"], body["vat_total"], body["total"]) == ("0.2300", "178.42", "954.18")
     assert [line["amount"] for line in body["lines"]] == ["725.76", "50.00"]
+    assert [line["vat"] for line in body["lines"]] == ["166.92", "11.50"]
     assert {"id", "paid_from", "paid_until", "valid_until", "lines"} <= body.keys()
 
 
@@ -222,5 +224,5 @@ def test_statement_as_csv_through_the_api(catalog, alice, alice_api, api):
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     rows = [line.split(",") for line in response.content.decode().strip().splitlines()]
     assert rows[0][3] == "amount"
-    assert sorted(r[3] for r in rows[1:]) == ["-13.20", "13.20"]
+    assert sorted(r[3] for r in rows[1:]) == ["-16.24", "16.24"]  # 13.20 + 23 % VAT
     assert api.get("/api/v1/ledger/csv/").status_code == 401

@@ -29,7 +29,8 @@ def test_a_cluster_quote_prices_every_gpu_of_its_whole_nodes(catalog, alice):
     quote = cluster_quote(alice, nodes=2, options=[{"option": "nvme-scratch", "quantity": 2}])
     gpu_line = quote.lines.get(kind="gpu")
     assert (quote.node_count, quote.gpu_count, gpu_line.count) == (2, 16, 16)
-    assert quote.total == gpu_line.amount + quote.lines.get(kind="option").amount
+    assert quote.net_total == gpu_line.amount + quote.lines.get(kind="option").amount
+    assert quote.total == quote.net_total + quote.vat_total
 
 
 def test_booking_a_cluster_holds_whole_nodes_of_one_group_and_charges_once(catalog, alice):

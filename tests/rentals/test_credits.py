@@ -37,15 +37,15 @@ def _span(allocation, *, after=timedelta(days=1), hours=5, gpus=1):
 
 
 @pytest.mark.parametrize(
-    ("currency", "week_price", "credited"),
+    ("currency", "week_price", "net", "credited"),
     [
-        ("USD", None, "10.80"),  # 362.88 / 168 h = 2.16 an hour, × 5 h
-        ("JPY", "54321", "1617"),  # 54321 × 5 / 168 = 1616.70
-        ("KWD", "111.111", "3.307"),  # 111.111 × 5 / 168 = 3.30687…
+        ("USD", None, "10.80", "13.28"),  # 362.88 / 168 h = 2.16 an hour, × 5 h; + 2.484 VAT
+        ("JPY", "54321", "1617", "1989"),  # 54321 × 5 / 168 = 1616.70; + 371.91 VAT
+        ("KWD", "111.111", "3.307", "4.068"),  # 111.111 × 5 / 168 = 3.30687…; + 0.76061 VAT
     ],
 )
 def test_a_five_hour_span_of_a_week_is_credited_exactly_in_the_customers_minor_units(
-    catalog, alice, alice_api, client, currency, week_price, credited
+    catalog, alice, alice_api, client, currency, week_price, net, credited
 ):
     if week_price:
         gpu_price_set(
@@ -62,8 +62,9 @@ def test_a_five_hour_span_of_a_week_is_credited_exactly_in_the_customers_minor_u
     assert preview.status_code == 200, preview.content
     note = preview.json()
     assert (note["total"], note["currency"], note["issued"]) == (credited, currency, False)
+    assert Decimal(note["net"]) + Decimal(note["vat"]) == Decimal(credited)
     assert [(ln["span"], ln["gpus"], ln["gpu_hours"], ln["amount"]) for ln in note["lines"]] == [
-        (span.pk, 1, "5.0000", credited)
+        (span.pk, 1, "5.0000", net)
     ]
     assert not LedgerEntry.objects.filter(
         kind=LedgerKind.CREDIT
@@ -76,14 +77,15 @@ def test_a_five_hour_span_of_a_week_is_credited_exactly_in_the_customers_minor_u
     assert (str(credit.amount.normalize()), credit.currency, credit.impaired_span_id) == (
         str(Decimal(credited).normalize()), currency, span.pk
     )  # fmt: skip
+    assert credit.net == Decimal(net) and credit.net + credit.vat == credit.amount
     assert Notice.objects.filter(kind=NoticeKind.CREDITED, impaired_span=span).count() == 1
 
     charged = LedgerEntry.objects.get(kind=LedgerKind.CHARGE).amount
     ledger = alice_api.get("/api/v1/ledger/").json()
     assert [r["kind"] for r in ledger["results"]] == ["credit", "charge"]
     assert ledger["results"][0]["amount"] == credited
-    net = str(Decimal(charged) - Decimal(credited))
-    assert Decimal(ledger["balances"][0]["amount"]) == Decimal(net)
+    balance = Decimal(charged) - Decimal(credited)
+    assert Decimal(ledger["balances"][0]["amount"]) == balance
     client.force_login(alice)
     statement = client.get("/statement/").content.decode().replace("\xa0", " ")
     assert "Credit: impaired GPUs from" in statement
@@ -131,7 +133,9 @@ def test_a_credit_never_exceeds_what_was_charged_for_the_span(catalog, alice):
         gpus=[allocation.current_holdings[0].gpu_id],
     )  # fmt: skip
     note = credit_note_issue(operator=operator(), allocation_id=allocation.pk)
-    assert note.total == Decimal("362.88") == LedgerEntry.objects.get(kind="charge").amount
+    charge = LedgerEntry.objects.get(kind="charge")
+    assert (note.net, note.vat, note.total) == (charge.net, charge.vat, charge.amount)
+    assert note.net == Decimal("362.88")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -151,7 +155,7 @@ def test_two_staff_members_issuing_at_once_give_one_credit(catalog, alice):
 
     with ThreadPoolExecutor(2) as pool:
         results = sorted(pool.map(issue, range(2)))
-    assert results == ["21.60", "already"]
+    assert results == ["26.57", "already"]  # 21.60 + 23 % VAT
     assert LedgerEntry.objects.filter(kind=LedgerKind.CREDIT).count() == 1
     assert Notice.objects.filter(kind=NoticeKind.CREDITED).count() == 1
 
@@ -163,7 +167,7 @@ def test_the_owner_reads_the_credit_note_on_the_allocation_page_before_and_after
     _span(allocation)
     client.force_login(alice)
     page = client.get(f"/allocations/{allocation.pk}/").content.decode().replace("\xa0", " ")
-    assert 'id="impaired-time"' in page and "To be credited: <strong>10.80 USD</strong>" in page
+    assert 'id="impaired-time"' in page and "To be credited: <strong>13.28 USD</strong>" in page
     credit_note_issue(operator=operator(), allocation_id=allocation.pk)
     page = client.get(f"/allocations/{allocation.pk}/").content.decode().replace("\xa0", " ")
-    assert "credited 10.80 USD" in page and 'id="credit-pending"' not in page
+    assert "credited 13.28 USD" in page and 'id="credit-pending"' not in page

@@ -55,12 +55,13 @@ def test_the_estimate_is_the_quote_line_for_line(
 
 
 def test_an_estimate_stores_nothing_and_follows_a_new_price(catalog):
-    before = quote_estimate(**REQUEST).total
+    before = quote_estimate(**REQUEST).net_total
     gpu_price_set(gpu_model=catalog.h100, period=catalog.day, unit_price=Decimal("10.00"))
 
     after = quote_estimate(**REQUEST)
 
-    assert before == Decimal("57.60") * 6 and after.total == Decimal("60.00")
+    assert before == Decimal("57.60") * 6 and after.net_total == Decimal("60.00")
+    assert after.total == Decimal("73.80")  # a consumer: 23 % VAT
     assert Quote.objects.count() == 0 and QuoteLine.objects.count() == 0
 
 
@@ -80,7 +81,7 @@ def test_a_full_fleet_still_prices_and_says_when_it_fits(catalog, alice, bob, cl
     )  # fmt: skip
 
     assert part.status_code == 200
-    assert part.context["estimate"].total == Decimal("26.40")
+    assert part.context["estimate"].net_total == Decimal("26.40")
     assert part.context["estimate_refusal"].earliest_start == first.paid_until
     assert "The earliest start that fits is" in part.content.decode()
     assert Quote.objects.filter(user=alice).count() == 0
@@ -94,8 +95,9 @@ def test_the_estimate_part_prices_the_form_and_words_it_as_an_estimate(catalog, 
          "option_nvme-scratch": "1", "option_custom-image": "1"},
     )  # fmt: skip
     html = part.content.decode()
-    assert part.context["estimate"].total == Decimal("210.80")  # 2×13.20×2 + 4.00×2 + 150
-    assert 'id="estimate-total">210.80 USD<' in html
+    estimate = part.context["estimate"]
+    assert estimate.net_total == Decimal("210.80")  # 2×13.20×2 + 4.00×2 + 150
+    assert 'id="quote-net">210.80 USD<' in html and 'id="estimate-total">259.28 USD<' in html
     assert "fixes the price for 15 minutes" in html
     assert "Free for that start right now" in html
     assert Quote.objects.count() == 0
@@ -136,7 +138,7 @@ def test_the_page_opens_with_the_estimate_of_its_defaults_without_script(catalog
     client.force_login(alice)
     page = client.get("/book/h100/")
     html = page.content.decode()
-    assert page.context["estimate"].total == Decimal("57.60")  # 1 GPU for 1 day
+    assert page.context["estimate"].net_total == Decimal("57.60")  # 1 GPU for 1 day
     assert 'hx-post="/book/h100/estimate/"' in html and 'id="estimate-total"' in html
 
 

@@ -37,7 +37,7 @@ def test_the_api_quotes_an_extension_and_charges_exactly_its_total(catalog, alic
     assert body["kind"] == "extension" and body["extends"] == str(allocation.pk)
     assert body["paid_from"] == allocation.paid_until.isoformat().replace("+00:00", "Z")
     assert [line["amount"] for line in body["lines"]] == ["26.40", "16.00"]  # 2×13.20, 2×2×4.00
-    assert body["total"] == "42.40"
+    assert (body["net_total"], body["vat_total"], body["total"]) == ("42.40", "9.75", "52.15")
     gpu_price_set(gpu_model=catalog.l4, period=catalog.day, unit_price=Decimal("99.00"))
     extended = alice_api.post(
         f"/api/v1/allocations/{allocation.pk}/extend/", {"quote": body["id"]},
@@ -45,7 +45,7 @@ def test_the_api_quotes_an_extension_and_charges_exactly_its_total(catalog, alic
     )  # fmt: skip
     assert extended.status_code == 200
     charge = LedgerEntry.objects.filter(allocation=allocation).latest("id")
-    assert charge.amount == Decimal("42.40")  # the quote read, not today's new price
+    assert charge.amount == Decimal("52.15")  # the quote read, not today's new price
     allocation.refresh_from_db()
     assert allocation.paid_until == Quote.objects.get(pk=body["id"]).paid_until
 
@@ -58,7 +58,7 @@ def test_a_period_count_body_charges_what_a_quote_at_that_moment_shows(catalog, 
         HTTP_IDEMPOTENCY_KEY=str(uuid.uuid4()),
     )  # fmt: skip
     charge = LedgerEntry.objects.filter(allocation=allocation).latest("id")
-    assert charge.amount == preview.total == Decimal("21.20")
+    assert charge.amount == preview.total == Decimal("26.08")  # 21.20 + 23 % VAT
 
 
 def test_an_extension_quote_is_used_once_and_expires(catalog, alice):
@@ -102,10 +102,10 @@ def test_the_page_shows_the_extension_price_before_charging_it(catalog, alice, c
     quote = Quote.objects.get(kind="extension")
     assert response["Location"] == f"/quotes/{quote.pk}/"
     page = client.get(response["Location"]).content.decode()
-    assert "Your extension quote" in page and "21.20" in page
+    assert "Your extension quote" in page and "21.20" in page and "26.08" in page
     assert LedgerEntry.objects.count() == 1  # nothing charged by reading
     client.post(
         f"/allocations/{allocation.pk}/extend/",
         {"quote": str(quote.pk), "idempotency_key": str(uuid.uuid4())},
     )
-    assert LedgerEntry.objects.latest("id").amount == Decimal("21.20")
+    assert LedgerEntry.objects.latest("id").amount == Decimal("26.08")

@@ -229,7 +229,7 @@ def test_staff_see_impaired_allocations_and_issue_a_credit_from_their_page(catal
     client.force_login(operator())
     page = client.get("/impaired/").content.decode().replace("\xa0", " ")
     assert f'id="impaired-{allocation.pk}"' in page and 'href="/impaired/"' in page
-    assert "credit-button" in page and "Total: 6.48 USD" in page  # 3 h × 2.16
+    assert "credit-button" in page and "Total: 7.97 USD" in page  # 3 h × 2.16, + 23 % VAT
     issued = client.post(f"/impaired/{allocation.pk}/credit/", follow=True)
     assert "Credit issued" in issued.content.decode()
     assert span.credits.count() == 1
@@ -266,7 +266,7 @@ def test_metrics_and_the_dashboard_count_impaired_allocations(
     client.force_login(staff)
     page = client.get("/usage/?days=1").content.decode().replace("\xa0", " ")
     assert 'id="impaired-hours"><div class="value">2' in page
-    assert "Credited for impaired time: 1.08 USD" in page  # half an hour × 2.16
+    assert "Credited for impaired time: 1.08 USD" in page  # half an hour × 2.16 (revenue: net)
 
 
 def test_the_new_gpus_telemetry_joins_the_charts_and_summary_from_the_swap_on(catalog, alice):

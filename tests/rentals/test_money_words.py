@@ -71,11 +71,14 @@ def test_a_price_finer_than_its_currency_is_refused_and_nothing_changes(catalog)
 
 
 @pytest.mark.parametrize(
-    ("currency", "unit", "total", "shown"),
-    [("JPY", "1500", "3000", "3,000 JPY"), ("KWD", "4.125", "8.250", "8.250 KWD")],
+    ("currency", "unit", "net", "total", "shown"),
+    [
+        ("JPY", "1500", "3000", "3690", "3,690 JPY"),  # VAT 690
+        ("KWD", "4.125", "8.250", "10.148", "10.148 KWD"),  # VAT 1.8975 → 1.898
+    ],
 )
 def test_jpy_and_kwd_in_the_quote_the_ledger_and_the_csv(
-    catalog, alice, alice_api, client, currency, unit, total, shown
+    catalog, alice, alice_api, client, currency, unit, net, total, shown
 ):
     _price("l4", "day", unit, currency)
     quote = alice_api.post(
@@ -84,7 +87,8 @@ def test_jpy_and_kwd_in_the_quote_the_ledger_and_the_csv(
         format="json",
     ).json()
     assert (quote["currency"], quote["total"]) == (currency, total)
-    assert quote["lines"][0]["unit_price"] == unit and quote["lines"][0]["amount"] == total
+    assert quote["lines"][0]["unit_price"] == unit and quote["lines"][0]["amount"] == net
+    assert quote["net_total"] == net
     booked = alice_api.post(
         "/api/v1/bookings/", {"quote": quote["id"]}, format="json", HTTP_IDEMPOTENCY_KEY=key()
     )

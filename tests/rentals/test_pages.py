@@ -29,8 +29,8 @@ def test_expired_quote_is_requoted_with_the_new_total(catalog, alice, client):
     )
     fresh = Quote.objects.exclude(pk=quote.pk).get()
     assert response.redirect_chain[-1][0] == f"/quotes/{fresh.pk}/"
-    assert fresh.total == Decimal("104.00")  # 2×20×2 + 3×4×2
-    assert "76.80 USD → 104.00 USD" in response.content.decode().replace("&gt;", ">")
+    assert fresh.net_total == Decimal("104.00")  # 2×20×2 + 3×4×2
+    assert "94.46 USD → 127.92 USD" in response.content.decode().replace("&gt;", ">")
     assert Allocation.objects.count() == 0 and LedgerEntry.objects.count() == 0
 
 

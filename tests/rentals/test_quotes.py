@@ -30,7 +30,9 @@ def test_quote_has_gpu_line_option_lines_and_exact_total(catalog, alice):
         ("option", 6, Decimal("25.00"), Decimal("150.00")),
         ("option", 1, Decimal("150.00"), Decimal("150.00")),
     ]
-    assert quote.total == Decimal("3203.04") == sum(line.amount for line in lines)
+    assert quote.net_total == Decimal("3203.04") == sum(line.amount for line in lines)
+    assert (quote.vat_rate, quote.vat_total) == (Decimal("0.23"), Decimal("736.70"))
+    assert quote.total == Decimal("3939.74") == quote.net_total + quote.vat_total
     assert quote.paid_until - quote.paid_from == timedelta(days=14)
     assert quote.valid_until - quote.created_at < timedelta(minutes=15, seconds=1)
 
@@ -43,12 +45,12 @@ def test_quote_is_a_snapshot_that_price_changes_do_not_touch(catalog, alice):
     gpu_price_set(gpu_model=catalog.h100, period=catalog.week, unit_price=Decimal("999.00"))
 
     quote.refresh_from_db()
-    assert quote.total == Decimal("362.88")
+    assert quote.net_total == Decimal("362.88")
     assert quote.lines.get().unit_price == Decimal("362.88")
     new = quote_create(
         acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="week", period_count=1
     )
-    assert new.total == Decimal("999.00")
+    assert new.net_total == Decimal("999.00")
 
 
 def test_scheduled_price_applies_only_from_its_time(catalog, alice):
@@ -58,7 +60,7 @@ def test_scheduled_price_applies_only_from_its_time(catalog, alice):
     )  # fmt: skip
     assert quote_create(
         acting=acting_as(alice), gpu_model="h100", gpu_count=1, period="week", period_count=1
-    ).total == Decimal("362.88")
+    ).net_total == Decimal("362.88")
 
 
 @pytest.mark.parametrize(
@@ -133,7 +135,9 @@ def test_total_is_the_sum_of_lines_and_scales_exactly(
         options=options,
     )  # fmt: skip
     lines = list(quote.lines.all())
-    assert quote.total == sum(line.amount for line in lines)
+    assert quote.net_total == sum(line.amount for line in lines)
+    assert quote.vat_total == sum(line.vat for line in lines)
+    assert quote.total == quote.net_total + quote.vat_total
     assert all(isinstance(line.amount, Decimal) for line in lines)
     gpu = next(line for line in lines if line.kind == "gpu")
     assert gpu.amount == gpu.unit_price * count * periods

@@ -20,7 +20,8 @@ def long_ledger(catalog, alice):
     LedgerEntry.objects.bulk_create(
         LedgerEntry(
             team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
-            amount=Decimal("1.00"), currency="USD", reason="booking", period_count=1,
+            amount=Decimal("1.00"), net=Decimal("1.00"), vat=0, currency="USD",
+            quote=allocation.quote, reason="booking", period_count=1,
             at=start + timedelta(days=n),
         )
         for n in range(74)
@@ -41,7 +42,7 @@ def test_a_date_range_narrows_the_page_its_net_and_the_csv(long_ledger, client, 
     page = client.get("/statement/?since=2026-01-01&until=2026-01-10")
     assert len(page.context["entries"]) == 10
     assert page.context["range_net"] == Decimal("10.00")
-    assert page.context["balance"] == Decimal("87.20")  # 74 × 1.00 + 13.20, all time
+    assert page.context["balance"] == Decimal("90.24")  # 74 × 1.00 + 13.20 + 3.04 VAT, all time
     csv = client.get("/statement.csv?since=2026-01-01&until=2026-01-10").content.decode()
     assert len(csv.strip().splitlines()) == 11  # header + 10 rows
     backwards = client.get("/statement/?since=2026-02-01&until=2026-01-01")
@@ -50,7 +51,7 @@ def test_a_date_range_narrows_the_page_its_net_and_the_csv(long_ledger, client, 
 
 def test_the_api_filters_the_ledger_by_range_and_kind(long_ledger, alice_api):
     body = alice_api.get("/api/v1/ledger/?since=2026-01-05&until=2026-01-06&kind=charge").json()
-    assert body["count"] == 2 and body["range_net"] == "2.00" and body["balance"] == "87.20"
+    assert body["count"] == 2 and body["range_net"] == "2.00" and body["balance"] == "90.24"
     assert alice_api.get("/api/v1/ledger/?kind=refund").json()["count"] == 0
     assert alice_api.get("/api/v1/ledger/?since=2026-13-01").status_code == 400
     csv = alice_api.get("/api/v1/ledger/csv/?since=2026-01-05&until=2026-01-05")
@@ -75,18 +76,18 @@ def test_staff_filter_every_allocation_by_owner_model_and_node(catalog, alice, b
 
 
 def test_balances_are_per_currency_and_never_added_across(catalog, alice, alice_api, client):
-    allocation = book(alice, model="l4", count=1, period="day")  # 13.20 USD
+    allocation = book(alice, model="l4", count=1, period="day")  # 13.20 USD + 23 % VAT
     LedgerEntry.objects.create(
         team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
-        amount=Decimal("5.00"), currency="EUR", reason="booking", period_count=1,
-        at=allocation.paid_from,
+        amount=Decimal("5.00"), net=Decimal("5.00"), vat=0, currency="EUR",
+        quote=allocation.quote, reason="booking", period_count=1, at=allocation.paid_from,
     )  # fmt: skip
     body = alice_api.get("/api/v1/ledger/").json()
     assert body["balances"] == [
         {"currency": "EUR", "amount": "5.00"},
-        {"currency": "USD", "amount": "13.20"},
+        {"currency": "USD", "amount": "16.24"},
     ]
     assert body["balance"] is None  # no single number for two currencies
     client.force_login(alice)
     page = client.get("/statement/").content.decode()
-    assert "5.00 EUR" in page and "13.20 USD" in page and "18.20" not in page
+    assert "5.00 EUR" in page and "16.24 USD" in page and "21.24" not in page

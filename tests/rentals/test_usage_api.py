@@ -98,7 +98,7 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
     h100_here = (("model", "h100"), ("region", allocation.node.region.slug))
     assert value[("anchorgpu_gpus_reporting", h100_here)] == 3  # the idle one answered too
     assert value[("anchorgpu_bookings_total", ())] == 1
-    assert value[("anchorgpu_charged_total", (("currency", "USD"),))] == 725.76
+    assert value[("anchorgpu_charged_total", (("currency", "USD"),))] == 892.68  # VAT included
     assert {"anchorgpu_nodes", "anchorgpu_flags_open", "anchorgpu_celery_queue_depth",
             "anchorgpu_poll_duration_seconds_recent", "anchorgpu_polls_recent"} <= set(families)  # fmt: skip
 

@@ -1,0 +1,199 @@
+"""Invoices and credit notes: numbered, immutable documents issued for ledger rows.
+
+An issued document never changes (a trigger refuses UPDATE and DELETE, migration 0002):
+the seller's and buyer's details are copied into it when it is issued, and what happens to
+it later (sending it to KSeF) lives in `KsefSubmission`, a row of its own.
+"""
+
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
+
+from accounts.models import Team
+from core.db import choices_check
+from core.money import CurrencyField, MoneyField
+from rentals.models import LedgerEntry
+
+RATE_DIGITS, RATE_PLACES = 5, 4  # 0.2300
+
+
+class InvoiceKind(models.TextChoices):
+    INVOICE = "invoice", _("invoice")
+    CREDIT_NOTE = "credit_note", _("credit note")
+
+
+class InvoiceCounter(models.Model):
+    """The last number issued per series and year: upserted and incremented in the charging
+    transaction, so a rollback gives its number back and two bookings never share one."""
+
+    series = models.CharField(max_length=20)
+    year = models.PositiveSmallIntegerField()
+    last = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["series", "year"], name="invoices_counter_series_year")
+        ]
+
+    def __str__(self):
+        return f"{self.series}/{self.year}: {self.last}"
+
+
+class ExchangeRate(models.Model):
+    """A foreign currency's rate in PLN for one day, as the seller's staff enter it from the
+    NBP's table A (nothing here reaches the NBP). An invoice in a foreign currency with
+    Polish VAT takes the rate of the last day before its sale date and keeps a copy."""
+
+    currency = CurrencyField()
+    effective_on = models.DateField()
+    rate = models.DecimalField(max_digits=12, decimal_places=6, help_text=_("PLN per unit"))
+    table_no = models.CharField(
+        _("NBP table"), max_length=40, blank=True, help_text=_("e.g. 231/A/NBP/2026")
+    )
+
+    class Meta:
+        ordering = ["currency", "-effective_on"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["currency", "effective_on"], name="invoices_exchangerate_one_per_day"
+            ),
+            models.CheckConstraint(condition=Q(rate__gt=0), name="invoices_exchangerate_positive"),
+        ]
+
+    def __str__(self):
+        return f"{self.currency} {self.effective_on}: {self.rate} PLN"
+
+
+class Invoice(models.Model):
+    """An invoice for one charge, or a credit note for a refund or a credit that names the
+    invoice it corrects. Written once by `invoices.sql.ISSUE`, in the ledger's transaction."""
+
+    kind = models.CharField(max_length=12, choices=InvoiceKind.choices)
+    series = models.CharField(max_length=20)
+    year = models.PositiveSmallIntegerField()
+    number = models.PositiveIntegerField()
+    display_number = models.CharField(max_length=40)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    ledger_entry = models.ForeignKey(LedgerEntry, on_delete=models.PROTECT, related_name="+")
+    corrects = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="corrections"
+    )
+    issued_at = models.DateTimeField()  # the database's clock
+    issued_on = models.DateField()  # in the seller's time zone (INVOICE_TIME_ZONE)
+    sold_on = models.DateField()  # the charge's (or refund's) day, same zone
+    seller = models.JSONField()  # copies: later edits never change an issued document
+    buyer = models.JSONField()
+    tax_treatment = models.CharField(max_length=20)
+    vat_rate = models.DecimalField(max_digits=RATE_DIGITS, decimal_places=RATE_PLACES)
+    currency = CurrencyField()
+    net = MoneyField()
+    vat = MoneyField()
+    gross = MoneyField()
+    # Polish VAT in PLN for a foreign currency, at a staff-entered rate (ExchangeRate).
+    pln_rate = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    pln_rate_on = models.DateField(null=True, blank=True)
+    pln_rate_table = models.CharField(max_length=40, blank=True)
+    reason = models.CharField(max_length=12)  # the ledger row's reason: booking, cancellation…
+    legal_note = models.TextField(
+        blank=True
+    )  # both languages, e.g. "Odwrotne obciążenie / Reverse charge"
+
+    class Meta:
+        ordering = ["-issued_at", "-id"]
+        constraints = [
+            choices_check("kind", InvoiceKind, name="invoices_invoice_kind_valid"),
+            models.UniqueConstraint(
+                fields=["series", "year", "number"], name="invoices_invoice_number_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["ledger_entry"],
+                condition=Q(kind=InvoiceKind.INVOICE),
+                name="invoices_invoice_one_per_charge",
+            ),
+            models.UniqueConstraint(
+                fields=["ledger_entry", "corrects"],
+                condition=Q(kind=InvoiceKind.CREDIT_NOTE),
+                name="invoices_invoice_one_correction_per_row",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind=InvoiceKind.INVOICE, corrects__isnull=True)
+                | Q(kind=InvoiceKind.CREDIT_NOTE, corrects__isnull=False),
+                name="invoices_invoice_credit_note_corrects",
+            ),
+            models.CheckConstraint(
+                condition=Q(gross=F("net") + F("vat")), name="invoices_invoice_gross_is_net_vat"
+            ),
+            models.CheckConstraint(
+                condition=Q(number__gte=1), name="invoices_invoice_number_positive"
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "-issued_at"], name="invoices_team_issued")]
+
+    def __str__(self):
+        return self.display_number
+
+    @property
+    def is_credit_note(self) -> bool:
+        return self.kind == InvoiceKind.CREDIT_NOTE
+
+    def vat_in_pln(self) -> Decimal | None:
+        """Polish VAT in PLN at the copied rate, each line's share converted and rounded
+        to the grosz (as the FA(3) XML's P_14_1W); None in PLN or without VAT or a rate."""
+        if self.pln_rate is None:
+            return None
+        return sum(
+            (round(line.vat * self.pln_rate, 2) for line in self.lines.all()), Decimal("0.00")
+        )
+
+
+class InvoiceLine(models.Model):
+    """One line, as facts with the catalog's names copied in both languages (`facts`), put
+    into words by `invoices.texts`; negative on a credit note, which mirrors what it corrects."""
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
+    position = models.PositiveSmallIntegerField()
+    facts = models.JSONField()
+    quantity = models.DecimalField(max_digits=12, decimal_places=3)
+    unit_price = MoneyField()  # net
+    net = MoneyField()
+    vat_rate = models.DecimalField(max_digits=RATE_DIGITS, decimal_places=RATE_PLACES)
+    vat = MoneyField()
+    gross = MoneyField()
+
+    class Meta:
+        ordering = ["invoice", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["invoice", "position"], name="invoices_line_position"),
+            models.CheckConstraint(
+                condition=Q(gross=F("net") + F("vat")), name="invoices_line_gross_is_net_vat"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.invoice_id}#{self.position}"
+
+
+class KsefStatus(models.TextChoices):
+    PENDING = "pending", _("waiting to be sent")
+    ACCEPTED = "accepted", _("accepted by KSeF")
+    FAILED = "failed", _("sending failed")
+
+
+class KsefSubmission(models.Model):
+    """What became of sending one invoice to KSeF: the invoice row itself never changes."""
+
+    invoice = models.OneToOneField(Invoice, on_delete=models.PROTECT, related_name="ksef")
+    status = models.CharField(max_length=10, choices=KsefStatus.choices, default=KsefStatus.PENDING)
+    ksef_number = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [choices_check("status", KsefStatus, name="invoices_ksef_status_valid")]
+
+    def __str__(self):
+        return f"{self.invoice_id}: {self.status}"

@@ -1,0 +1,16 @@
+"""The ledger's signal, turned into invoices and credit notes in the same transaction."""
+
+from django.db import transaction
+from django.dispatch import receiver
+
+from invoices.services import invoices_issue, ksef_enabled, ksef_queue
+from invoices.tasks import ksef_submit_task
+from rentals.signals import ledger_entries_recorded
+
+
+@receiver(ledger_entries_recorded)
+def _ledger_entries(sender, entry_ids, **kwargs):
+    issued = invoices_issue(entry_ids=entry_ids)
+    if issued and ksef_enabled():
+        ksef_queue(invoice_ids=issued)
+        transaction.on_commit(lambda: [ksef_submit_task.delay(pk) for pk in issued])

@@ -1,0 +1,168 @@
+"""The invoices app's hand-written SQL: issuing documents, in one statement.
+
+`ISSUE` runs inside the transaction that wrote the ledger rows (right after the booking's
+own write, the last of its statements), so the counter row it upserts stays locked only
+until that commit: a rollback gives the numbers back (no gap), and a concurrent booking waits
+for the row instead of taking the same number (no duplicate; the UNIQUE constraint on
+(series, year, number) says the same).
+
+For the ledger rows named in `%(entries)s` it issues:
+- an invoice for each charge, with the charged quote's lines, treatment and rate;
+- a credit note for each invoice a refund gives back (every charge of the allocation: its
+  booking and each extension), mirroring the corrected invoice's lines negated;
+- a credit note for an impairment credit, one line for the credited time, correcting the
+  booking's invoice (the cluster's, for a node of a cluster).
+Numbers run per series (invoices, credit notes) and year (the issue day's, in the seller's
+time zone); the counter grows by how many documents of its series the statement issues.
+
+Enum words are parameters (`%(charge)s`, `%(invoice)s` …), as everywhere.
+"""
+
+from psycopg.sql import SQL
+
+# Which lines a document gets: the quote's, the corrected invoice's negated, or one line
+# for an impairment credit.
+FROM_QUOTE, MIRRORED, CREDITED = 1, 2, 3
+
+_BUYER = SQL(
+    """jsonb_build_object('team', t.name, 'name', t.legal_name, 'address', t.address,
+        'country', t.country, 'vat_id', t.vat_id)"""
+)
+
+ISSUE = (
+    SQL(
+        """
+WITH clock AS (
+    SELECT statement_timestamp() AS at,
+           (statement_timestamp() AT TIME ZONE %(tz)s)::date AS day
+), entry AS (
+    SELECT e.* FROM rentals_ledgerentry e WHERE e.id = ANY(%(entries)s)
+), docs AS (
+    SELECT e.id AS entry_id, %(invoice)s::varchar AS kind, NULL::bigint AS corrects_id,
+           %(from_quote)s AS src, e.team_id, q.tax_treatment, q.vat_rate, e.currency,
+           e.net, e.vat, e.amount AS gross, e.reason,
+           (e.at AT TIME ZONE %(tz)s)::date AS sold_on,
+           x.rate AS pln_rate, x.effective_on AS pln_rate_on, coalesce(x.table_no, '') AS pln_table
+    FROM entry e
+    JOIN rentals_quote q ON q.id = e.quote_id
+    LEFT JOIN LATERAL (
+        SELECT r.rate, r.effective_on, r.table_no FROM invoices_exchangerate r
+        WHERE r.currency = e.currency AND e.currency <> %(pln)s AND e.vat <> 0
+          AND r.effective_on < (e.at AT TIME ZONE %(tz)s)::date
+        ORDER BY r.effective_on DESC LIMIT 1
+    ) x ON true
+    WHERE e.kind = %(charge)s
+    UNION ALL
+    SELECT e.id, %(credit_note)s, i.id, %(mirrored)s, e.team_id, i.tax_treatment, i.vat_rate,
+           i.currency, -i.net, -i.vat, -i.gross, e.reason, i.sold_on,
+           i.pln_rate, i.pln_rate_on, i.pln_rate_table
+    FROM entry e
+    JOIN rentals_ledgerentry c ON c.allocation_id = e.allocation_id AND c.kind = %(charge)s
+    JOIN invoices_invoice i ON i.ledger_entry_id = c.id AND i.kind = %(invoice)s
+    WHERE e.kind = %(refund)s
+    UNION ALL
+    SELECT e.id, %(credit_note)s, i.id, %(credited)s, e.team_id, i.tax_treatment, i.vat_rate,
+           i.currency, -e.net, -e.vat, -e.amount, e.reason, i.sold_on,
+           i.pln_rate, i.pln_rate_on, i.pln_rate_table
+    FROM entry e
+    CROSS JOIN LATERAL (
+        SELECT i.* FROM rentals_allocation a
+        JOIN rentals_allocation ca
+          ON ca.id = a.id OR (a.cluster_id IS NOT NULL AND ca.cluster_id = a.cluster_id)
+        JOIN rentals_ledgerentry c
+          ON c.allocation_id = ca.id AND c.kind = %(charge)s AND c.reason = %(booking)s
+        JOIN invoices_invoice i ON i.ledger_entry_id = c.id AND i.kind = %(invoice)s
+        WHERE a.id = e.allocation_id
+        ORDER BY (ca.id = a.id) DESC, c.id
+        LIMIT 1
+    ) i
+    WHERE e.kind = %(credit)s
+), numbered AS (
+    SELECT d.*,
+           CASE WHEN d.kind = %(invoice)s THEN %(series)s ELSE %(credit_series)s END AS series,
+           extract(year FROM clock.day)::int AS year,
+           row_number() OVER (PARTITION BY d.kind ORDER BY d.entry_id, d.corrects_id) AS k,
+           count(*) OVER (PARTITION BY d.kind) AS n
+    FROM docs d, clock
+), counter AS (
+    INSERT INTO invoices_invoicecounter AS c (series, year, last)
+    SELECT series, year, max(n) FROM numbered GROUP BY series, year ORDER BY series
+    ON CONFLICT (series, year) DO UPDATE SET last = c.last + EXCLUDED.last
+    RETURNING series, last
+), invoice AS (
+    INSERT INTO invoices_invoice (kind, series, year, number, display_number, team_id,
+        ledger_entry_id, corrects_id, issued_at, issued_on, sold_on, seller, buyer,
+        tax_treatment, vat_rate, currency, net, vat, gross, pln_rate, pln_rate_on,
+        pln_rate_table, reason, legal_note)
+    SELECT d.kind, d.series, d.year, c.last - d.n + d.k,
+           d.series || '/' || d.year || '/' || lpad((c.last - d.n + d.k)::text, 6, '0'),
+           d.team_id, d.entry_id, d.corrects_id, clock.at, clock.day, d.sold_on,
+           %(seller)s::jsonb, {buyer}, d.tax_treatment, d.vat_rate, d.currency,
+           d.net, d.vat, d.gross, d.pln_rate, d.pln_rate_on, d.pln_table,
+           d.reason,
+           coalesce(%(notes)s::jsonb ->> d.tax_treatment, '')
+    FROM numbered d
+    JOIN counter c USING (series)
+    JOIN accounts_team t ON t.id = d.team_id
+    CROSS JOIN clock
+    RETURNING id, ledger_entry_id, corrects_id, vat_rate
+), lines AS (
+    INSERT INTO invoices_invoiceline (invoice_id, position, facts, quantity, unit_price, net,
+        vat_rate, vat, gross)
+    SELECT v.id, l.position,
+           jsonb_build_object('line', l.kind, 'count', l.count, 'periods', l.periods,
+               'model', m.name, 'nodes', q.node_count, 'reason', e.reason,
+               'option_en', o.name_en, 'option_pl', o.name_pl,
+               'unit_en', o.unit_en, 'unit_pl', o.unit_pl, 'period_slug', p.slug,
+               'period_en', p.name_en, 'period_pl', p.name_pl),
+           l.quantity, l.unit_price, l.amount, v.vat_rate, l.vat, l.amount + l.vat
+    FROM invoice v
+    JOIN rentals_ledgerentry e ON e.id = v.ledger_entry_id AND v.corrects_id IS NULL
+    JOIN rentals_quote q ON q.id = e.quote_id
+    JOIN rentals_quoteline l ON l.quote_id = q.id
+    JOIN catalog_gpumodel m ON m.id = q.gpu_model_id
+    JOIN catalog_rentalperiod p ON p.id = q.period_id
+    LEFT JOIN catalog_option o ON o.id = l.option_id
+    UNION ALL
+    SELECT v.id, l.position, l.facts, -l.quantity, l.unit_price, -l.net, l.vat_rate, -l.vat,
+           -l.gross
+    FROM invoice v
+    JOIN numbered d ON d.entry_id = v.ledger_entry_id AND d.corrects_id = v.corrects_id
+                   AND d.src = %(mirrored)s
+    JOIN invoices_invoiceline l ON l.invoice_id = v.corrects_id
+    UNION ALL
+    SELECT v.id, 1,
+           jsonb_build_object('line', %(impaired)s::text, 'reason', e.reason,
+               'model', m.name, 'count', a.gpu_count, 'started_at', s.started_at,
+               'ended_at', s.ended_at),
+           -1, e.net, -e.net, v.vat_rate, -e.vat, -e.amount
+    FROM invoice v
+    JOIN numbered d ON d.entry_id = v.ledger_entry_id AND d.corrects_id = v.corrects_id
+                   AND d.src = %(credited)s
+    JOIN rentals_ledgerentry e ON e.id = v.ledger_entry_id
+    JOIN rentals_allocation a ON a.id = e.allocation_id
+    JOIN catalog_gpumodel m ON m.id = a.gpu_model_id
+    JOIN rentals_impairedspan s ON s.id = e.impaired_span_id
+)
+SELECT id FROM invoice ORDER BY id
+"""
+    )
+    .format(buyer=_BUYER)
+    .as_string()
+)
+
+# Charges, refunds and credits that have no document yet (rows the ledger recorded before
+# this app, or by a path that sent no signal): what `invoices_issue_missing` catches up on.
+UNDOCUMENTED = """
+SELECT e.id FROM rentals_ledgerentry e
+WHERE NOT EXISTS (SELECT 1 FROM invoices_invoice i WHERE i.ledger_entry_id = e.id)
+  AND (e.kind <> %(charge)s OR e.quote_id IS NOT NULL)
+ORDER BY e.at, e.id
+"""
+
+# Everything a KSeF sending step may claim: pending submissions, oldest first.
+KSEF_PENDING = """
+SELECT s.invoice_id FROM invoices_ksefsubmission s
+WHERE s.status = ANY(%(statuses)s) AND s.attempts < %(max_attempts)s
+ORDER BY s.invoice_id
+"""
