@@ -35,13 +35,15 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.db import connection, transaction
+from django.db.models import Max
 
 from accounts.access import personal_team
-from accounts.models import Role
+from accounts.models import Role, Team
 from anchorgpu import sql
 from catalog.demo import gpu_identity, seed_catalog
 from catalog.models import GpuModel, GpuPrice, Node, Region, RentalPeriod
 from core.db import db_now
+from core.vat import rate_for, treatment_for, vat_split
 from rentals.models import (
     AllocationState,
     EventKind,
@@ -88,7 +90,8 @@ COLUMNS = {
                   ("is_active", "bool"), ("date_joined", T)),
     "accounts_team": (("id", "int8"), ("name", "text"), ("personal_for_id", "int4"),
                       ("created_at", T), ("monthly_spend_limit", "numeric"),
-                      ("require_second_factor", "bool")),
+                      ("require_second_factor", "bool"), ("legal_name", "text"),
+                      ("address", "text"), ("country", "text"), ("vat_id", "text")),
     "accounts_membership": (("team_id", "int8"), ("user_id", "int4"), ("role", "text"),
                             ("joined_at", T)),
     "catalog_node": (("id", "int8"), ("hostname", "text"), ("region_id", "int8"),
@@ -103,10 +106,13 @@ COLUMNS = {
                       ("period_id", "int8"), ("period_count", "int2"), ("region_id", "int8"),
                       ("paid_from", T), ("paid_until", T), ("starts_now", "bool"),
                       ("total", "numeric"), ("currency", "text"), ("created_at", T),
-                      ("valid_until", T), ("kind", "text"), ("extends_id", U), ("used_at", T)),
+                      ("valid_until", T), ("kind", "text"), ("extends_id", U), ("used_at", T),
+                      ("tax_treatment", "text"), ("vat_rate", "numeric"), ("net_total", "numeric"),
+                      ("vat_total", "numeric")),
     "rentals_quoteline": (("quote_id", U), ("position", "int2"), ("kind", "text"),
                           ("option_id", "int8"), ("count", "int4"), ("periods", "int2"),
-                          ("quantity", "int4"), ("unit_price", "numeric"), ("amount", "numeric")),
+                          ("quantity", "int4"), ("unit_price", "numeric"), ("amount", "numeric"),
+                          ("vat", "numeric")),
     "rentals_cluster": (("id", U), ("team_id", "int8"), ("user_id", "int4"), ("quote_id", U),
                         ("gpu_model_id", "int8"), ("node_count", "int2"),
                         ("network_group", "text"), ("created_at", T)),
@@ -122,7 +128,8 @@ COLUMNS = {
                                 ("note", "text")),
     "rentals_ledgerentry": (("team_id", "int8"), ("user_id", "int4"), ("allocation_id", U),
                             ("kind", "text"), ("amount", "numeric"), ("currency", "text"),
-                            ("reason", "text"), ("period_count", "int2"), ("at", T)),
+                            ("reason", "text"), ("period_count", "int2"), ("at", T),
+                            ("net", "numeric"), ("vat", "numeric"), ("quote_id", U)),
     "rentals_notice": (("user_id", "int4"), ("allocation_id", U), ("endpoint_url", "text"),
                        ("kind", "text"), ("ends_at", T), ("created_at", T), ("sent_at", T),
                        ("attempts", "int2"), ("last_error", "text"), ("read_at", T),
@@ -201,7 +208,9 @@ def _fleet(world, gpus, regions, models, now):
         for index in range(per_node):
             gpu_id += 1
             ids.append(gpu_id)
-            world.add("catalog_gpu", gpu_id, node_id, index, gpu_identity(hostname, index, model.vendor))
+            world.add(
+                "catalog_gpu", gpu_id, node_id, index, gpu_identity(hostname, index, model.vendor)
+            )
         patterns = LANES.get(per_node) or [((1,) * per_node, 1)]
         lanes = rng.choices([p for p, _ in patterns], [w for _, w in patterns])[0]
         # A third of the grouped nodes are booked whole as clusters, in blocks of four.
@@ -217,11 +226,16 @@ def _fleet(world, gpus, regions, models, now):
     return nodes
 
 
-def _people(world, team_count, password, now):
-    """Teams of 1–6 members; user ids from 1000 (below: the accounts made by hand)."""
+# A buyer's country and VAT id prefix, and its weight: Polish companies (domestic VAT), EU
+# companies (reverse charge), companies outside the EU, and consumers.
+BUYERS = [("PL", "PL526", 45), ("DE", "DE13", 20), ("FR", "FR40", 5), ("US", "", 15), ("", "", 15)]
+
+
+def _people(world, team_count, password, now, first_user, first_team):
+    """Teams of 1–6 members, with ids after those the database holds already."""
     rng = world.rng
-    teams, user_id = [], 1000
-    for team_id in range(1000, 1000 + team_count):
+    teams, user_id = [], first_user
+    for team_id in range(first_team, first_team + team_count):
         members = []
         for n in range(rng.randint(1, 6)):
             user_id += 1
@@ -233,8 +247,16 @@ def _people(world, team_count, password, now):
             members.append(user_id)
             role = Role.OWNER if n == 0 else rng.choice([Role.MEMBER, Role.BILLING, Role.MEMBER])
             world.add("accounts_membership", team_id, user_id, role, joined)
-        world.add("accounts_team", team_id, f"Team {team_id}", None, now - timedelta(days=900), None, False)
-        teams.append((team_id, members))
+        country, vat_id = rng.choices(BUYERS, [w for *_, w in BUYERS])[0][:2]
+        business = bool(country)
+        world.add(
+            "accounts_team", team_id, f"Team {team_id}", None, now - timedelta(days=900), None,
+            False, f"Team {team_id} sp. z o.o." if business else "",
+            f"ul. Prosta {team_id}\n00-850 Warszawa" if business else "", country,
+            f"{vat_id}{team_id:07d}" if vat_id else "",
+        )  # fmt: skip
+        treatment = treatment_for(country=country, vat_id=vat_id, is_business=business)
+        teams.append((team_id, members, treatment))
     return teams
 
 
@@ -274,7 +296,11 @@ class _Booker:
                 nodes, gpu_count, model_slug, model_id, slug, period, count,
                 paid_from, created, cancelled and cancelled_at, group,
             )  # fmt: skip
-            t = paid_from if cancelled else self._until + timedelta(days=rng.expovariate(1 / MEAN_GAP_DAYS))
+            t = (
+                paid_from
+                if cancelled
+                else self._until + timedelta(days=rng.expovariate(1 / MEAN_GAP_DAYS))
+            )
 
     def _allocation(
         self, nodes, gpu_count, model_slug, model_id, slug, period, count,
@@ -313,11 +339,21 @@ class _Booker:
             QuoteKind.BOOKING, None, None,
         )  # fmt: skip
         world.add("rentals_quoteline", quote, 0, QuoteLineKind.GPU, None, total_gpus, booked,
-                  total_gpus * booked, price.unit_price, amount)  # fmt: skip
+                  total_gpus * booked, price.unit_price, amount, None)  # fmt: skip
         cluster = None
         if group:
             cluster = world.uuid()
-            world.add("rentals_cluster", cluster, None, None, quote, model_id, len(nodes), group[0], created)
+            world.add(
+                "rentals_cluster",
+                cluster,
+                None,
+                None,
+                quote,
+                model_id,
+                len(nodes),
+                group[0],
+                created,
+            )
         if cancelled_at:
             state = AllocationState.CANCELLED
         elif until <= now:
@@ -325,12 +361,18 @@ class _Booker:
         elif paid_from > now:
             state = AllocationState.SCHEDULED
         else:
-            state = AllocationState.STOPPED if rng.random() < STOP_SHARE else AllocationState.RUNNING
+            state = (
+                AllocationState.STOPPED if rng.random() < STOP_SHARE else AllocationState.RUNNING
+            )
         for position, node in enumerate(nodes):
             allocation = world.uuid()
             self.allocations.append(allocation)
             warned_24h = until - timedelta(hours=24) if until - timedelta(hours=24) <= now else None
-            warned_1h = until - timedelta(hours=1) if until - timedelta(hours=1) <= now and not cancelled_at else None
+            warned_1h = (
+                until - timedelta(hours=1)
+                if until - timedelta(hours=1) <= now and not cancelled_at
+                else None
+            )
             if cancelled_at:
                 warned_24h = None
             world.add(
@@ -338,12 +380,14 @@ class _Booker:
                 gpu_count, period.pk, paid_from, until, state, created, warned_24h, warned_1h, None,
             )  # fmt: skip
             for gpu in node["lane"]:
-                world.add("rentals_allocationgpu", allocation, gpu, paid_from, until, bool(cancelled_at))
+                world.add(
+                    "rentals_allocationgpu", allocation, gpu, paid_from, until, bool(cancelled_at)
+                )
             self._events(allocation, created, paid_from, until, state, cancelled_at)
             charged = position == 0
             if charged:
                 world.add("rentals_ledgerentry", None, None, allocation, LedgerKind.CHARGE, amount,
-                          price.currency, LedgerReason.BOOKING, booked, created)  # fmt: skip
+                          price.currency, LedgerReason.BOOKING, booked, created, None, None, quote)  # fmt: skip
                 world.add("rentals_notice", None, allocation, "", NoticeKind.BOOKED,
                           paid_from + period.duration * booked, created, created + timedelta(seconds=5),
                           1, "", None, quote)  # fmt: skip
@@ -359,15 +403,19 @@ class _Booker:
                     allocation, at,
                 )  # fmt: skip
                 world.add("rentals_quoteline", ext, 0, QuoteLineKind.GPU, None, total_gpus, step,
-                          total_gpus * step, price.unit_price, ext_amount)  # fmt: skip
+                          total_gpus * step, price.unit_price, ext_amount, None)  # fmt: skip
                 world.add("rentals_ledgerentry", None, None, allocation, LedgerKind.CHARGE,
-                          ext_amount, price.currency, LedgerReason.EXTENSION, step, at)  # fmt: skip
-                world.add("rentals_allocationevent", allocation, at, None, EventKind.EXTEND, "", "", "")
+                          ext_amount, price.currency, LedgerReason.EXTENSION, step, at, None, None,
+                          ext)  # fmt: skip
+                world.add(
+                    "rentals_allocationevent", allocation, at, None, EventKind.EXTEND, "", "", ""
+                )
                 world.add("rentals_notice", None, allocation, "", NoticeKind.EXTENDED, new_until, at,
                           at + timedelta(seconds=5), 1, "", None, ext)  # fmt: skip
             if cancelled_at and charged:
                 world.add("rentals_ledgerentry", None, None, allocation, LedgerKind.REFUND, amount,
-                          price.currency, LedgerReason.CANCELLATION, None, cancelled_at)  # fmt: skip
+                          price.currency, LedgerReason.CANCELLATION, None, cancelled_at, None, None,
+                          quote)  # fmt: skip
                 world.add("rentals_notice", None, allocation, "", NoticeKind.REFUNDED, until,
                           cancelled_at, cancelled_at + timedelta(seconds=5), 1, "", None, quote)  # fmt: skip
             for kind, hours in ((NoticeKind.EXPIRY_24H, 24), (NoticeKind.EXPIRY_1H, 1)):
@@ -379,7 +427,9 @@ class _Booker:
     def _events(self, allocation, created, paid_from, until, state, cancelled_at):
         world, rng, now = self.world, self.rng, self.now
         first = AllocationState.SCHEDULED if created < paid_from else AllocationState.RUNNING
-        world.add("rentals_allocationevent", allocation, created, None, EventKind.BOOKED, "", first, "")
+        world.add(
+            "rentals_allocationevent", allocation, created, None, EventKind.BOOKED, "", first, ""
+        )
         if cancelled_at:
             world.add("rentals_allocationevent", allocation, cancelled_at, None, EventKind.CANCEL,
                       AllocationState.SCHEDULED, AllocationState.CANCELLED, "")  # fmt: skip
@@ -405,46 +455,64 @@ class _Booker:
 
 def _assign_teams(world, teams, customer, customer_team):
     """Owners for the allocations (quotes, clusters, ledger rows, notices follow): 2,000 to
-    the benchmark's customer, the rest to teams drawn with a long tail (a few big ones)."""
+    the benchmark's customer, the rest to teams drawn with a long tail (a few big ones).
+    The owner's tax treatment gives each quote its VAT (one line each: the line's VAT is the
+    quote's), and each charge the net and VAT of the quote it charged; a refund refunds the
+    booking's charge whole."""
     rng = world.rng
-    allocations = world.rows["rentals_allocation"]
+    rows = world.rows
+    allocations = rows["rentals_allocation"]
     picked = set(rng.sample(range(len(allocations)), min(CUSTOMER_ALLOCATIONS, len(allocations))))
     weights = [1 / (rank + 1) ** 0.8 for rank in range(len(teams))]
+    consumer = treatment_for(country="", vat_id="", is_business=False)
     owner_of_quote, owner_of_allocation = {}, {}
     for i, row in enumerate(allocations):
         quote = row[3]
         if quote not in owner_of_quote:
             if i in picked:
-                owner_of_quote[quote] = (customer_team, customer)
+                owner_of_quote[quote] = (customer_team, customer, consumer)
             else:
-                team, members = rng.choices(teams, weights)[0]
-                owner_of_quote[quote] = (team, rng.choice(members))
+                team, members, treatment = rng.choices(teams, weights)[0]
+                owner_of_quote[quote] = (team, rng.choice(members), treatment)
         owner_of_allocation[row[0]] = owner_of_quote[quote]
-        allocations[i] = (row[0], *owner_of_quote[quote], *row[3:])
-    rows = world.rows
-    rows["rentals_quote"] = [
-        (r[0], *(owner_of_quote.get(r[0]) or owner_of_allocation[r[17]]), *r[3:])
-        for r in rows["rentals_quote"]
+        allocations[i] = (row[0], *owner_of_quote[quote][:2], *row[3:])
+    money = {}  # quote id: (gross, net, vat)
+    quotes = []
+    for r in rows["rentals_quote"]:
+        team, user, treatment = owner_of_quote.get(r[0]) or owner_of_allocation[r[17]]
+        rate = rate_for(treatment)
+        net = r[12]
+        vat = vat_split([net], rate, r[13])[1]
+        money[r[0]] = (net + vat, net, vat)
+        quotes.append((r[0], team, user, *r[3:12], net + vat, *r[13:19], treatment, rate, net, vat))
+    rows["rentals_quote"] = quotes
+    rows["rentals_quoteline"] = [(*r[:9], money[r[0]][2]) for r in rows["rentals_quoteline"]]
+    rows["rentals_cluster"] = [
+        (r[0], *owner_of_quote[r[3]][:2], *r[3:]) for r in rows["rentals_cluster"]
     ]
-    rows["rentals_cluster"] = [(r[0], *owner_of_quote[r[3]], *r[3:]) for r in rows["rentals_cluster"]]
-    rows["rentals_ledgerentry"] = [(*owner_of_allocation[r[2]], *r[2:]) for r in rows["rentals_ledgerentry"]]
-    rows["rentals_notice"] = [(owner_of_allocation[r[1]][1], *r[1:]) for r in rows["rentals_notice"]]
+    ledger = []
+    for r in rows["rentals_ledgerentry"]:
+        gross, net, vat = money[r[11]]
+        charge = r[3] == LedgerKind.CHARGE
+        ledger.append((*owner_of_allocation[r[2]][:2], *r[2:4], gross, *r[5:9], net, vat,
+                       r[11] if charge else None))  # fmt: skip
+    rows["rentals_notice"] = [
+        (owner_of_allocation[r[1]][1], *r[1:]) for r in rows["rentals_notice"]
+    ]
     rows["rentals_allocationevent"] = [
         (r[0], r[1], owner_of_allocation[r[0]][1] if r[3] != EventKind.EXPIRE else None, *r[3:])
         for r in rows["rentals_allocationevent"]
     ]
     # The statement's 50,000 rows: one-period extension charges on the customer's own
-    # allocations, spread over the year (a padding the ledger's constraints allow).
-    mine = [r for r in rows["rentals_ledgerentry"] if r[0] == customer_team]
-    pad = CUSTOMER_LEDGER_ROWS - len(mine)
-    charges = [r for r in mine if r[3] == LedgerKind.CHARGE]
+    # allocations, spread over the year (a padding the ledger's constraints allow), each
+    # naming the quote of the charge it copies.
+    charges = [r for r in ledger if r[0] == customer_team and r[3] == LedgerKind.CHARGE]
+    pad = CUSTOMER_LEDGER_ROWS - sum(1 for r in ledger if r[0] == customer_team)
     for n in range(max(pad, 0)):
         base = charges[n % len(charges)]
         at = base[8] + timedelta(minutes=1 + n // len(charges))
-        rows["rentals_ledgerentry"].append(
-            (customer_team, customer, base[2], LedgerKind.CHARGE, base[4], base[5],
-             LedgerReason.EXTENSION, 1, at)
-        )  # fmt: skip
+        ledger.append((*base[:6], LedgerReason.EXTENSION, 1, at, *base[9:]))
+    rows["rentals_ledgerentry"] = ledger
 
 
 def _flags(world, nodes, now, days):
@@ -494,7 +562,7 @@ def generate_scale(
         if reset:
             cursor.execute(sql.truncate(sql.TABLES))
             User.objects.filter(username__in=[CUSTOMER, STAFF]).delete()
-            User.objects.filter(id__gte=1000).delete()
+            User.objects.filter(email__endswith="@scale.example").delete()
     now = _minute(db_now())
     start = now - timedelta(days=days)
     periods, prices, regions = _catalog()
@@ -506,7 +574,9 @@ def generate_scale(
 
     nodes = _fleet(world, gpus, regions, models, now)
     password = make_password("scale-password")  # once, shared by every generated user
-    teams = _people(world, max(20, gpus // 30), password, now)
+    first_user = User.objects.aggregate(last=Max("id"))["last"] + 1
+    first_team = Team.objects.aggregate(last=Max("id"))["last"] + 1
+    teams = _people(world, max(20, gpus // 30), password, now, first_user, first_team)
     step("fleet and people (Python)")
 
     booker = _Booker(world, periods, prices, now, start)
@@ -546,7 +616,13 @@ def generate_scale(
             cursor.execute(sql.sequence_reset(table), [table])
     counts.update(_telemetry(now, days, hourly_days, raw_hours, step))
     with connection.cursor() as cursor:
-        for table in (*COLUMNS, "telemetry_gpurollup", "telemetry_fleetrollup", "telemetry_gpusample", "telemetry_poll"):
+        for table in (
+            *COLUMNS,
+            "telemetry_gpurollup",
+            "telemetry_fleetrollup",
+            "telemetry_gpusample",
+            "telemetry_poll",
+        ):
             cursor.execute(sql.analyze(table))
     step("ANALYZE")
     return {"now": now, "timings": timings, "rows": counts, "customer": customer.pk}
@@ -581,7 +657,10 @@ def _telemetry(now, days, hourly_days, raw_hours, step) -> dict:
         cursor.execute(sql.SAMPLES_FILL, {"from": raw_from, "until": now, "step": poll})
         counts["raw samples"] = cursor.rowcount
         step(f"raw samples ({cursor.rowcount} rows)")
-        cursor.execute(sql.POLLS_FILL, {"from": raw_from, "until": now, "step": poll, "outcome": PollOutcome.OK})
+        cursor.execute(
+            sql.POLLS_FILL,
+            {"from": raw_from, "until": now, "step": poll, "outcome": PollOutcome.OK},
+        )
         counts["polls"] = cursor.rowcount
         step(f"polls ({cursor.rowcount} rows)")
     return counts

@@ -17,6 +17,14 @@ TABLES = (
     "accounts_team",
 )  # fmt: skip
 
+# What storage per row is measured on (docs/operations.md).
+STORED = (
+    "rentals_allocation", "rentals_allocationgpu", "rentals_allocationevent", "rentals_quote",
+    "rentals_quoteline", "rentals_ledgerentry", "rentals_notice", "rentals_cluster",
+    "telemetry_gpurollup", "telemetry_fleetrollup", "telemetry_gpusample", "telemetry_poll",
+    "telemetry_flag", "catalog_node", "catalog_gpu", "accounts_team", "auth_user",
+)  # fmt: skip
+
 
 @cache
 def truncate(tables: tuple[str, ...]) -> str:
@@ -61,8 +69,9 @@ _UTIL = """least(100, greatest(0,
     ))"""
 
 # Hour and day rollups for every GPU of the fleet over [from, until).
-ROLLUPS_FILL = SQL(
-    """
+ROLLUPS_FILL = (
+    SQL(
+        """
 INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
     memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j,
     covered_s, busy_s)
@@ -73,11 +82,15 @@ FROM catalog_gpu g
 CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
 CROSS JOIN LATERAL (SELECT {util} AS util) u
 """
-).format(util=SQL(_UTIL)).as_string()
+    )
+    .format(util=SQL(_UTIL))
+    .as_string()
+)
 
 # Raw samples every poll interval over [from, until), as the poller stores them.
-SAMPLES_FILL = SQL(
-    """
+SAMPLES_FILL = (
+    SQL(
+        """
 INSERT INTO telemetry_gpusample (gpu_id, at, utilization, memory_used_mib, memory_total_mib,
     power_w, temperature_c, energy_j, xid)
 SELECT g.id, h, u.util, 60000, 81559, 80 + 6 * u.util, 45 + u.util / 3,
@@ -86,7 +99,10 @@ FROM catalog_gpu g
 CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
 CROSS JOIN LATERAL (SELECT {util} AS util) u
 """
-).format(util=SQL(_UTIL)).as_string()
+    )
+    .format(util=SQL(_UTIL))
+    .as_string()
+)
 
 # One poll per node per interval over [from, until), every one answered.
 POLLS_FILL = """
