@@ -186,7 +186,11 @@ def _catalog():
 def _fleet(world, gpus, regions, models, now):
     """Nodes and GPUs until `gpus` are placed; each node's lanes and its cluster block."""
     rng = world.rng
-    nodes, gpu_id, node_id, block = [], 0, 0, 0
+    nodes, gpu_id, node_id = [], 0, 0
+    grouped_count, block_count = (
+        {},
+        {},
+    )  # per (region, model): grouped nodes; per group: cluster nodes
     weights = [share for _, share, _, _ in FLEET_MIX]
     while gpu_id < gpus:
         slug, _, per_node, groupable = rng.choices(FLEET_MIX, weights)[0]
@@ -196,7 +200,10 @@ def _fleet(world, gpus, regions, models, now):
         node_id += 1
         hostname = f"{slug}-{region.slug}-{node_id:06d}"
         grouped = groupable and per_node == 8 and rng.random() < 0.35
-        group = f"{region.slug}-ib-{node_id // 64}" if grouped else ""
+        group = ""
+        if grouped:  # network groups of up to 32 nodes of one model in one region
+            n = grouped_count[(region.slug, slug)] = grouped_count.get((region.slug, slug), -1) + 1
+            group = f"{region.slug}-{slug}-ib-{n // 32}"
         health = rng.choices(["healthy", "degraded", "unreachable"], [985, 10, 5])[0]
         world.add(
             "catalog_node", node_id, hostname, region.pk, model.pk,
@@ -216,8 +223,8 @@ def _fleet(world, gpus, regions, models, now):
         # A third of the grouped nodes are booked whole as clusters, in blocks of four.
         cluster_block = None
         if grouped and rng.random() < 0.33:
-            cluster_block = (group, block // CLUSTER_BLOCK)
-            block += 1
+            n = block_count[group] = block_count.get(group, -1) + 1
+            cluster_block = (group, n // CLUSTER_BLOCK)
             lanes = (8,)
         nodes.append(
             {"id": node_id, "model": slug, "model_id": model.pk, "gpus": ids, "lanes": lanes,

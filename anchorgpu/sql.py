@@ -5,7 +5,7 @@ time: shipping tens of millions of rows from Python would be the slow part."""
 
 from functools import cache
 
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
 
 # Every table the generator writes, children first: a reset empties them in one statement.
 TABLES = (
@@ -47,13 +47,17 @@ def sequence_reset(table: str) -> str:
 
 @cache
 def table_size(table: str) -> str:
-    """Bytes of a table with its indexes and TOAST, summed over its partitions (a plain
-    table is its own one leaf), and its rows as the last ANALYZE counted them."""
-    return SQL(
-        "SELECT sum(pg_total_relation_size(relid))::bigint,"
-        " sum(greatest(c.reltuples, 0))::bigint"
-        " FROM pg_partition_tree(%s) t JOIN pg_class c ON c.oid = t.relid WHERE t.isleaf"
-    ).as_string()
+    """Bytes of a table with its indexes and TOAST, summed over its partitions where it has
+    them, and its rows as the last ANALYZE counted them."""
+    return (
+        SQL(
+            "SELECT sum(pg_total_relation_size(c.oid))::bigint, sum(greatest(c.reltuples, 0))::bigint"
+            " FROM pg_class c WHERE c.relkind = 'r' AND (c.oid = {table}::regclass"
+            " OR c.oid IN (SELECT relid FROM pg_partition_tree({table}::regclass) WHERE isleaf))"
+        )
+        .format(table=Literal(table))
+        .as_string()
+    )
 
 
 @cache

@@ -9,7 +9,7 @@ sizes run, measured in this one run: the machine is shared, so absolute figures 
 and the ratios are what to read.
 
 BENCH_SCALE_GPUS: a size to add (e.g. 100000) or a comma list that replaces 1000,10000;
-BENCH_SCALE_DAYS (365), BENCH_SCALE_RUNS (7), BENCH_SCALE_HOURLY_DAYS (7).
+BENCH_SCALE_DAYS (365), BENCH_SCALE_RUNS (5), BENCH_SCALE_HOURLY_DAYS (7).
 """
 
 import math
@@ -49,7 +49,7 @@ def _sizes():
 
 
 DAYS = int(os.environ.get("BENCH_SCALE_DAYS", "365"))
-RUNS = int(os.environ.get("BENCH_SCALE_RUNS", "7"))
+RUNS = int(os.environ.get("BENCH_SCALE_RUNS", "5"))
 HOURLY_DAYS = int(os.environ.get("BENCH_SCALE_HOURLY_DAYS", "7"))
 
 CUSTOMER_FIGURES = (
@@ -105,13 +105,13 @@ def _peak_mib(call):
         tracemalloc.stop()
 
 
-def _rolled_back(call):
+def _rolled_back(name, call):
     """Run `call` in a transaction that is rolled back (placement locks rows, writes none)."""
 
     def run(_i):
         try:
             with transaction.atomic():
-                assert call() is not None
+                assert call() is not None, f"{name}: no room"
                 raise _Undo
         except _Undo:
             pass
@@ -135,7 +135,9 @@ def _measure(client, staff_client, generated, gpus):
     acting = acting_as(get_user_model().objects.get(pk=customer_id))
 
     def quote_for_booking():
-        return quote_create(acting=acting, gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1)
+        return quote_create(
+            acting=acting, gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1
+        )
 
     quotes = []
 
@@ -165,13 +167,16 @@ def _measure(client, staff_client, generated, gpus):
         "revenue": (lambda i: _get(staff_client, "/api/v1/usage/revenue/")),
         "metrics": (lambda i: _get(staff_client, "/metrics")),
         "enforcement": (lambda i: allocations_enforce()),
-        "placement_1": _rolled_back(lambda: place_locked(
+        "placement_1": _rolled_back(
+            "placement_1", lambda: place_locked(
             gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=1, starts_at=now,
             ends_at=now + timedelta(days=1))),
-        "placement_8": _rolled_back(lambda: place_locked(
+        "placement_8": _rolled_back(
+            "placement_8", lambda: place_locked(
             gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=8,
             starts_at=now + timedelta(days=40), ends_at=now + timedelta(days=41))),
-        "placement_cluster_4": _rolled_back(lambda: place_cluster_locked(
+        "placement_cluster_4": _rolled_back(
+            "placement_cluster_4", lambda: place_cluster_locked(
             gpu_model=GpuModel.objects.get(slug="h100-sxm"), node_count=4, gpus_per_node=8,
             starts_at=now + timedelta(days=40), ends_at=now + timedelta(days=47))),
     }  # fmt: skip
@@ -216,7 +221,7 @@ def _storage():
     tables = {}
     with connection.cursor() as cursor:
         for table in scale_sql.STORED:
-            cursor.execute(scale_sql.table_size(table), [table])
+            cursor.execute(scale_sql.table_size(table))
             size, rows = cursor.fetchone()
             tables[table] = {"bytes": size or 0, "rows": rows or 0,
                              "bytes_per_row": (size or 0) / rows if rows else None}  # fmt: skip
