@@ -64,7 +64,7 @@ def test_problem_details_follow_the_language(catalog, alice_api):
 def test_statement_csv_is_exact(catalog, alice, client):
     book(alice, model="l4", count=3, period="day", periods=2)
     client.force_login(alice)
-    body = client.get("/statement.csv").content.decode()
+    body = b"".join(client.get("/statement.csv").streaming_content).decode()
     lines = body.strip().splitlines()
     assert lines[0] == "date_utc,kind,description,amount,currency,allocation,net,vat"
     row = lines[1].split(",")

@@ -221,6 +221,6 @@ def test_a_clusters_charge_reads_every_gpu_on_the_statement_csv_and_api(catalog,
     words = "Cluster booking: 2 nodes × 8 H100 SXM (16 GPUs) for 1 day"
     client.force_login(alice)
     assert words in client.get("/statement/").content.decode()
-    assert words in client.get("/statement.csv").content.decode()
+    assert words in b"".join(client.get("/statement.csv").streaming_content).decode()
     api = client.get("/api/v1/ledger/").json()["results"]
     assert [row["description"] for row in api] == [words]

@@ -40,7 +40,7 @@ def _price(model, period, amount, currency):
 
 
 def _csv(response):
-    return list(csv.reader(io.StringIO(response.content.decode())))
+    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
 
 
 def test_each_currency_keeps_its_own_minor_units():

@@ -78,7 +78,7 @@ def test_usage_page_is_for_staff_only(catalog, alice, staff, client):
     assert page.status_code == 403 and "This page is for AnchorGPU staff" in page.content.decode()
     client.force_login(staff)
     assert client.get("/usage/?days=30").status_code == 200
-    csv = client.get("/usage/?csv=by_model").content.decode()
+    csv = b"".join(client.get("/usage/?csv=by_model").streaming_content).decode()
     assert csv.startswith("model,avg_utilisation_pct,gpu_hours")
 
 

@@ -43,7 +43,9 @@ def test_a_date_range_narrows_the_page_its_net_and_the_csv(long_ledger, client, 
     assert len(page.context["entries"]) == 10
     assert page.context["range_net"] == Decimal("10.00")
     assert page.context["balance"] == Decimal("90.24")  # 74 × 1.00 + 13.20 + 3.04 VAT, all time
-    csv = client.get("/statement.csv?since=2026-01-01&until=2026-01-10").content.decode()
+    csv = b"".join(
+        client.get("/statement.csv?since=2026-01-01&until=2026-01-10").streaming_content
+    ).decode()
     assert len(csv.strip().splitlines()) == 11  # header + 10 rows
     backwards = client.get("/statement/?since=2026-02-01&until=2026-01-01")
     assert backwards.status_code == 400
@@ -55,7 +57,7 @@ def test_the_api_filters_the_ledger_by_range_and_kind(long_ledger, alice_api):
     assert alice_api.get("/api/v1/ledger/?kind=refund").json()["count"] == 0
     assert alice_api.get("/api/v1/ledger/?since=2026-13-01").status_code == 400
     csv = alice_api.get("/api/v1/ledger/csv/?since=2026-01-05&until=2026-01-05")
-    assert len(csv.content.decode().strip().splitlines()) == 2
+    assert len(b"".join(csv.streaming_content).decode().strip().splitlines()) == 2
 
 
 def test_staff_filter_every_allocation_by_owner_model_and_node(catalog, alice, bob, staff, client):

@@ -210,7 +210,7 @@ def test_the_dashboard_lists_what_needs_a_look(catalog, alice, staff, client):
         for text in (*labels, f"{node.hostname} #{gpu.index}", "connection refused"):
             assert text in page, (language, text)
         assert f"/allocations/{busy.pk}/" in page  # expiring within 48 hours
-    csv = client.get("/usage/?csv=flags").content.decode()
+    csv = b"".join(client.get("/usage/?csv=flags").streaming_content).decode()
     assert f"{node.hostname},{gpu.index},xid,critical,XID 79" in csv
 
 
@@ -259,6 +259,6 @@ def test_the_fleet_chart_has_a_gap_before_the_fleet_was_first_recorded(catalog, 
 def test_the_node_health_csv_lists_every_node_healthy_too(catalog, client, staff):
     Node.objects.update(health=NodeHealth.HEALTHY)
     client.force_login(staff)
-    rows = client.get("/usage/?csv=nodes").content.decode().splitlines()
+    rows = b"".join(client.get("/usage/?csv=nodes").streaming_content).decode().splitlines()
     assert rows[0].startswith("hostname,region,model,health")
     assert len(rows) - 1 == Node.objects.count() and all(",healthy," in r for r in rows[1:])

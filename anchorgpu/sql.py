@@ -1,0 +1,139 @@
+"""The scale generator's SQL (anchorgpu/scale.py): it writes every app's tables, so it lives
+in the top layer. Telemetry's bulk (rollups, samples, polls, fleet rollups) is computed by
+the database from generate_series, with deterministic values hashed from the GPU id and the
+time: shipping tens of millions of rows from Python would be the slow part."""
+
+from functools import cache
+
+from psycopg.sql import SQL, Identifier, Literal
+
+# Every table the generator writes, children first: a reset empties them in one statement.
+TABLES = (
+    "rentals_notice", "rentals_ledgerentry", "rentals_allocationevent", "rentals_allocationkey",
+    "rentals_allocationgpu", "rentals_impairedspan", "rentals_allocation", "rentals_cluster",
+    "rentals_quoteline", "rentals_quote", "rentals_idempotencykey", "telemetry_flag",
+    "telemetry_gpurollup", "telemetry_fleetrollup", "telemetry_fleetsize", "telemetry_poll",
+    "telemetry_gpusample", "catalog_gpu", "catalog_node", "accounts_membership",
+    "accounts_team",
+)  # fmt: skip
+
+# What storage per row is measured on (docs/operations.md).
+STORED = (
+    "rentals_allocation", "rentals_allocationgpu", "rentals_allocationevent", "rentals_quote",
+    "rentals_quoteline", "rentals_ledgerentry", "rentals_notice", "rentals_cluster",
+    "telemetry_gpurollup", "telemetry_fleetrollup", "telemetry_gpusample", "telemetry_poll",
+    "telemetry_flag", "catalog_node", "catalog_gpu", "accounts_team", "auth_user",
+)  # fmt: skip
+
+
+@cache
+def truncate(tables: tuple[str, ...]) -> str:
+    return (
+        SQL("TRUNCATE {} RESTART IDENTITY CASCADE")
+        .format(SQL(", ").join(map(Identifier, tables)))
+        .as_string()
+    )
+
+
+@cache
+def sequence_reset(table: str) -> str:
+    """The id sequence past the ids the generator chose itself."""
+    return (
+        SQL("SELECT setval(pg_get_serial_sequence(%s, 'id'), (SELECT coalesce(max(id), 0) + 1 FROM {}), false)")
+        .format(Identifier(table))
+        .as_string()
+    )  # fmt: skip
+
+
+@cache
+def table_size(table: str) -> str:
+    """Bytes of a table with its indexes and TOAST, summed over its partitions where it has
+    them, and its rows as the last ANALYZE counted them."""
+    return (
+        SQL(
+            "SELECT sum(pg_total_relation_size(c.oid))::bigint, sum(greatest(c.reltuples, 0))::bigint"
+            " FROM pg_class c WHERE c.relkind = 'r' AND (c.oid = {table}::regclass"
+            " OR c.oid IN (SELECT relid FROM pg_partition_tree({table}::regclass) WHERE isleaf))"
+        )
+        .format(table=Literal(table))
+        .as_string()
+    )
+
+
+@cache
+def analyze(table: str) -> str:
+    return SQL("ANALYZE {}").format(Identifier(table)).as_string()
+
+
+# A GPU's busy level: a stable share per GPU (hashed from its id) that moves with the hour
+# of the day; a few GPUs idle. `h` is the bucket's time, `g` the GPU row.
+_UTIL = """least(100, greatest(0,
+        ((g.id * 2654435761) %% 97)::float8
+        + 10 * sin(extract(epoch FROM h) / 13751.0 + g.id)
+    ))"""
+
+# Hour and day rollups for every GPU of the fleet over [from, until).
+ROLLUPS_FILL = (
+    SQL(
+        """
+INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
+    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j,
+    covered_s, busy_s)
+SELECT g.id, %(bucket)s, h, %(samples)s, u.util, least(100, u.util + 12), 60000, 81559,
+       80 + 6 * u.util, 45 + u.util / 3, (80 + 6 * u.util) * %(seconds)s, %(seconds)s,
+       CASE WHEN u.util > %(threshold)s THEN %(seconds)s ELSE 0 END
+FROM catalog_gpu g
+CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
+CROSS JOIN LATERAL (SELECT {util} AS util) u
+"""
+    )
+    .format(util=SQL(_UTIL))
+    .as_string()
+)
+
+# Raw samples every poll interval over [from, until), as the poller stores them.
+SAMPLES_FILL = (
+    SQL(
+        """
+INSERT INTO telemetry_gpusample (gpu_id, at, utilization, memory_used_mib, memory_total_mib,
+    power_w, temperature_c, energy_j, xid)
+SELECT g.id, h, u.util, 60000, 81559, 80 + 6 * u.util, 45 + u.util / 3,
+       extract(epoch FROM h - %(from)s) * (80 + 6 * u.util), NULL
+FROM catalog_gpu g
+CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
+CROSS JOIN LATERAL (SELECT {util} AS util) u
+"""
+    )
+    .format(util=SQL(_UTIL))
+    .as_string()
+)
+
+# One poll per node per interval over [from, until), every one answered.
+POLLS_FILL = """
+INSERT INTO telemetry_poll (node_id, at, duration_ms, outcome, error, gpus_seen)
+SELECT n.id, h, 40 + n.id %% 60, %(outcome)s, '', n.gpu_count
+FROM catalog_node n
+CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
+"""
+
+# The fleet rollups per GPU model and region for every bucket of [from, until): what the
+# staff dashboard's long ranges read (for the years the per-GPU hours were not generated).
+FLEET_FILL = """
+INSERT INTO telemetry_fleetrollup (bucket, at, gpu_model_id, region_id, gpus, busy_gpus,
+    samples, util_sum, util_samples, covered_s, busy_s, energy_j)
+SELECT %(bucket)s, h, f.gpu_model_id, f.region_id, f.gpus,
+       (f.gpus * (0.55 + 0.2 * sin(extract(epoch FROM h) / 13751.0)))::int,
+       f.gpus * %(samples)s, f.gpus * %(samples)s * 48.0, f.gpus * %(samples)s,
+       f.gpus * %(seconds)s, f.gpus * %(seconds)s * 0.6, f.gpus * 300.0 * %(seconds)s
+FROM (SELECT n.gpu_model_id, n.region_id, count(*) AS gpus
+      FROM catalog_gpu g JOIN catalog_node n ON n.id = g.node_id
+      GROUP BY n.gpu_model_id, n.region_id) f
+CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
+"""
+
+# The fleet's size per hour (`FleetSize`): the dashboard's "total" line.
+FLEET_SIZE_FILL = """
+INSERT INTO telemetry_fleetsize (at, gpus, reporting)
+SELECT h, (SELECT count(*) FROM catalog_gpu), (SELECT count(*) FROM catalog_gpu)
+FROM generate_series(%(from)s, %(until)s, interval '1 hour') AS h
+"""

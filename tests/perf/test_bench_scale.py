@@ -1,0 +1,271 @@
+"""A year of business at 1k and 10k GPUs (and 100k with BENCH_SCALE_GPUS=100000): what
+customers, staff and workers wait for, and how it grows (issue 32).
+
+Each size is generated afresh (`anchorgpu.scale.generate_scale`, the same as
+`manage.py generate_scale`), then every figure is timed through Django's test client (the
+web process is this one: its peak is the Python memory tracemalloc saw during one request,
+on a separate pass so the timings run without it). Growth ratios compare the two largest
+sizes run, measured in this one run: the machine is shared, so absolute figures are noisy
+and the ratios are what to read.
+
+BENCH_SCALE_GPUS: a size to add (e.g. 100000) or a comma list that replaces 1000,10000;
+BENCH_SCALE_DAYS (365), BENCH_SCALE_RUNS (5), BENCH_SCALE_HOURLY_DAYS (7).
+"""
+
+import math
+import os
+import statistics
+import time
+import tracemalloc
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.test import Client
+
+from accounts.access import acting_as
+from anchorgpu import sql as scale_sql
+from anchorgpu.scale import CUSTOMER, STAFF, generate_scale
+from catalog.models import GpuModel
+from core.db import db_now
+from rentals.models import Allocation, AllocationState
+from rentals.placement import place_cluster_locked, place_locked
+from rentals.services import allocations_enforce, quote_create
+from telemetry.rollup import telemetry_prune, telemetry_rollup
+from tests.perf.conftest import report, target
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _sizes():
+    extra = os.environ.get("BENCH_SCALE_GPUS", "")
+    if "," in extra:
+        return sorted(int(s) for s in extra.split(",") if s)
+    return sorted({1000, 10000, *([int(extra)] if extra else [])})
+
+
+DAYS = int(os.environ.get("BENCH_SCALE_DAYS", "365"))
+RUNS = int(os.environ.get("BENCH_SCALE_RUNS", "5"))
+HOURLY_DAYS = int(os.environ.get("BENCH_SCALE_HOURLY_DAYS", "7"))
+
+CUSTOMER_FIGURES = (
+    "catalog", "availability", "book_page", "quote", "booking", "allocation_page",
+    "allocation_charts", "allocation_list", "allocation_list_last_page", "statement",
+    "statement_last_page", "statement_csv",
+)  # fmt: skip
+STAFF_FIGURES = (
+    "dashboard_7d", "dashboard_90d", "flags", "nodes", "booked_ahead", "revenue", "metrics",
+)  # fmt: skip
+WORKER_FIGURES = (
+    "enforcement", "hourly_rollup", "retention", "placement_1", "placement_8",
+    "placement_cluster_4",
+)  # fmt: skip
+# Naturally per fleet (the issue): their growth may follow the fleet's, within a budget.
+PER_FLEET = {"dashboard_7d": 150, "dashboard_90d": 150, "metrics": 1000,
+             "hourly_rollup": 60_000, "retention": 60_000}  # fmt: skip
+BUDGET = {"enforcement": 1000}
+
+
+def _pcts(times):
+    times = sorted(times)
+    return statistics.median(times), times[max(0, math.ceil(len(times) * 0.95) - 1)]
+
+
+def _get(client, url, **extra):
+    response = client.get(url, **extra)
+    assert response.status_code == 200, (url, response.status_code)
+    if response.streaming:
+        size = sum(len(chunk) for chunk in response.streaming_content)
+    else:
+        size = len(response.content)
+    return size
+
+
+def _timed(call, runs=RUNS, before=None):
+    times = []
+    for i in range(runs):
+        if before:
+            before()
+        started = time.perf_counter()
+        call(i)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def _peak_mib(call):
+    tracemalloc.start()
+    try:
+        call(10_000)
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def _rolled_back(name, call):
+    """Run `call` in a transaction that is rolled back (placement locks rows, writes none)."""
+
+    def run(_i):
+        try:
+            with transaction.atomic():
+                assert call() is not None, f"{name}: no room"
+                raise _Undo
+        except _Undo:
+            pass
+
+    return run
+
+
+class _Undo(Exception):
+    pass
+
+
+def _measure(client, staff_client, generated, gpus):
+    now = db_now()
+    customer_id = generated["customer"]
+    figures = {}
+    mine = Allocation.objects.filter(
+        user_id=customer_id, state=AllocationState.RUNNING, cluster__isnull=True
+    ).order_by("id")
+    detail = mine.first()
+    assert detail is not None
+    acting = acting_as(get_user_model().objects.get(pk=customer_id))
+
+    def quote_for_booking():
+        return quote_create(
+            acting=acting, gpu_model="h100-sxm", gpu_count=1, period="day", period_count=1
+        )
+
+    quotes = []
+
+    calls = {
+        "catalog": (lambda i: _get(client, "/")),
+        "availability": (lambda i: _get(
+            client, "/api/v1/availability/?gpu_model=h100-sxm&gpu_count=8&period=week")),
+        "book_page": (lambda i: _get(client, "/book/h100-sxm/")),
+        "quote": (lambda i: client.post(
+            "/api/v1/quotes/", {"gpu_model": "h100-sxm", "gpu_count": 1, "period": "day",
+                                "period_count": 1}, content_type="application/json")),
+        "booking": (lambda i: client.post(
+            "/api/v1/bookings/", {"quote": str(quotes.pop())}, content_type="application/json",
+            headers={"Idempotency-Key": str(uuid.uuid4())})),
+        "allocation_page": (lambda i: _get(client, f"/allocations/{detail.pk}/")),
+        "allocation_charts": (lambda i: _get(client, f"/allocations/{detail.pk}/telemetry.json")),
+        "allocation_list": (lambda i: _get(client, "/allocations/")),
+        "allocation_list_last_page": (lambda i: _get(client, "/allocations/?page=999999")),
+        "statement": (lambda i: _get(client, "/statement/")),
+        "statement_last_page": (lambda i: _get(client, "/statement/?page=999999")),
+        "statement_csv": (lambda i: _get(client, "/statement.csv")),
+        "dashboard_7d": (lambda i: _get(staff_client, "/usage/?days=7")),
+        "dashboard_90d": (lambda i: _get(staff_client, "/usage/?days=90")),
+        "flags": (lambda i: _get(staff_client, "/flags/")),
+        "nodes": (lambda i: _get(staff_client, "/api/v1/nodes/")),
+        "booked_ahead": (lambda i: _get(staff_client, "/api/v1/usage/booked-ahead/")),
+        "revenue": (lambda i: _get(staff_client, "/api/v1/usage/revenue/")),
+        "metrics": (lambda i: _get(staff_client, "/metrics")),
+        "enforcement": (lambda i: allocations_enforce()),
+        "placement_1": _rolled_back(
+            "placement_1", lambda: place_locked(
+            gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=1, starts_at=now,
+            ends_at=now + timedelta(days=1))),
+        "placement_8": _rolled_back(
+            "placement_8", lambda: place_locked(
+            gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=8,
+            starts_at=now + timedelta(days=40), ends_at=now + timedelta(days=41))),
+        "placement_cluster_4": _rolled_back(
+            "placement_cluster_4", lambda: place_cluster_locked(
+            gpu_model=GpuModel.objects.get(slug="h100-sxm"), node_count=4, gpus_per_node=8,
+            starts_at=now + timedelta(days=40), ends_at=now + timedelta(days=47))),
+    }  # fmt: skip
+    for name, call in calls.items():
+        before = None
+        if name.startswith("dashboard"):
+            before = cache.clear
+        if name == "booking":
+            quotes[:] = [quote_for_booking().pk for _ in range(RUNS + 1)]
+        checked = call
+        call(0)  # warm: the first request of a kind compiles templates, fills caches
+        if name == "booking":
+            quotes.append(quote_for_booking().pk)
+        if before:
+            before()
+        peak = _peak_mib(checked)
+        if name == "booking":
+            quotes[:] = [quote_for_booking().pk for _ in range(RUNS)]
+        p50, p95 = _pcts(_timed(checked, before=before))
+        figures[name] = {"p50_ms": p50, "p95_ms": p95, "peak_mib": peak}
+    # The workers that change the world, once each, last.
+    started = time.perf_counter()
+    counts = telemetry_rollup()
+    rollup = (time.perf_counter() - started) * 1000
+    figures["hourly_rollup"] = {"p50_ms": rollup, "p95_ms": rollup, "peak_mib": None,
+                                "rows": counts.get("minute")}  # fmt: skip
+    conf = settings.ANCHORGPU
+    old = conf["ROLLUP_RETENTION"]
+    conf["ROLLUP_RETENTION"] = timedelta(days=DAYS - 1)  # one day of rollups falls out
+    try:
+        started = time.perf_counter()
+        pruned = telemetry_prune()
+        retention = (time.perf_counter() - started) * 1000
+    finally:
+        conf["ROLLUP_RETENTION"] = old
+    figures["retention"] = {"p50_ms": retention, "p95_ms": retention, "peak_mib": None,
+                            "rows": pruned.get("rollups")}  # fmt: skip
+    return figures
+
+
+def _storage():
+    tables = {}
+    with connection.cursor() as cursor:
+        for table in scale_sql.STORED:
+            cursor.execute(scale_sql.table_size(table))
+            size, rows = cursor.fetchone()
+            tables[table] = {"bytes": size or 0, "rows": rows or 0,
+                             "bytes_per_row": (size or 0) / rows if rows else None}  # fmt: skip
+    return tables
+
+
+def test_a_year_of_business_at_scale(client, django_user_model):
+    sizes = _sizes()
+    results, storage, generation = {}, {}, {}
+    for gpus in sizes:
+        started = time.perf_counter()
+        generated = generate_scale(gpus=gpus, days=DAYS, hourly_days=HOURLY_DAYS, reset=True,
+                                   log=lambda line: None)  # fmt: skip
+        generation[gpus] = time.perf_counter() - started
+        storage[gpus] = _storage()
+        client.force_login(django_user_model.objects.get(username=CUSTOMER))
+        staff_client = Client()
+        staff_client.force_login(django_user_model.objects.get(username=STAFF))
+        results[gpus] = _measure(client, staff_client, generated, gpus)
+        report(
+            f"scale: {gpus} GPUs × {DAYS} days, generated in {generation[gpus]:.0f} s "
+            f"({generated['rows']['rentals_allocation']} allocations, "
+            f"{generated['rows']['rentals_ledgerentry']} ledger rows)",
+            results[gpus],
+        )
+    report("storage per table at the largest size", storage[sizes[-1]])
+    top, below = sizes[-1], (sizes[-2] if len(sizes) > 1 else None)
+    rows = {}
+    for name in (*CUSTOMER_FIGURES, *STAFF_FIGURES, *WORKER_FIGURES):
+        figure = results[top][name]
+        growth = figure["p50_ms"] / results[below][name]["p50_ms"] if below else None
+        rows[name] = {
+            **{f"{g}_p50_ms": results[g][name]["p50_ms"] for g in sizes},
+            f"{top}_p95_ms": figure["p95_ms"], "growth": growth,
+            "peak_mib": figure["peak_mib"],
+        }  # fmt: skip
+        budget = 50 if name in CUSTOMER_FIGURES else PER_FLEET.get(name) or BUDGET.get(name)
+        if budget is not None:
+            target(f"scale_{name}_p50_ms", figure["p50_ms"], at_most=budget, unit=" ms")
+        else:
+            print(f"   scale_{name}_p50_ms: {figure['p50_ms']:.3g} ms (no budget)")
+        if growth is not None:
+            bound = top / below if name in PER_FLEET else 1.5
+            target(f"scale_{name}_growth", growth, at_most=bound, unit="×")
+    csv = [results[g]["statement_csv"]["peak_mib"] for g in sizes]
+    target("scale_statement_csv_peak_mib", csv[-1], at_most=64, unit=" MiB")
+    report(f"scale: p50 at {sizes}, p95 at {top}, growth {below}→{top}", rows)
