@@ -9,8 +9,8 @@ from rentals.signals import ledger_entries_recorded
 
 
 @receiver(ledger_entries_recorded)
-def _ledger_entries(sender, entry_ids, **kwargs):
-    issued = invoices_issue(entry_ids=entry_ids)
+def _ledger_entries(sender, entry_ids, charges_only=False, **kwargs):
+    issued = invoices_issue(entry_ids=entry_ids, charges_only=charges_only)
     if issued and ksef_enabled():
         ksef_queue(invoice_ids=issued)
         transaction.on_commit(lambda: [ksef_submit_task.delay(pk) for pk in issued])

@@ -43,15 +43,16 @@ def seller_is_polish() -> bool:
     return settings.ANCHORGPU["SELLER"]["COUNTRY"] == "PL"
 
 
-def invoices_issue(*, entry_ids: list[int]) -> list[int]:
+def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[int]:
     """Issue the documents these ledger rows call for (an invoice per charge, credit notes
     for refunds and credits), inside the caller's transaction; their ids. Declares no
-    transaction: it commits or rolls back with the ledger rows."""
+    transaction: it commits or rolls back with the ledger rows. `charges_only`: the rows are
+    all charges (a booking's, an extension's), issued by the smaller statement."""
     if not entry_ids:
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.ISSUE,
+            sql.ISSUE_CHARGES if charges_only else sql.ISSUE,
             {
                 "entries": list(entry_ids),
                 "tz": settings.INVOICES["TIME_ZONE"],

@@ -13,5 +13,6 @@ allocation_events_recorded = Signal()
 # notice_ids: [Notice pk] of expiry warnings just recorded
 allocation_notices_recorded = Signal()
 # entry_ids: [LedgerEntry pk] of charges, refunds and credits just recorded (the invoices'
-# cue); sent as the last write of its transaction where it can be
+# cue), charges_only: whether all are charges; sent as the last write of its transaction
+# where it can be
 ledger_entries_recorded = Signal()

@@ -388,7 +388,7 @@ def _extension_write(acting, members: list[Allocation], quote: Quote, now) -> No
         at=now,
     )
     receipt_record(allocation=lead, quote=quote, kind=NoticeKind.EXTENDED, at=now)
-    ledger_announce([charge.pk])
+    ledger_announce([charge.pk], charges_only=True)
 
 
 def _cluster_first(cluster: Cluster) -> Allocation:

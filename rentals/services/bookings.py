@@ -87,7 +87,7 @@ def allocation_book(
     allocation_keys_attach(allocations=allocations, keys=keys)
     bump(CATALOG)  # GPUs free now changed for the catalog list
     events_announce(_as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now))
-    ledger_announce([charge_id])  # last: an invoice's number is held until the commit
+    ledger_announce([charge_id], charges_only=True)  # last: its invoice number is locked
     lead = allocations[0]
     receipt_mail(
         _as_written(

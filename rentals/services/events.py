@@ -42,12 +42,15 @@ def events_announce(events: list[AllocationEvent]) -> None:
     )
 
 
-def ledger_announce(entry_ids: list[int]) -> None:
-    """Tell the listeners (invoices) of ledger rows just written: charges, refunds, credits.
-    Called as the transaction's last write where it can be, so that an invoice number a
-    listener takes is held only until the commit."""
+def ledger_announce(entry_ids: list[int], *, charges_only: bool = False) -> None:
+    """Tell the listeners (invoices) of ledger rows just written: charges, refunds, credits
+    (`charges_only` where the caller knows they are all charges). Called as the
+    transaction's last write where it can be, so that an invoice number a listener takes is
+    held only until the commit."""
     if entry_ids:
-        ledger_entries_recorded.send(sender=LedgerEntry, entry_ids=list(entry_ids))
+        ledger_entries_recorded.send(
+            sender=LedgerEntry, entry_ids=list(entry_ids), charges_only=charges_only
+        )
 
 
 def raise_if_lost_race(exc, final: NoCapacity | None = None) -> None:
