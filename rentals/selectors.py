@@ -1,6 +1,7 @@
 """Reads of rentals, each for an acting person and team (accounts.access): what they may
 see and act on, quotes, the ledger; and a person's notices."""
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
@@ -249,19 +250,25 @@ STATEMENT_HEADER = [
 ]  # fmt: skip
 
 
-def statement_rows(*, acting: Acting, filters: dict | None = None):
-    """The statement as CSV rows: refunds negative, so a column sum is the net charged."""
-    for entry in ledger_entries(acting=acting, filters=filters).iterator():
-        yield [
-            entry.at.isoformat(),
-            entry.kind,
-            ledger_entry_text(entry),
-            entry.signed_amount,
-            entry.currency,
-            entry.allocation_id,
-            entry.signed_net,
-            entry.signed_vat,
-        ]
+def statement_rows(*, acting: Acting, filters: dict | None = None) -> Iterator[list]:
+    """The statement as CSV rows: refunds negative, so a column sum is the net charged. The
+    role is checked here, before the first row streams (a refusal after the status line had
+    gone out would be a 200)."""
+    entries = ledger_entries(acting=acting, filters=filters)
+    return (_statement_row(entry) for entry in entries.iterator())
+
+
+def _statement_row(entry: LedgerEntry) -> list:
+    return [
+        entry.at.isoformat(),
+        entry.kind,
+        ledger_entry_text(entry),
+        entry.signed_amount,
+        entry.currency,
+        entry.allocation_id,
+        entry.signed_net,
+        entry.signed_vat,
+    ]
 
 
 def _with_facts(notices):

@@ -27,9 +27,16 @@ def generated(tmp_path):
     path = tmp_path / "schema.json"
     path.write_text(json.dumps(schema))
     output = tmp_path / "anchorgpu_client"
+    # The invoices' files are documented as what they are (application/pdf, /xml, /zip);
+    # the generator reads binary bodies as application/octet-stream, told so by its config.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"content_type_overrides": {
+        t: "application/octet-stream"
+        for t in ("application/pdf", "application/xml", "application/zip")
+    }}))  # fmt: skip
     run = subprocess.run(
         [BIN / "openapi-python-client", "generate", "--path", path, "--meta", "none",
-         "--output-path", output],
+         "--output-path", output, "--config", config],
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
     )  # fmt: skip
