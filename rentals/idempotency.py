@@ -10,6 +10,7 @@ tells a concurrent duplicate apart (409) without blocking it.
 import functools
 import hashlib
 import json
+import time
 import uuid
 from datetime import datetime
 
@@ -110,6 +111,11 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
     return response
 
 
+# A page waits up to PAGE_IN_FLIGHT_WAITS × PAGE_IN_FLIGHT_PAUSE seconds for the first
+# request with its key before it says the purchase is being processed.
+PAGE_IN_FLIGHT_WAITS, PAGE_IN_FLIGHT_PAUSE = 20, 0.25
+
+
 def _in_flight() -> KeyInFlight:
     return KeyInFlight(_("The first request with this key is still running; retry shortly."))
 
@@ -127,12 +133,24 @@ def idempotent(view=None, *, refused=None):
 
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
-        try:
-            return _answer(view, args, kwargs)
-        except DomainError as exc:
-            if refused is None:
-                raise
-            return refused(args[0], exc, **kwargs)
+        # A page's duplicate in flight is a double click: wait a moment for the first to
+        # finish and show what it did. The API answers 409 at once (the client retries).
+        waits = 0 if isinstance(args[0], APIView) else PAGE_IN_FLIGHT_WAITS
+        while True:
+            try:
+                return _answer(view, args, kwargs)
+            except KeyInFlight as exc:
+                if waits > 0:
+                    waits -= 1
+                    time.sleep(PAGE_IN_FLIGHT_PAUSE)
+                    continue
+                if refused is None:
+                    raise
+                return refused(args[0], exc, **kwargs)
+            except DomainError as exc:
+                if refused is None:
+                    raise
+                return refused(args[0], exc, **kwargs)
 
     return wrapper
 
