@@ -66,6 +66,7 @@ def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[
                 "refund": LedgerKind.REFUND,
                 "credit": LedgerKind.CREDIT,
                 "booking": LedgerReason.BOOKING,
+                "extension": LedgerReason.EXTENSION,
                 "pln": "PLN",
                 "from_quote": sql.FROM_QUOTE,
                 "mirrored": sql.MIRRORED,

@@ -67,14 +67,20 @@ _CREDITED_DOCS = SQL(
            i.pln_rate, i.pln_rate_on, i.pln_rate_table
     FROM entry e
     CROSS JOIN LATERAL (
+        -- The invoice of the charge that paid for the time the span starts in: an
+        -- extension's where it starts inside one's window, else the booking's (a cluster's,
+        -- for a node of a cluster).
         SELECT i.* FROM rentals_allocation a
         JOIN rentals_allocation ca
           ON ca.id = a.id OR (a.cluster_id IS NOT NULL AND ca.cluster_id = a.cluster_id)
-        JOIN rentals_ledgerentry c
-          ON c.allocation_id = ca.id AND c.kind = %(charge)s AND c.reason = %(booking)s
+        JOIN rentals_ledgerentry c ON c.allocation_id = ca.id AND c.kind = %(charge)s
+        JOIN rentals_quote q ON q.id = c.quote_id
         JOIN invoices_invoice i ON i.ledger_entry_id = c.id AND i.kind = %(invoice)s
+        LEFT JOIN rentals_impairedspan s ON s.id = e.impaired_span_id
         WHERE a.id = e.allocation_id
-        ORDER BY (ca.id = a.id) DESC, c.id
+        ORDER BY (c.reason = %(extension)s AND s.started_at >= q.paid_from
+                  AND s.started_at < q.paid_until) DESC,
+                 (c.reason = %(booking)s) DESC, (ca.id = a.id) DESC, c.id
         LIMIT 1
     ) i
     WHERE e.kind = %(credit)s

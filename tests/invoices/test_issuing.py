@@ -13,9 +13,12 @@ from django.utils import timezone
 
 from accounts.access import acting_as
 from invoices.models import Invoice, InvoiceCounter, InvoiceKind
-from rentals.models import LedgerEntry, LedgerKind
+from rentals.models import ImpairedSpan, LedgerEntry, LedgerKind
 from rentals.services import allocation_book, allocation_cancel, allocation_extend, quote_create
+from rentals.services.credits import credit_note_issue
 from rentals.signals import ledger_entries_recorded
+from tests.rentals.helpers import book
+from tests.rentals.provider import operator
 
 
 class Refused(Exception):
@@ -96,6 +99,28 @@ def test_a_refund_of_booking_and_extension_gives_two_credit_notes_that_mirror_th
         ]
     refund = LedgerEntry.objects.get(kind=LedgerKind.REFUND)
     assert -sum(c.gross for c in credits) == refund.amount
+
+
+@pytest.mark.django_db
+def test_a_credit_for_time_in_an_extension_corrects_the_extension_s_invoice(catalog, alice):
+    acting = acting_as(alice)
+    allocation = book(alice, model="h100", count=1, period="day")
+    allocation = allocation_extend(acting=acting, allocation=allocation, period_count=1)
+    booking_invoice, extension_invoice = Invoice.objects.filter(kind=InvoiceKind.INVOICE).order_by(
+        "number"
+    )
+    start = allocation.paid_until - timedelta(hours=10)  # inside the extension's day
+    ImpairedSpan.objects.create(
+        allocation=allocation, started_at=start, ended_at=start + timedelta(hours=2),
+        gpus=[h.gpu_id for h in allocation.current_holdings],
+    )  # fmt: skip
+
+    credit_note_issue(operator=operator(), allocation_id=allocation.pk)
+
+    note = Invoice.objects.get(kind=InvoiceKind.CREDIT_NOTE)
+    assert note.corrects_id == extension_invoice.pk != booking_invoice.pk
+    credit = LedgerEntry.objects.get(kind=LedgerKind.CREDIT)
+    assert (note.net, note.vat, note.gross) == (-credit.net, -credit.vat, -credit.amount)
 
 
 @pytest.mark.django_db
