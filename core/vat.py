@@ -96,10 +96,3 @@ def vat_split(nets: list[Decimal], rate: Decimal, currency: str) -> tuple[list[D
     for i in by_remainder[: max(left, 0)]:
         shares[i] += unit
     return shares, total
-
-
-def net_of_gross(gross: Decimal, rate: Decimal, currency: str) -> tuple[Decimal, Decimal]:
-    """(net, VAT) of a gross amount at `rate`, VAT rounded half up and net the rest: what a
-    refund or credit of part of a gross charge splits into."""
-    vat = (Decimal(gross) * rate / (1 + rate)).quantize(_unit(currency), ROUND_HALF_UP)
-    return Decimal(gross) - vat, vat
