@@ -18,6 +18,7 @@ from core.sealed import unseal
 from rentals import selectors
 from rentals.models import IdempotencyKey, Quote
 from telemetry.models import Flag, FleetSize, GpuRollup, GpuSample, Poll
+from tests import dbtemplate
 from webhooks.models import WebhookEndpoint
 
 # The last migrations before telemetry and accounts became apps of their own.
@@ -42,15 +43,21 @@ def old_layout(transactional_db):
 
 
 def _models_at(targets):
-    """Migrate back to `targets`, yield the models as they were there, and migrate forward
-    to the latest afterwards."""
+    """The database at `targets`, and the models as they were there; afterwards a fresh copy
+    of the template. An old state is reached the cheaper way: unapplying what came after
+    it, or, when that is more than a quarter of the project, from an empty database
+    migrated forward to it (Django renders the project's state before each migration it
+    unapplies: 34 unapplied took 80 s, the 24 that lead there from nothing 6 s)."""
     executor = MigrationExecutor(connection)
+    if 4 * len(executor.migration_plan(targets)) > len(executor.loader.graph.nodes):
+        dbtemplate.test_database_recreate(empty=True)
+        executor = MigrationExecutor(connection)
     try:
         executor.migrate(targets)
         executor.loader.build_graph()
         yield executor.loader.project_state([t for t in targets if t[1]]).apps
     finally:
-        _migrate_to_latest()
+        dbtemplate.test_database_recreate()
 
 
 def _migrate_to_latest():
