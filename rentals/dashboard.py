@@ -42,16 +42,12 @@ def step_for(days: float) -> timedelta:
 
 
 @reporting_reads()
-def fleet_over_time(
-    *, start: datetime, end: datetime, step: timedelta, rolled_only: bool = False
-) -> list[dict]:
+def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[dict]:
     """Per step: the fleet's size as recorded then and the fewest of its GPUs whose
     telemetry answered a round (both None where nothing was recorded), GPUs allocated, and
     GPUs busy (average utilisation over the threshold, so at most those answering); all
     four None in a step before the fleet's first record with nothing in it (a gap). Steps
-    the rollups have not closed yet, the current one included, are read live; with
-    `rolled_only` their busy is None (not known yet: the staff page, which reads no raw
-    samples of the whole fleet, says up to when busy is drawn)."""
+    the rollups have not closed yet, the current one included, are read live."""
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
     with reads_cursor() as cursor:
         cursor.execute(
@@ -63,9 +59,7 @@ def fleet_over_time(
     rolled = rolled_until(bucket, FleetRollup) or start
     for h in allocated:
         if h + step > rolled:
-            busy[h] = (
-                None if rolled_only else busy_gpus(start=max(h, start), end=min(h + step, end))
-            )
+            busy[h] = busy_gpus(start=max(h, start), end=min(h + step, end))
     sizes = fleet_sizes(start=min(allocated, default=start), end=end, step=step)
     began = FleetSize.objects.aggregate(first=Min("at"))["first"]  # the first record ever
     rows = []
@@ -173,16 +167,12 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "allocated_now": allocated_now,
         "busy_now": busy_now,
         "reporting_now": reporting_now,
-        "over_time": fleet_over_time(start=start, end=now, step=step, rolled_only=True),
+        "over_time": fleet_over_time(start=start, end=now, step=step),
         "by_model": by_model,
         "by_region": by_region,
-        # What the telemetry figures cover: the rolled-up hours and days (None: none yet).
+        # What use by model and region covers: the rolled-up hours and days (None: none).
         "use_from": use_span and use_span[0],
         "use_until": use_span and use_span[1],
-        "busy_until": rolled_until(
-            GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY,
-            FleetRollup,
-        ),
         "stopped_gpu_hours": round(float(stopped_hours), 1),
         "impaired_gpu_hours": round(float(impaired_hours), 1),
         "idle_allocations": idle_allocations(now=now),
