@@ -18,12 +18,13 @@ from core.money import quantize
 from core.words import in_language
 from rentals import sql
 from rentals.models import AllocationState, LedgerKind
-from telemetry.models import FleetRollup, FleetSize, GpuRollup, RollupBucket
+from telemetry.models import FleetRollup, FleetSize, GpuRollup
 from telemetry.selectors import (
     busy_gpus,
     fleet_busy_by_bucket,
     fleet_sizes,
     fleet_totals_by_group,
+    fleet_totals_rolled,
     open_flag_rows,
     rolled_until,
 )
@@ -107,7 +108,11 @@ def booked_ahead(*, now: datetime) -> list[dict]:
     with reads_cursor() as cursor:
         cursor.execute(
             sql.BOOKED_AHEAD,
-            {"unit": RollupBucket.DAY, "day0": day0, "day_n": day0 + timedelta(days=30)},
+            {
+                "day0": day0,
+                "day_n": day0 + timedelta(days=30),
+                "days": [day0 + timedelta(days=i) for i in range(30)],
+            },  # fmt: skip
         )
         heat = {(model_id, day): float(v) for model_id, day, v in cursor.fetchall()}
     rows = []
@@ -150,7 +155,8 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         (total, allocated_now, busy_now, reporting_now, stopped_hours, impaired_hours,
          health) = cursor.fetchone()  # fmt: skip
     health = health or {}
-    by_model, by_region = use_by_model_and_region(start=start, end=now)
+    by_model, by_region, use_span = use_by_model_and_region(start=start, end=now, rolled_only=True)
+    step = step_for(days)
     charges, refunds = revenue(start=start, end=now)
     troubled = node_health(skip=[NodeHealth.HEALTHY], limit=100)
     heatmap = booked_ahead(now=now)
@@ -161,9 +167,12 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "allocated_now": allocated_now,
         "busy_now": busy_now,
         "reporting_now": reporting_now,
-        "over_time": fleet_over_time(start=start, end=now, step=step_for(days)),
+        "over_time": fleet_over_time(start=start, end=now, step=step),
         "by_model": by_model,
         "by_region": by_region,
+        # What use by model and region covers: the rolled-up hours and days (None: none).
+        "use_from": use_span and use_span[0],
+        "use_until": use_span and use_span[1],
         "stopped_gpu_hours": round(float(stopped_hours), 1),
         "impaired_gpu_hours": round(float(impaired_hours), 1),
         "idle_allocations": idle_allocations(now=now),
@@ -195,10 +204,14 @@ def fleet_dashboard_cached(*, days: int, now: datetime | None = None) -> dict:
 
 
 @reporting_reads()
-def use_by_model_and_region(*, start, end):
+def use_by_model_and_region(*, start, end, rolled_only: bool = False):
     """Average utilisation and GPU-hours seen per model and per region, the live part
-    included."""
-    per_group = fleet_totals_by_group(start=start, end=end)
+    included. With `rolled_only`: from the fleet rollups alone, and with the span they
+    cover as a third value (`telemetry.selectors.fleet_totals_rolled`)."""
+    if rolled_only:
+        per_group, span = fleet_totals_rolled(start=start, end=end)
+    else:
+        per_group = fleet_totals_by_group(start=start, end=end)
     with reads_cursor() as cursor:
         cursor.execute(sql.NAMES)
         names = {
@@ -213,7 +226,7 @@ def use_by_model_and_region(*, start, end):
             row["u"] += totals.util_sum
             row["n"] += totals.util_samples
             row["s"] += totals.covered_s
-    return [
+    rows = [
         [
             {"name": r["name"], "util": r["u"] / r["n"] if r["n"] else None,
              "hours": round(r["s"] / 3600, 1)}
@@ -221,6 +234,7 @@ def use_by_model_and_region(*, start, end):
         ]
         for group in groups
     ]  # fmt: skip
+    return (*rows, span) if rolled_only else rows
 
 
 def node_health(*, skip: list[str], limit: int | None) -> list[dict]:

@@ -311,39 +311,61 @@ SELECT least(
 
 # --- The staff dashboard -----------------------------------------------------------------
 
-# Each allocation's holding in the range counted in the steps it touches (a join of every
-# step with every holding grew with both); steps without any still come back, with 0.
+# Per step, the holdings of allocations that overlap it, as a sweep: each holding is read
+# once (the live ones that end after the first step, by rentals_holding_live_ends), counted in
+# at the first step it touches and out at the first step after its end, and a running sum
+# over the steps gives each step's count. (Spreading every holding over its steps grew with
+# holdings × steps.) Steps without any still come back, with 0.
 ALLOCATED_PER_STEP = """
 WITH first AS (
     SELECT date_trunc(%(unit)s, %(start)s::timestamptz) AS at
 ), steps AS (
     SELECT generate_series(first.at, %(end)s, %(step)s::interval) AS h FROM first
 ), held AS (
-    SELECT h, count(*) AS n
+    SELECT greatest(date_trunc(%(unit)s, ag.starts_at), first.at) AS since,
+           date_trunc(%(unit)s, ag.ends_at - interval '1 microsecond') + %(step)s::interval
+               AS until
     FROM first, rentals_allocationgpu ag
-    CROSS JOIN LATERAL generate_series(
-        greatest(date_trunc(%(unit)s, ag.starts_at), first.at),
-        least(ag.ends_at - interval '1 microsecond', %(end)s), %(step)s::interval) AS h
     WHERE NOT ag.released AND ag.ends_at > first.at AND ag.allocation_id IS NOT NULL
       AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
-    GROUP BY h
+), ins AS (
+    SELECT since AS h, count(*) AS n FROM held GROUP BY since
+), outs AS (
+    SELECT until AS h, count(*) AS n FROM held GROUP BY until
 )
-SELECT steps.h, coalesce(held.n, 0) FROM steps LEFT JOIN held USING (h) ORDER BY steps.h
+SELECT steps.h,
+       (sum(coalesce(ins.n, 0)) OVER w - sum(coalesce(outs.n, 0)) OVER w)::bigint
+FROM steps LEFT JOIN ins USING (h) LEFT JOIN outs USING (h)
+WINDOW w AS (ORDER BY steps.h)
+ORDER BY steps.h
 """
 
-# Each holding in the next 30 days spread over the days it touches: reads the holdings,
-# not every model × node × GPU × day. `unit` is the day.
+# Each holding in the next 30 days spread over the days it touches: reads the live holdings
+# that end after `day0` (their index, rentals_holding_live_ends), not every model × node ×
+# GPU × day; the holdings of one allocation with the same window are counted once, and each
+# allocation's model is a primary-key look-up (OFFSET 0 keeps it one, not a pass over every
+# allocation). The days' starts are a list (`days`) joined on overlap, which the planner
+# counts right (a generate_series it guesses at a thousand rows, and compiles the plan).
 BOOKED_AHEAD = """
-SELECT a.gpu_model_id, d::date,
-       sum(extract(epoch FROM least(ag.ends_at, d + interval '1 day') - greatest(ag.starts_at, d)))
+WITH days AS (
+    SELECT d FROM unnest(%(days)s::timestamptz[]) AS d
+), held AS (
+    SELECT ag.allocation_id, ag.starts_at, ag.ends_at, count(*) AS gpus
+    FROM rentals_allocationgpu ag
+    WHERE NOT ag.released AND ag.allocation_id IS NOT NULL
+      AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
+    GROUP BY ag.allocation_id, ag.starts_at, ag.ends_at
+)
+SELECT a.gpu_model_id, days.d::date,
+       sum(held.gpus * extract(epoch FROM least(held.ends_at, days.d + interval '1 day')
+                                          - greatest(held.starts_at, days.d)))
        / 86400.0
-FROM rentals_allocationgpu ag
-JOIN rentals_allocation a ON a.id = ag.allocation_id
-CROSS JOIN LATERAL generate_series(
-    greatest(date_trunc(%(unit)s, ag.starts_at), %(day0)s), least(ag.ends_at, %(day_n)s) - interval '1 microsecond',
-    interval '1 day') AS d
-WHERE NOT ag.released AND ag.starts_at < %(day_n)s AND ag.ends_at > %(day0)s
-GROUP BY a.gpu_model_id, d
+FROM held
+CROSS JOIN LATERAL (
+    SELECT gpu_model_id FROM rentals_allocation WHERE id = held.allocation_id OFFSET 0
+) AS a
+JOIN days ON days.d < held.ends_at AND days.d + interval '1 day' > held.starts_at
+GROUP BY a.gpu_model_id, days.d
 """
 
 # The page's top line in one statement: GPUs in the fleet, allocated, busy and answering
@@ -387,12 +409,14 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
 """
 
 # Charges and refunds (`kinds`) per currency and rental period, net of VAT (VAT is not the
-# provider's revenue).
+# provider's revenue): the range's rows by their index (rentals_ledger_at).
 REVENUE = """
 SELECT l.kind, l.currency, p.name_en AS period_en, p.name_pl AS period_pl,
        sum(l.net) AS amount, count(*) AS bookings
 FROM rentals_ledgerentry l
-JOIN rentals_allocation a ON a.id = l.allocation_id
+CROSS JOIN LATERAL (  -- a primary-key look-up per row of the range (OFFSET 0 keeps it one)
+    SELECT period_id FROM rentals_allocation WHERE id = l.allocation_id OFFSET 0
+) AS a
 JOIN catalog_rentalperiod p ON p.id = a.period_id
 WHERE l.at >= %(start)s AND l.at < %(end)s AND l.kind = ANY(%(kinds)s)
 GROUP BY l.kind, l.currency, p.id

@@ -223,6 +223,30 @@ def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, 
     return totals
 
 
+def fleet_totals_rolled(
+    *, start: datetime, end: datetime
+) -> tuple[dict[tuple[int, int], Totals], tuple[datetime, datetime] | None]:
+    """`fleet_totals_by_group` from the fleet rollups alone (a few rows per hour or day,
+    whatever the fleet's size), with the span they cover: the whole hours and days of
+    [start, end) that are rolled up, the newest rolled hour at most. The edges no fleet
+    rollup holds (the part of an hour at either end, the hours after the newest rollup) are
+    left out, not guessed: the span says what the figures cover (None: nothing yet)."""
+    totals: dict[tuple[int, int], Totals] = {}
+    levels = _levels({"day": FleetRollup, "hour": FleetRollup})
+    plan = [part for part in _plan(start, end, levels) if part[0] != "raw"]
+    if not plan:
+        return totals, None
+    params = sql.numbered_params({"start": a, "end": b, "bucket": kind} for kind, a, b in plan)
+    statement = sql.fleet_totals_by_group(
+        tuple(kind for kind, _a, _b in plan), fleet_rolled=frozenset(("day", "hour"))
+    )
+    with reads_cursor() as cursor:
+        cursor.execute(statement, params)
+        for model_id, region_id, *row in cursor.fetchall():
+            totals.setdefault((model_id, region_id), Totals()).add(*row)
+    return totals, (plan[0][1], plan[-1][2])
+
+
 def fleet_busy_by_bucket(*, bucket: str, start: datetime, end: datetime) -> dict[datetime, int]:
     """GPUs busy (average utilisation over the threshold) per rolled-up hour or day."""
     with reads_cursor() as cursor:

@@ -184,6 +184,17 @@ class AllocationGpu(models.Model):
                 violation_error_message="GPU already booked for an overlapping period.",
             ),
         ]
+        indexes = [
+            # The live holdings that end after an instant: the staff dashboard's steps and
+            # booked-ahead days (rentals.sql.ALLOCATED_PER_STEP, BOOKED_AHEAD) read only
+            # those, not a year of holdings.
+            models.Index(
+                fields=["ends_at"],
+                include=["starts_at", "allocation"],
+                condition=Q(released=False, allocation__isnull=False),
+                name="rentals_holding_live_ends",
+            ),
+        ]
 
     def __str__(self):
         return f"{self.gpu_id} [{self.starts_at}, {self.ends_at})"

@@ -18,7 +18,7 @@ from rentals.dashboard import (
 from rentals.models import AllocationGpu
 from rentals.services import allocation_cancel, allocation_start, allocation_stop
 from rentals.templatetags.heatmap import heat_cells
-from telemetry.models import Flag, FlagKind, FleetSize, GpuSample, Severity
+from telemetry.models import Flag, FlagKind, FleetRollup, FleetSize, GpuSample, Severity
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -262,3 +262,65 @@ def test_the_node_health_csv_lists_every_node_healthy_too(catalog, client, staff
     rows = b"".join(client.get("/usage/?csv=nodes").streaming_content).decode().splitlines()
     assert rows[0].startswith("hostname,region,model,health")
     assert len(rows) - 1 == Node.objects.count() and all(",healthy," in r for r in rows[1:])
+
+
+def test_the_page_reads_telemetry_from_the_fleet_rollups_and_says_what_they_cover(
+    catalog, staff, client
+):
+    """The staff page's use by model and region reads no raw samples of the whole fleet: it
+    sums the rolled-up whole hours and names their span; a raw sample after the rollups does
+    not change it. (The chart's newest steps stay live.)"""
+    now = timezone.now()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    node = Node.objects.select_related("gpu_model", "region").first()
+    rolled = hour - timedelta(hours=2)
+    FleetRollup.objects.create(
+        bucket="hour", at=rolled, gpu_model=node.gpu_model, region=node.region, gpus=4,
+        busy_gpus=3, samples=480, util_sum=480 * 60.0, util_samples=480, covered_s=4 * 3600.0,
+        busy_s=3 * 3600.0, energy_j=None,
+    )  # fmt: skip
+    GpuSample.objects.create(gpu=node.gpus.first(), at=now - timedelta(seconds=30), utilization=5)
+
+    dashboard = fleet_dashboard(days=1, now=now)
+
+    start = now - timedelta(days=1)
+    first_whole = start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    assert (dashboard["use_from"], dashboard["use_until"]) == (
+        first_whole,
+        rolled + timedelta(hours=1),
+    )
+    assert dashboard["by_model"] == [{"name": node.gpu_model.name, "util": 60.0, "hours": 4.0}]
+    points = {p["t"]: p for p in dashboard["over_time"]}
+    assert points[rolled.isoformat()]["busy"] == 3
+
+    client.force_login(staff)
+    page = client.get("/usage/?days=1", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "the whole hours rolled up so far" in page
+
+
+def test_with_nothing_rolled_up_the_page_says_so(catalog, staff, client):
+    client.force_login(staff)
+    page = client.get("/usage/?days=7", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "no hour of this range is rolled up yet" in page
+
+
+@pytest.mark.parametrize("days", [7, 90])
+def test_booked_ahead_and_steps_match_a_count_in_python_across_model_windows(catalog, alice, days):
+    """Several allocations of one model with the same window are counted once per GPU, each
+    with its own GPUs (the grouping BOOKED_AHEAD does before spreading them over days)."""
+    now = timezone.now()
+    for count in (1, 2, 3):
+        book(alice, model="h100", count=count, period="day")
+    heat = {row["model"]["slug"]: row for row in fleet_dashboard(days=days, now=now)["heatmap"]}
+    day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    expected = {}
+    for held in AllocationGpu.objects.filter(released=False, allocation__isnull=False):
+        for i in range(30):
+            d = day0 + timedelta(days=i)
+            overlap = min(held.ends_at, d + timedelta(days=1)) - max(held.starts_at, d)
+            if overlap > timedelta(0):
+                key = (held.allocation.gpu_model.slug, d.date())
+                expected[key] = expected.get(key, 0) + overlap.total_seconds() / 86400
+    got = {(slug, c["day"]): c["gpu_days"] for slug, row in heat.items() for c in row["days"]}
+    assert {k: round(v, 1) for k, v in expected.items()} == {k: got[k] for k in expected}
+    assert all(v == 0 for k, v in got.items() if k not in expected)
