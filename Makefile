@@ -67,6 +67,11 @@ run: venv fonts
 # first's. PYTEST_ARGS goes to all three; a pass it leaves empty (pytest's status 5) is no
 # failure.
 TEST_WORKERS ?= auto
+# Bytecode is cached for the tests even where the machine turns it off: every test process,
+# and each Django, gunicorn and Celery process the tests start, would otherwise compile the
+# project and pytest would rewrite the asserts of its plugins' ~430 modules again (about
+# 6 s of CPU a process).
+test: export PYTHONDONTWRITEBYTECODE =
 test: venv chromium gettext openssh engines fonts
 	@mkdir -p test-artifacts
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
