@@ -22,7 +22,8 @@ from django.db.models import (
 )
 
 from accounts.access import Acting, Action
-from core.money import DECIMAL_PLACES, MAX_DIGITS, Money
+from catalog.models import RentalPeriod
+from core.money import DECIMAL_PLACES, MAX_DIGITS, Money, quantize
 from rentals.models import (
     CREDITS,
     Allocation,
@@ -32,11 +33,12 @@ from rentals.models import (
     Cluster,
     ImpairedSpan,
     LedgerEntry,
+    LedgerKind,
     MaintenanceWindow,
     Notice,
     Quote,
 )
-from rentals.texts import ledger_entry_text
+from rentals.texts import ledger_text
 
 
 def allocation_list(
@@ -250,25 +252,41 @@ STATEMENT_HEADER = [
 ]  # fmt: skip
 
 
+_STATEMENT_COLUMNS = (
+    "at", "kind", "reason", "amount", "currency", "allocation_id", "net", "vat", "period_count",
+    "impaired_span__started_at", "impaired_span__ended_at", "allocation__gpu_count",
+    "allocation__gpu_model__name", "allocation__period_id", "allocation__cluster__node_count",
+)  # fmt: skip
+
+
 def statement_rows(*, acting: Acting, filters: dict | None = None) -> Iterator[list]:
     """The statement as CSV rows: refunds negative, so a column sum is the net charged. The
     role is checked here, before the first row streams (a refusal after the status line had
-    gone out would be a 200)."""
-    entries = ledger_entries(acting=acting, filters=filters)
-    return (_statement_row(entry) for entry in entries.iterator())
+    gone out would be a 200).
+
+    Read as plain values, not model instances (five per row with its allocation's), and each
+    description written once per distinct set of facts: a million-row statement streams at
+    the database's pace."""
+    rows = ledger_entries(acting=acting, filters=filters).values_list(*_STATEMENT_COLUMNS)
+    return _statement_lines(rows.iterator(chunk_size=2000))
 
 
-def _statement_row(entry: LedgerEntry) -> list:
-    return [
-        entry.at.isoformat(),
-        entry.kind,
-        ledger_entry_text(entry),
-        entry.signed_amount,
-        entry.currency,
-        entry.allocation_id,
-        entry.signed_net,
-        entry.signed_vat,
-    ]
+def _statement_lines(rows) -> Iterator[list]:
+    periods = {p.pk: p for p in RentalPeriod.objects.all()}
+    words: dict[tuple, str] = {}
+    for row in rows:
+        at, kind, reason, amount, currency, allocation, net, vat, count, *facts = row
+        text = words.get(key := (reason, count, *facts))
+        if text is None:
+            span_from, span_until, gpus, model, period, nodes = facts
+            text = words[key] = ledger_text(
+                reason, period_count=count, span=(span_from, span_until), gpu_count=gpus,
+                model=model, period=periods.get(period), cluster_nodes=nodes or 0,
+            )  # fmt: skip
+        gross, net, vat = (quantize(v, currency) for v in (amount, net, vat))
+        if kind != LedgerKind.CHARGE:  # negative, as LedgerEntry.signed_amount
+            gross, net, vat = -gross, -net, -vat
+        yield [at.isoformat(), kind, text, gross, currency, allocation, net, vat]
 
 
 def _with_facts(notices):

@@ -68,24 +68,36 @@ def quote_line_text(line: QuoteLine) -> str:
 
 def ledger_entry_text(entry: LedgerEntry) -> str:
     """ "Booking: 2 × H100 80GB for 3 weeks", "Extension: …", "Refund: cancelled before the start"."""
-    if entry.reason == LedgerReason.CANCELLATION:
+    span = entry.impaired_span if entry.reason == LedgerReason.IMPAIRMENT else None
+    allocation = entry.allocation if entry.allocation_id else None
+    return ledger_text(
+        entry.reason,
+        period_count=entry.period_count,
+        span=(span.started_at, span.ended_at) if span else None,
+        gpu_count=allocation.gpu_count if allocation else 0,
+        model=allocation.gpu_model.name if allocation else "",
+        period=allocation.period if allocation else None,
+        cluster_nodes=allocation.cluster.node_count if allocation and allocation.cluster_id else 0,
+    )
+
+
+def ledger_text(
+    reason: str, *, period_count: int, span: tuple | None, gpu_count: int, model: str,
+    period: RentalPeriod | None, cluster_nodes: int,
+) -> str:  # fmt: skip
+    """A ledger row's words from its facts (`ledger_entry_text` for a row with its
+    allocation loaded; the statement's CSV passes the facts as it reads them)."""
+    if reason == LedgerReason.CANCELLATION:
         return _("Refund: cancelled before the start")
-    if entry.reason == LedgerReason.IMPAIRMENT:
-        span = entry.impaired_span
+    if reason == LedgerReason.IMPAIRMENT:
         return _("Credit: impaired GPUs from %(from)s to %(until)s") % {
-            "from": when_text(span.started_at),
-            "until": when_text(span.ended_at),
+            "from": when_text(span[0]),
+            "until": when_text(span[1]),
         }
-    allocation = entry.allocation
-    facts = {
-        "count": allocation.gpu_count,
-        "model": allocation.gpu_model.name,
-        "periods": periods_text(allocation.period, entry.period_count),
-    }
-    if allocation.cluster_id:  # one charge for every node: count them all
-        nodes = allocation.cluster.node_count
-        facts |= {"nodes": nodes, "total": allocation.gpu_count * nodes}
-        if entry.reason == LedgerReason.EXTENSION:
+    facts = {"count": gpu_count, "model": model, "periods": periods_text(period, period_count)}
+    if cluster_nodes:  # one charge for every node: count them all
+        facts |= {"nodes": cluster_nodes, "total": gpu_count * cluster_nodes}
+        if reason == LedgerReason.EXTENSION:
             return (
                 _(
                     "Cluster extension: %(nodes)s nodes × %(count)s %(model)s (%(total)s GPUs) "
@@ -100,7 +112,7 @@ def ledger_entry_text(entry: LedgerEntry) -> str:
             )
             % facts
         )
-    if entry.reason == LedgerReason.EXTENSION:
+    if reason == LedgerReason.EXTENSION:
         return _("Extension: %(count)s × %(model)s for %(periods)s") % facts
     return _("Booking: %(count)s × %(model)s for %(periods)s") % facts
 
