@@ -117,7 +117,7 @@ def availability_days(
         cursor.execute(
             sql.FREE_BY_DAY_IN_REGION if region_id else sql.FREE_BY_DAY,
             {
-                "first": first, "last": first + timedelta(days=days - 1), "now": start,
+                "first": first, "days": days, "now": start,
                 "model": gpu_model.pk, "active": NodeState.ACTIVE, "region": region_id,
             },
         )  # fmt: skip
@@ -175,15 +175,21 @@ def start_windows(
         gpu_model=gpu_model, duration=duration, gpu_count=gpu_count, node_count=node_count,
         region_id=region_id,
     )  # fmt: skip
-    rows = []
     with connection.cursor() as cursor:
-        cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
-        # In time order, one statement per candidate, until enough windows: usually the
-        # first candidate (now) or one of the next few fits.
-        for (t,) in cursor.fetchall():
-            rows += [(t, where, nodes) for where, _group, nodes in _fitting_at(cursor, t, params)]
-            if len(rows) >= limit:
-                break
+        # Usually the request fits from `not_before` already: that is asked first, and only
+        # when it does not give enough windows are the later candidates read, then asked in
+        # time order, one statement each, until enough windows.
+        fitting = _fitting_at(cursor, not_before, params)
+        rows = [(not_before, where, nodes) for where, _group, nodes in fitting]
+        if len(rows) < limit:
+            cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
+            for (t,) in cursor.fetchall():
+                if t == not_before:
+                    continue  # asked above
+                fitting = _fitting_at(cursor, t, params)
+                rows += [(t, where, nodes) for where, _group, nodes in fitting]
+                if len(rows) >= limit:
+                    break
     return [
         {"starts_at": t, "region": where, "nodes": list(nodes)} for t, where, nodes in rows[:limit]
     ]

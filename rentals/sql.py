@@ -35,6 +35,16 @@ def gpu_free(gpu: Composable, *, starts: Composable, ends: Composable) -> Compos
     return SQL("NOT {}").format(gpu_held(gpu, starts=starts, ends=ends))
 
 
+def gpus_held(*, starts: Composable, ends: Composable) -> Composed:
+    """The GPUs some live holding overlaps [starts, ends) for, each once: `gpu_held`'s rule
+    as a set, for reads that ask it of many GPUs at once (the index `rentals_ag_live_ends`
+    serves it)."""
+    return SQL(
+        """SELECT DISTINCT ag.gpu_id FROM rentals_allocationgpu ag
+    WHERE NOT ag.released AND ag.starts_at < {ends} AND ag.ends_at > {starts}"""
+    ).format(starts=starts, ends=ends)
+
+
 _G_ID = Identifier("g", "id")
 _WINDOW = {"starts": Placeholder("starts_at"), "ends": Placeholder("ends_at")}
 
@@ -129,35 +139,74 @@ ORDER BY count(*), n.network_group
 
 _IN_REGION = SQL("AND n.region_id = %(region)s")
 
-# Per day from `first`: the most GPUs free on one node for the whole day, the whole nodes
-# free, and the GPUs free in all (today counts from `now`); `{region}` narrows the nodes.
+# Per day from `first` (`days` of them): the most GPUs free on one node for the whole day,
+# the whole nodes free, and the GPUs free in all (today counts from `now`); `{region}`
+# narrows the nodes. A GPU is busy on a day when some live holding of it overlaps the day
+# (from `now`, for today): the rule `gpu_held` states, per day. Read from the holdings
+# themselves, each once, not from every day times every holding (nor every node times every
+# day): each holding on the calendar becomes the days it touches [ks, ke], each node's busy
+# count a step function over the days (+1 from a holding's first day, -1 after its last,
+# and one less where a GPU's next holding starts on the day its previous one ends, so a GPU
+# counts once a day: one GPU's live holdings never overlap), and the nodes a count per
+# (GPUs, busy) bucket per day, from which each day's three figures follow.
 _FREE_BY_DAY = SQL(
     """
-WITH days AS (
-    SELECT d FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz, interval '1 day') AS d
-), nodes AS (
-    SELECT n.id, count(g.id) AS gpus
-    FROM catalog_node n JOIN catalog_gpu g ON g.node_id = n.id
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
-    GROUP BY n.id
-), held AS (
-    -- GPUs held at some moment of each day (from now on, for today)
-    SELECT days.d, g.node_id, count(DISTINCT ag.gpu_id) AS busy
-    FROM days
-    JOIN rentals_allocationgpu ag
-      ON NOT ag.released AND ag.starts_at < days.d + interval '1 day'
-     AND ag.ends_at > greatest(days.d, %(now)s::timestamptz)
-    JOIN catalog_gpu g ON g.id = ag.gpu_id
-    JOIN nodes ON nodes.id = g.node_id
-    GROUP BY days.d, g.node_id
+WITH nodes AS MATERIALIZED (
+    SELECT n.id, n.gpu_count AS gpus  -- the node's GPU rows, counted by the database
+    FROM catalog_node n
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
+), holding AS MATERIALIZED (
+    SELECT g.node_id,
+           greatest(floor(extract(epoch FROM ag.starts_at - %(first)s::timestamptz) / 86400),
+                    0)::int AS ks,
+           least(ceil(extract(epoch FROM ag.ends_at - %(first)s::timestamptz) / 86400) - 1,
+                 %(days)s - 1)::int AS ke,
+           (lag(ceil(extract(epoch FROM ag.ends_at - %(first)s::timestamptz) / 86400) - 1)
+               OVER (PARTITION BY ag.gpu_id ORDER BY ag.starts_at))::int AS ke_before
+    FROM nodes
+    JOIN catalog_gpu g ON g.node_id = nodes.id
+    JOIN rentals_allocationgpu ag ON ag.gpu_id = g.id
+    WHERE NOT ag.released AND ag.ends_at > %(now)s::timestamptz
+      AND ag.starts_at < %(first)s::timestamptz + %(days)s * interval '1 day'
+), node_day AS (
+    SELECT h.node_id, e.k, sum(e.delta) AS delta
+    FROM holding h
+    CROSS JOIN LATERAL (VALUES (h.ks, 1), (h.ke + 1, -1),
+        (CASE WHEN h.ks = h.ke_before THEN h.ks END, -1),
+        (CASE WHEN h.ks = h.ke_before THEN h.ks + 1 END, 1)) AS e (k, delta)
+    WHERE e.k < %(days)s
+    GROUP BY h.node_id, e.k
+), node_busy AS (
+    SELECT node_id, k, sum(delta) OVER (PARTITION BY node_id ORDER BY k) AS busy
+    FROM node_day
+), moves AS (
+    -- a node's busy count changes on day k: it leaves one bucket for another
+    SELECT b.k, nodes.gpus, b.busy,
+           lag(b.busy, 1, 0::numeric) OVER (PARTITION BY b.node_id ORDER BY b.k) AS before
+    FROM node_busy b JOIN nodes ON nodes.id = b.node_id
+), bucket_day AS (
+    SELECT k, gpus, busy, sum(delta) AS delta
+    FROM (
+        SELECT 0 AS k, gpus, 0::numeric AS busy, count(*) AS delta FROM nodes GROUP BY gpus
+        UNION ALL SELECT k, gpus, before, -1 FROM moves WHERE before <> busy
+        UNION ALL SELECT k, gpus, busy, 1 FROM moves WHERE before <> busy
+    ) AS changes
+    GROUP BY k, gpus, busy
+), grid AS (
+    SELECT days.k, b.gpus, b.busy,
+           sum(coalesce(bucket_day.delta, 0)) OVER (
+               PARTITION BY b.gpus, b.busy ORDER BY days.k) AS nodes
+    FROM generate_series(0, %(days)s - 1) AS days (k)
+    CROSS JOIN (SELECT DISTINCT gpus, busy FROM bucket_day) AS b
+    LEFT JOIN bucket_day
+      ON bucket_day.k = days.k AND bucket_day.gpus = b.gpus AND bucket_day.busy = b.busy
 )
-SELECT days.d,
-       coalesce(max(nodes.gpus - coalesce(held.busy, 0)), 0),
-       count(nodes.id) FILTER (WHERE coalesce(held.busy, 0) = 0),
-       coalesce(sum(nodes.gpus - coalesce(held.busy, 0)), 0)
-FROM days CROSS JOIN nodes
-LEFT JOIN held ON held.d = days.d AND held.node_id = nodes.id
-GROUP BY days.d ORDER BY days.d
+SELECT %(first)s::timestamptz + k * interval '1 day',
+       coalesce(max(gpus - busy) FILTER (WHERE nodes > 0), 0)::int,
+       coalesce(sum(nodes) FILTER (WHERE busy = 0), 0)::int,
+       coalesce(sum(nodes * (gpus - busy)), 0)::int
+FROM grid
+GROUP BY k ORDER BY k
 """
 )
 FREE_BY_DAY = _FREE_BY_DAY.format(region=SQL("")).as_string()
@@ -176,16 +225,22 @@ ORDER BY t
 """
 
 # (region, network group, hostnames) where the request fits from `t` for `duration`: GPUs
-# on one node, or (`whole`) `nodes` whole nodes of one network group, fewest first.
+# on one node, or (`whole`) `nodes` whole nodes of one network group, fewest first. The GPUs
+# held in the window (`gpus_held`, read once from the live holdings still to end, not a
+# probe per GPU: a per-GPU subplan made the planner cost this past the JIT threshold) are
+# joined against the model's nodes' GPUs.
 _FITTING_AT = SQL(
     """
-WITH free AS (
+WITH held AS MATERIALIZED (
+{held}
+), free AS (
     SELECT n.id, n.hostname, r.slug AS region,
            CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp, count(g.id) AS gpus,
-           count(g.id) FILTER (WHERE {free}) AS free
+           count(g.id) FILTER (WHERE held.gpu_id IS NULL) AS free
     FROM catalog_node n
     JOIN catalog_region r ON r.id = n.region_id
     JOIN catalog_gpu g ON g.node_id = n.id
+    LEFT JOIN held ON held.gpu_id = g.id
     WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
       AND (NOT %(whole)s OR n.network_group <> '')
     GROUP BY n.id, n.hostname, r.slug
@@ -198,13 +253,12 @@ HAVING count(*) >= %(nodes)s
 ORDER BY count(*), region, grp
 """
 )
-_FITTING_FREE = gpu_free(
-    _G_ID,
+_FITTING_HELD = gpus_held(
     starts=Placeholder("t"),
     ends=SQL("{}::timestamptz + {}").format(Placeholder("t"), Placeholder("duration")),
 )
-FITTING_AT = _FITTING_AT.format(free=_FITTING_FREE, region=SQL("")).as_string()
-FITTING_AT_IN_REGION = _FITTING_AT.format(free=_FITTING_FREE, region=_IN_REGION).as_string()
+FITTING_AT = _FITTING_AT.format(held=_FITTING_HELD, region=SQL("")).as_string()
+FITTING_AT_IN_REGION = _FITTING_AT.format(held=_FITTING_HELD, region=_IN_REGION).as_string()
 
 
 # --- Booking, enforcement, idempotency ----------------------------------------------------
@@ -312,7 +366,7 @@ SELECT least(
 # --- The staff dashboard -----------------------------------------------------------------
 
 # Per step, the holdings of allocations that overlap it, as a sweep: each holding is read
-# once (the live ones that end after the first step, by rentals_holding_live_ends), counted in
+# once (the live ones that end after the first step, by rentals_ag_live_ends), counted in
 # at the first step it touches and out at the first step after its end, and a running sum
 # over the steps gives each step's count. (Spreading every holding over its steps grew with
 # holdings × steps.) Steps without any still come back, with 0.
@@ -341,7 +395,7 @@ ORDER BY steps.h
 """
 
 # Each holding in the next 30 days spread over the days it touches: reads the live holdings
-# that end after `day0` (their index, rentals_holding_live_ends), not every model × node ×
+# that end after `day0` (their index, rentals_ag_live_ends), not every model × node ×
 # GPU × day; the holdings of one allocation with the same window are counted once, and each
 # allocation's model is a primary-key look-up (OFFSET 0 keeps it one, not a pass over every
 # allocation). The days' starts are a list (`days`) joined on overlap, which the planner

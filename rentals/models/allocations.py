@@ -158,6 +158,17 @@ class AllocationGpu(models.Model):
 
     class Meta:
         ordering = ["allocation", "gpu__index"]
+        indexes = [
+            # The live holdings still to end, with what a free-window read needs: the
+            # calendar's and the start windows' reads take them from here, not from the
+            # whole history.
+            models.Index(
+                fields=["ends_at"],
+                include=["gpu", "starts_at"],
+                condition=Q(released=False),
+                name="rentals_ag_live_ends",
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(starts_at__lt=F("ends_at")), name="rentals_allocationgpu_not_empty"
@@ -185,14 +196,14 @@ class AllocationGpu(models.Model):
             ),
         ]
         indexes = [
-            # The live holdings that end after an instant: the staff dashboard's steps and
-            # booked-ahead days (rentals.sql.ALLOCATED_PER_STEP, BOOKED_AHEAD) read only
-            # those, not a year of holdings.
+            # The live holdings (maintenance's too) that end after an instant: availability's
+            # calendar and start windows, the staff dashboard's steps and booked-ahead days
+            # read only those, not a year of holdings.
             models.Index(
                 fields=["ends_at"],
-                include=["starts_at", "allocation"],
-                condition=Q(released=False, allocation__isnull=False),
-                name="rentals_holding_live_ends",
+                include=["gpu", "starts_at", "allocation"],
+                condition=Q(released=False),
+                name="rentals_ag_live_ends",
             ),
         ]
 

@@ -16,7 +16,8 @@ from core.db import db_now
 from rentals.availability import availability_days, candidate_nodes, fits, start_windows
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu
-from rentals.services import allocation_book, quote_create
+from rentals.services import allocation_book, allocation_cancel, quote_create
+from tests.catalog.factories import NodeFactory, RegionFactory
 from tests.rentals.helpers import book, key
 
 pytestmark = pytest.mark.django_db
@@ -135,3 +136,101 @@ def test_candidate_nodes_are_the_nodes_with_room_fullest_first(catalog, alice):
         got = candidate_nodes(gpu_model=h100, gpu_count=count, starts_at=start, ends_at=end)
         assert got == expected, (count, start)
         assert fits(gpu_model=h100, gpu_count=count, starts_at=start, ends_at=end) == bool(expected)
+
+
+def _recount(gpu_model, start, days, region=None):
+    """The calendar recounted the slow way, per node and day, from the holdings and the rule
+    the exclusion guards: a GPU is busy on a day when a live holding of it overlaps the day
+    (from `start`, for today)."""
+    first = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    nodes = Node.objects.filter(gpu_model=gpu_model, state=NodeState.ACTIVE, gpu_count__gt=0)
+    if region is not None:
+        nodes = nodes.filter(region=region)
+    rows = []
+    for k in range(days):
+        day_starts = first + k * DAY
+        free = []
+        for node in nodes:
+            busy = (
+                AllocationGpu.objects.filter(
+                    gpu__node=node,
+                    released=False,
+                    starts_at__lt=day_starts + DAY,
+                    ends_at__gt=max(day_starts, start),
+                )  # fmt: skip
+                .values("gpu")
+                .distinct()
+                .count()
+            )
+            free.append((node.gpu_count, node.gpu_count - busy))
+        rows.append(
+            {
+                "date": day_starts.date(),
+                "max_gpus_on_one_node": max((f for _, f in free), default=0),
+                "free_whole_nodes": sum(1 for gpus, f in free if f == gpus),
+                "free_gpus": sum(f for _, f in free),
+            }
+        )
+    return rows if free else []
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    bookings=st.lists(
+        st.tuples(
+            st.integers(0, 100),  # hours from now
+            st.sampled_from([1, 2, 4, 8]),
+            st.sampled_from(["day", "week"]),
+            st.booleans(),  # cancelled (released) before it starts
+        ),
+        max_size=7,
+    ),
+    node_down=st.booleans(),
+    in_region=st.booleans(),
+    later=st.integers(0, 30),  # the calendar asked from this many hours on
+)
+def test_the_calendar_equals_a_recount_per_node_and_day(
+    catalog, alice, bookings, node_down, in_region, later
+):
+    """Holdings back to back on one GPU (a whole node for a day, then again from its end),
+    released ones, a node taken out of service and a region of its own."""
+    h100 = GpuModel.objects.get(slug="h100")
+    with transaction.atomic():
+        other = RegionFactory(slug="de-fra", name_en="Frankfurt")
+        NodeFactory(
+            gpu_model=h100, region=other, gpus=8, network_group="fra-1", fabric="RoCE 200 Gb/s"
+        )
+        now = db_now()
+        whole = book(alice, model="h100", count=8, period="day", starts_at=now + 2 * DAY)
+        book(alice, model="h100", count=8, period="day", starts_at=whole.paid_until)
+        for hours, count, period, cancel in bookings:
+            starts_at = now + timedelta(hours=hours) if hours else None
+            try:
+                allocation = book(alice, model="h100", count=count, period=period,
+                                  starts_at=starts_at)  # fmt: skip
+            except NoCapacity:
+                continue
+            if cancel and starts_at:
+                allocation_cancel(acting=acting_as(alice), allocation=allocation)
+        if node_down:
+            Node.objects.filter(pk=whole.node_id).update(state=NodeState.MAINTENANCE)
+        region = other if in_region else None
+        start = now + timedelta(hours=later)
+        days = availability_days(
+            gpu_model=h100, start=start, days=12, region_id=region.pk if region else None
+        )
+        assert days == _recount(h100, start, 12, region)
+        transaction.set_rollback(True)
+
+
+def test_start_windows_from_now_first_then_as_holdings_end(catalog, alice):
+    """Where the request fits now, in fewer places than asked for, the later windows follow
+    from the holdings' ends, in time order."""
+    h100 = GpuModel.objects.get(slug="h100")
+    first = book(alice, model="h100", count=8, period="day")  # one 8-GPU node stays free
+    now = db_now()
+    windows = start_windows(gpu_model=h100, duration=DAY, not_before=now, gpu_count=8, limit=2)
+    assert [w["starts_at"] for w in windows] == [now, first.paid_until]
+    assert windows[1]["nodes"] == sorted(
+        Node.objects.filter(gpu_model=h100, gpu_count=8).values_list("hostname", flat=True)
+    )

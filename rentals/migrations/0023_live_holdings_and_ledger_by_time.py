@@ -16,10 +16,10 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="allocationgpu",
             index=models.Index(
-                condition=models.Q(("allocation__isnull", False), ("released", False)),
+                condition=models.Q(("released", False)),
                 fields=["ends_at"],
-                include=("starts_at", "allocation"),
-                name="rentals_holding_live_ends",
+                include=("gpu", "starts_at", "allocation"),
+                name="rentals_ag_live_ends",
             ),
         ),
         migrations.AddIndex(
