@@ -4,7 +4,7 @@ Each run recomputes from the last bucket it wrote, so a run after an outage catc
 a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -15,10 +15,14 @@ from telemetry.models import FleetRollup, GpuRollup, GpuSample, Poll, RollupBuck
 from telemetry.partitions import samples_prune
 
 
-def _since(bucket, source_model, source_filter=None):
-    last = (
+def _newest(bucket):
+    return (
         GpuRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
     )
+
+
+def _since(bucket, source_model, source_filter=None, *, newest=None):
+    last = newest if newest is not None else _newest(bucket)
     if last is not None:
         return last
     source = source_model.objects.all()
@@ -35,6 +39,13 @@ COARSER = (
 
 
 BUCKET_START = {bucket: start for bucket, _source, start in COARSER}
+
+# Each bucket's length: `date_bin` by it from midnight UTC is its start (sql._BUCKET_OF_AT).
+STEP = {
+    RollupBucket.MINUTE: timedelta(minutes=1),
+    RollupBucket.HOUR: timedelta(hours=1),
+    RollupBucket.DAY: timedelta(days=1),
+}
 
 
 def _earliest(*ats):
@@ -54,23 +65,26 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
         cursor.execute(sql.REWRITTEN_TAKE)
         rewritten = cursor.fetchone()[0]
         counts = {}
-        since = _earliest(_since("minute", GpuSample), rewritten)
+        newest = _newest(RollupBucket.MINUTE)
+        since = _earliest(_since("minute", GpuSample, newest=newest), rewritten)
         counts["minute"] = 0
         if since is not None:
             threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
             cursor.execute(
                 sql.ROLLUP_MINUTES,
-                {"bucket": RollupBucket.MINUTE, "since": since, "now": now, "threshold": threshold},
-            )
-            counts["minute"] = cursor.rowcount
+                {"bucket": RollupBucket.MINUTE, "step": STEP[RollupBucket.MINUTE],
+                 "since": since, "newest": newest, "now": now, "threshold": threshold},
+            )  # fmt: skip
+            counts["minute"] = cursor.fetchone()[0]
         for bucket, source, start in COARSER:
             since = _earliest(_since(bucket, GpuRollup, {"bucket": source}), rewritten)
             counts[bucket] = 0
             if since is not None:
                 cursor.execute(
                     sql.ROLLUP_COARSER,
-                    {"bucket": bucket, "source": source, "since": start(since), "now": now},
-                )
+                    {"bucket": bucket, "source": source, "step": STEP[bucket],
+                     "since": start(since), "now": now},
+                )  # fmt: skip
                 counts[bucket] = cursor.rowcount
     counts.update(fleet_rollups_refresh(rewritten=rewritten))
     return counts

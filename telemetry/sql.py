@@ -136,7 +136,7 @@ def samples_with_deltas(
 WITH s AS (
     SELECT gpu_id, at, utilization, memory_used_mib, memory_total_mib, power_w, temperature_c,
            energy_j, lag(energy_j) OVER w AS energy_before,
-           extract(epoch FROM at - lag(at) OVER w)::float8 AS interval_s
+           date_part('epoch', at - lag(at) OVER w) AS interval_s
     FROM telemetry_gpusample
     WHERE at >= {since} - interval {lookback} AND at < {until} {where}
     WINDOW w AS (PARTITION BY gpu_id ORDER BY at)
@@ -166,51 +166,83 @@ _REWRITE = SQL(
     "covered_s = EXCLUDED.covered_s, busy_s = EXCLUDED.busy_s"
 )
 
-# Raw samples into minute rollups (`bucket`), from `since` to the start of `now`'s minute.
+# A bucket's start: `date_bin` by its length (`step`) from midnight UTC, as date_trunc in
+# UTC gives it, at a fraction of date_trunc's cost per row.
+_BUCKET_OF_AT = SQL("date_bin(%(step)s, at, timestamptz '2000-01-01 00:00:00+00')")
+_BUCKET_OF_NOW = SQL(
+    "date_bin(%(step)s, %(now)s::timestamptz, timestamptz '2000-01-01 00:00:00+00')"
+)
+
+_ROLLUP_INSERT = SQL(
+    "INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg,"
+    " utilization_max, memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c,"
+    " energy_j, covered_s, busy_s)"
+)
+
+# Raw samples into minute rollups (`bucket`, `step` its length), from `since` to the start
+# of `now`'s minute, in one pass over the samples. Rows after the newest minute rolled up
+# (`newest`; NULL: none yet) cannot exist and are plainly inserted; only those at or before
+# it (its rewrite, or a rewritten range) take the costlier ON CONFLICT … DO UPDATE.
+# Returns the rows written.
 ROLLUP_MINUTES = (
     SQL(
-        """{samples}
-INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
-    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j, covered_s,
-    busy_s)
-SELECT gpu_id, %(bucket)s, date_trunc(%(bucket)s, at), count(*), avg(utilization), max(utilization),
-    max(memory_used_mib), max(memory_total_mib), avg(power_w), max(temperature_c),
-    sum(energy_rise), sum(covered),
-    sum(covered) FILTER (WHERE utilization > %(threshold)s)
-FROM d
-GROUP BY gpu_id, date_trunc(%(bucket)s, at)
-ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
+        """{samples}, m AS MATERIALIZED (
+    SELECT gpu_id, {bucket_of_at} AS at, count(*) AS samples, avg(utilization) AS util_avg,
+        max(utilization) AS util_max, max(memory_used_mib) AS mem_max,
+        max(memory_total_mib) AS mem_total, avg(power_w) AS power_avg,
+        max(temperature_c) AS temp_max, sum(energy_rise) AS energy, sum(covered) AS covered,
+        sum(covered) FILTER (WHERE utilization > %(threshold)s) AS busy
+    FROM d
+    GROUP BY gpu_id, {bucket_of_at}
+), rewritten AS (
+    {insert}
+    SELECT gpu_id, %(bucket)s, at, samples, util_avg, util_max, mem_max, mem_total, power_avg,
+        temp_max, energy, covered, busy
+    FROM m WHERE at <= %(newest)s
+    ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
+    RETURNING 1
+), added AS (
+    {insert}
+    SELECT gpu_id, %(bucket)s, at, samples, util_avg, util_max, mem_max, mem_total, power_avg,
+        temp_max, energy, covered, busy
+    FROM m WHERE %(newest)s::timestamptz IS NULL OR at > %(newest)s
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM rewritten) + (SELECT count(*) FROM added)
 """
     )
     .format(
-        samples=samples_with_deltas(
-            since=SQL("%(since)s::timestamptz"),
-            until=SQL("date_trunc(%(bucket)s, %(now)s::timestamptz)"),
-        ),
+        samples=samples_with_deltas(since=SQL("%(since)s::timestamptz"), until=_BUCKET_OF_NOW),
+        bucket_of_at=_BUCKET_OF_AT,
+        insert=_ROLLUP_INSERT,
         rewrite=_REWRITE,
     )
     .as_string()
 )
 
-# `source` buckets rolled up into `bucket` buckets (minute → hour, hour → day), up to the
-# start of `now`'s `bucket`.
+# `source` buckets rolled up into `bucket` buckets (minute → hour, hour → day; `step` the
+# bucket's length), up to the start of `now`'s `bucket`. Summed in time order, so a rerun
+# over the same rows gives the same figures to the last bit, whatever order they lie in.
 ROLLUP_COARSER = (
     SQL(
-        """
-INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
-    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j, covered_s,
-    busy_s)
-SELECT gpu_id, %(bucket)s, date_trunc(%(bucket)s, at), sum(samples),
+        """{insert}
+SELECT gpu_id, %(bucket)s, {bucket_of_at}, sum(samples),
     sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
     max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
     max(temperature_max_c), sum(energy_j), sum(covered_s), sum(busy_s)
-FROM telemetry_gpurollup
-WHERE bucket = %(source)s AND at >= %(since)s AND at < date_trunc(%(bucket)s, %(now)s::timestamptz)
-GROUP BY gpu_id, date_trunc(%(bucket)s, at)
+FROM (SELECT * FROM telemetry_gpurollup
+      WHERE bucket = %(source)s AND at >= %(since)s AND at < {bucket_of_now}
+      ORDER BY gpu_id, {bucket_of_at}, at) AS source
+GROUP BY gpu_id, {bucket_of_at}
 ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
 """
     )
-    .format(rewrite=_REWRITE)
+    .format(
+        insert=_ROLLUP_INSERT,
+        bucket_of_at=_BUCKET_OF_AT,
+        bucket_of_now=_BUCKET_OF_NOW,
+        rewrite=_REWRITE,
+    )
     .as_string()
 )
 

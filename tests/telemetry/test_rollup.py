@@ -1,0 +1,70 @@
+"""The rollup run's two ways of writing minutes (a plain insert after the newest minute, an
+upsert at or before it) and its bucket edges in UTC (issue 32)."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from telemetry.models import GpuRollup, GpuSample
+from telemetry.rollup import telemetry_rollup
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 3, 9, 23, 58, tzinfo=UTC)  # two minutes before midnight UTC
+
+
+def _samples(gpu, *seconds, utilization=10.0):
+    GpuSample.objects.bulk_create(
+        GpuSample(gpu=gpu, at=T0 + timedelta(seconds=s), utilization=utilization,
+                  energy_j=1000.0 + s)
+        for s in seconds
+    )  # fmt: skip
+
+
+def _minutes():
+    return {
+        (at - T0).total_seconds() / 60: (samples, util, energy)
+        for at, samples, util, energy in GpuRollup.objects.filter(bucket="minute")
+        .order_by("at")
+        .values_list("at", "samples", "utilization_avg", "energy_j")
+    }
+
+
+def test_a_late_sample_rewrites_the_newest_minute_and_later_ones_are_added(catalog):
+    gpu = catalog.nodes[0].gpus.first()
+    _samples(gpu, 0, 15, 30)
+    counts = telemetry_rollup(now=T0 + timedelta(minutes=1))
+    assert counts["minute"] == 1
+    assert _minutes() == {0: (3, 10.0, 30.0)}
+
+    # A late sample in the rolled minute, and the next minute's samples.
+    _samples(gpu, 45, utilization=50.0)
+    _samples(gpu, 60, 75)
+    counts = telemetry_rollup(now=T0 + timedelta(minutes=2))
+    assert counts["minute"] == 2  # the rewritten minute and the added one
+    assert _minutes() == {0: (4, 20.0, 45.0), 1: (2, 10.0, 30.0)}
+    assert GpuRollup.objects.filter(bucket="minute").count() == 2
+
+    # The same run again changes nothing.
+    telemetry_rollup(now=T0 + timedelta(minutes=2))
+    assert _minutes() == {0: (4, 20.0, 45.0), 1: (2, 10.0, 30.0)}
+
+
+def test_hours_and_days_start_at_utc_edges(catalog):
+    gpu = catalog.nodes[0].gpus.first()
+    _samples(gpu, 90, 105, 120, 135)  # 23:59:30 … 00:00:15
+    telemetry_rollup(now=T0 + timedelta(minutes=62))  # 01:00, the next day
+    rows = {
+        (bucket, at): (samples, energy)
+        for bucket, at, samples, energy in GpuRollup.objects.values_list(
+            "bucket", "at", "samples", "energy_j"
+        )
+    }
+    midnight = T0 + timedelta(minutes=2)
+    assert rows == {
+        ("minute", midnight - timedelta(minutes=1)): (2, 15.0),
+        ("minute", midnight): (2, 30.0),
+        ("hour", midnight - timedelta(hours=1)): (2, 15.0),
+        ("hour", midnight): (2, 30.0),
+        ("day", midnight - timedelta(days=1)): (2, 15.0),
+    }
