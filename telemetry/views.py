@@ -14,15 +14,19 @@ from telemetry.selectors import flag_list
 from telemetry.services import flag_acknowledge
 
 HISTORY_PAGE = 50
+OPEN_PAGE = 100
 
 
 @staff_required
 def flags_page(request):
+    """Open flags and the history, each paged on its own (`open` and `page`), each with its
+    true count: a large fleet has thousands open at once."""
     history = Paginator(flag_list(state="closed"), HISTORY_PAGE).get_page(request.GET.get("page"))
+    open_flags = Paginator(flag_list(state="open"), OPEN_PAGE).get_page(request.GET.get("open"))
     return render(
         request,
         "telemetry/flags.html",
-        {"open_flags": flag_list(state="open")[:500], "page": history, "nav": "flags"},
+        {"open_flags": open_flags, "page": history, "nav": "flags"},
     )
 
 

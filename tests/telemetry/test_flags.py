@@ -5,8 +5,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from telemetry.models import Flag
+from telemetry.models import SEVERITY, Flag, FlagKind
 from telemetry.poll import Fetched, poll_nodes, store_polls
+from telemetry.views import OPEN_PAGE
 from tests.catalog.factories import NodeFactory
 from tests.telemetry.conftest import point_at
 
@@ -107,3 +108,25 @@ def test_staff_acknowledge_a_flag_with_a_note_through_the_api(catalog, staff_api
     assert seen["open"] is True and seen["acknowledged_by"] == "staff"  # still 95 °C
     history = staff_api.get("/api/v1/flags/?state=closed").json()["results"]
     assert [f["id"] for f in history] == [xid["id"]]
+
+
+def test_the_flags_page_counts_every_open_flag_and_pages_them(catalog, staff, client):
+    """A large fleet has thousands of flags open at once: the heading counts them all, and
+    the ones past the first page are a page away, not cut off."""
+
+    gpus = [g for _ in range(14) for g in NodeFactory(gpu_model=catalog.h100, gpus=8).gpus.all()]
+    Flag.objects.bulk_create(  # one open XID flag a GPU, as the database allows
+        Flag(node_id=gpu.node_id, gpu=gpu, kind=FlagKind.XID, severity=SEVERITY[FlagKind.XID],
+             detail=f"XID {i}", opened_at=T0 + timedelta(seconds=i),
+             last_seen_at=T0 + timedelta(seconds=i))
+        for i, gpu in enumerate(gpus[: OPEN_PAGE + 5])
+    )  # fmt: skip
+    client.force_login(staff)
+
+    first = client.get("/flags/").content.decode()
+    assert f"({OPEN_PAGE + 5})" in first
+    assert first.count('<tr id="flag-') == OPEN_PAGE
+    assert f"open flags 1–{OPEN_PAGE} of {OPEN_PAGE + 5}" in first
+    second = client.get("/flags/?open=2").content.decode()
+    assert second.count('<tr id="flag-') == 5
+    assert ">XID 0<" not in first and "XID 0<" in second  # the oldest, on the last page
