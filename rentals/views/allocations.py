@@ -79,9 +79,7 @@ def allocation_list_page(request):
             "page": page,
             "query": page.query,
             "state_query": state_query.urlencode(),
-            "cursor_error": None
-            if valid
-            else _("This page link is not valid; here is the first page."),
+            "cursor_error": None if valid else _("This page link is not valid."),
             "form": form,
             "state": filters.get("state") or None,
             "states": AllocationState.choices,

@@ -67,9 +67,7 @@ def statement_page(request):
             "page": page,
             "entries": rows,
             "query": page.query,
-            "cursor_error": None
-            if valid
-            else _("This page link is not valid; here is the first page."),
+            "cursor_error": None if valid else _("This page link is not valid."),
             "balances": every.balances,
             "range_balances": in_range.balances,
             "balance": every.balance,
