@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
 
-from django.db.models import Q
+from django.db.models import Q, Subquery
 from django.utils.dateparse import parse_datetime
 from rest_framework.pagination import LimitOffsetPagination
 
@@ -115,19 +115,35 @@ class KeysetPage:
         return bool(self.newer or self.older)
 
 
-def keyset_rows(qs, keys: Sequence[SortKey], *, direction: str | None, key, size: int):
+def keyset_rows(qs, keys: Sequence[SortKey], *, direction: str | None, key, size: int, narrow=None):
     """The page's rows in the list's order: the first `size` (direction None), those after
     `key` ("older"), those before it ("newer"), or the last `size` ("oldest"). A "newer"
-    page that reaches the top is the first page, full."""
+    page that reaches the top is the first page, full.
+
+    `narrow`: the same rows in the same order with only what the keys need; the page is
+    then chosen there (a sort of narrow rows) and only its rows are read from `qs` (a
+    subquery, same statement), so joins and per-row subqueries run for one page only."""
+    base = qs if narrow is None else narrow
+
+    def read(sliced, *, flipped: bool) -> list:
+        if narrow is None:
+            rows = list(sliced)
+            return rows[::-1] if flipped else rows
+        return list(qs.filter(pk__in=Subquery(sliced.values("pk"))))
+
     if direction == "older":
-        return list(qs.filter(keyset_filter(keys, key, forward=True))[:size])
+        return read(base.filter(keyset_filter(keys, key, forward=True))[:size], flipped=False)
     if direction == "newer":
-        rows = list(qs.filter(keyset_filter(keys, key, forward=False)).reverse()[: size + 1])
-        if len(rows) > size:
-            return rows[:size][::-1]
+        before = base.filter(keyset_filter(keys, key, forward=False)).reverse()
+        if narrow is None:
+            rows = list(before[: size + 1])
+            if len(rows) > size:
+                return rows[:size][::-1]
+        elif before[size : size + 1].exists():
+            return read(before[:size], flipped=True)
     if direction == "oldest":
-        return list(qs.reverse()[:size])[::-1]
-    return list(qs[:size])
+        return read(base.reverse()[:size], flipped=True)
+    return read(base[:size], flipped=False)
 
 
 PAGING_PARAMS = ("older", "newer", "oldest", "page")

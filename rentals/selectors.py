@@ -100,10 +100,26 @@ def allocations_as_listed(qs: QuerySet[Allocation]) -> QuerySet[Allocation]:
     own = LedgerEntry.objects.filter(allocation=OuterRef("pk")).order_by().values("allocation")
     return qs.annotate(
         list_rank=_LIST_RANK,
-        starts_soon=Case(When(state=AllocationState.SCHEDULED, then=F("paid_from"))),
+        starts_soon=_STARTS_SOON,
         paid=Subquery(own.annotate(total=Sum(_SIGNED)).values("total")[:1]),
         paid_currency=Subquery(own.values("currency")[:1], output_field=CharField()),
-    ).order_by("list_rank", F("starts_soon").asc(nulls_last=True), "-paid_from", "pk")
+    ).order_by(*_LIST_ORDER)
+
+
+_STARTS_SOON = Case(When(state=AllocationState.SCHEDULED, then=F("paid_from")))
+_LIST_ORDER = ("list_rank", F("starts_soon").asc(nulls_last=True), "-paid_from", "pk")
+
+
+def allocations_ranked(qs: QuerySet[Allocation]) -> QuerySet[Allocation]:
+    """`qs` in `allocations_as_listed`'s order with only its sort key: no joins, no sums
+    (the narrow rows a page is chosen from, core.pagination.keyset_rows)."""
+    return (
+        qs.select_related(None)
+        .prefetch_related(None)
+        .order_by()
+        .annotate(list_rank=_LIST_RANK, starts_soon=_STARTS_SOON)
+        .order_by(*_LIST_ORDER)
+    )
 
 
 # `allocations_as_listed`'s order as a keyset (core.pagination): a row's key is
@@ -123,10 +139,7 @@ def allocations_counted(
 ) -> tuple[int, int]:
     """(how many allocations `qs` holds, how many of them are listed before the key
     `before`), exact, in one statement."""
-    ranked = qs.order_by().annotate(
-        list_rank=_LIST_RANK,
-        starts_soon=Case(When(state=AllocationState.SCHEDULED, then=F("paid_from"))),
-    )
+    ranked = allocations_ranked(qs).order_by()
     if before is None:
         return ranked.aggregate(total=Count("pk"))["total"], 0
     counts = ranked.aggregate(

@@ -56,9 +56,14 @@ def allocation_list_page(request):
     allocations = selectors.allocations_as_listed(listed.prefetch_related(None))
     direction, key, valid = keyset_request(request.GET, int, aware_datetime, aware_datetime, UUID)
     order = selectors.ALLOCATION_ORDER
-    rows = keyset_rows(allocations, order, direction=direction, key=key, size=PAGE_SIZE)
+    ranked = selectors.allocations_ranked(listed)
+    rows = keyset_rows(
+        allocations, order, direction=direction, key=key, size=PAGE_SIZE, narrow=ranked
+    )
     if not rows and direction:  # a cursor past either end: the first page
-        rows = keyset_rows(allocations, order, direction=None, key=None, size=PAGE_SIZE)
+        rows = keyset_rows(
+            allocations, order, direction=None, key=None, size=PAGE_SIZE, narrow=ranked
+        )
     first = selectors.allocation_key(rows[0]) if rows else None
     total, before = selectors.allocations_counted(listed, before=first)
     query = request.GET.copy()
