@@ -1,3 +1,13 @@
+import base64
+import binascii
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import reduce
+
+from django.db.models import Q, Subquery
+from django.utils.dateparse import parse_datetime
 from rest_framework.pagination import LimitOffsetPagination
 
 
@@ -11,3 +21,143 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
 
     def get_offset(self, request):
         return min(super().get_offset(request), self.max_offset)
+
+
+# Keyset paging for the pages whose lists grow without bound (the statement, the allocation
+# list): a page is read from a row's sort key, not from an offset, so the last page costs
+# what the first does. A cursor is the key of the row it starts after (or before), written
+# as text; a cursor that does not read is refused by the caller, never a 500.
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """One column of a list's order: its field (or annotation), whether it sorts
+    descending, and whether it may be null (nulls sort last, as `nulls_last=True`)."""
+
+    field: str
+    descending: bool = False
+    nullable: bool = False
+
+
+def keyset_filter(keys: Sequence[SortKey], values: Sequence, *, forward: bool) -> Q:
+    """The rows strictly after `values` in the order `keys` (forward), or strictly before
+    them. The first column is also bounded on its own (`at <= x`), so an index on the
+    order reads only from the cursor on."""
+    terms = []
+    equal = Q()
+    for key, value in zip(keys, values, strict=True):
+        later = forward != key.descending  # the strict step goes up in value
+        if value is None:
+            step = None if forward else Q(**{f"{key.field}__isnull": False})
+        else:
+            step = Q(**{f"{key.field}__{'gt' if later else 'lt'}": value})
+            if key.nullable and forward:
+                step |= Q(**{f"{key.field}__isnull": True})
+        if step is not None:
+            terms.append(equal & step)
+        equal &= Q(**{f"{key.field}__isnull": True} if value is None else {key.field: value})
+    condition = reduce(operator.or_, terms) if terms else Q(pk__in=[])
+    first, value = keys[0], values[0]
+    if value is not None and not first.nullable:
+        later = forward != first.descending
+        condition = Q(**{f"{first.field}__{'gte' if later else 'lte'}": value}) & condition
+    return condition
+
+
+def cursor_write(*values) -> str:
+    """A sort key as an opaque, URL-safe token (datetimes ISO 8601, None empty)."""
+    parts = [
+        "" if v is None else (v.isoformat() if isinstance(v, datetime) else str(v)) for v in values
+    ]
+    return base64.urlsafe_b64encode("|".join(parts).encode()).decode().rstrip("=")
+
+
+def cursor_read(text: str, *parsers):
+    """The sort key a `cursor_write` token carries, each part read by its parser (a part
+    written as None reads as None), or None when the token does not read."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+        parts = raw.split("|")
+        if len(parts) != len(parsers):
+            return None
+        return tuple(None if p == "" else parse(p) for parse, p in zip(parsers, parts, strict=True))
+    except (binascii.Error, UnicodeDecodeError, ValueError, TypeError, OverflowError):
+        return None
+
+
+def aware_datetime(text: str) -> datetime:
+    """A cursor part: an ISO 8601 time with its offset (ValueError otherwise)."""
+    value = parse_datetime(text)
+    if value is None or value.tzinfo is None:
+        raise ValueError(text)
+    return value
+
+
+@dataclass
+class KeysetPage:
+    """One page of a list read by keyset: its rows, where they sit in the whole list
+    (`start`, 1-based, and `total`, both exact), and the cursors of the pages on either side
+    (None at either end)."""
+
+    rows: list
+    start: int
+    total: int
+    newer: str | None = None
+    older: str | None = None
+    query: str = ""
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.rows) - 1
+
+    @property
+    def has_other_pages(self) -> bool:
+        return bool(self.newer or self.older)
+
+
+def keyset_rows(qs, keys: Sequence[SortKey], *, direction: str | None, key, size: int, narrow=None):
+    """The page's rows in the list's order: the first `size` (direction None), those after
+    `key` ("older"), those before it ("newer"), or the last `size` ("oldest"). A "newer"
+    page that reaches the top is the first page, full.
+
+    `narrow`: the same rows in the same order with only what the keys need; the page is
+    then chosen there (a sort of narrow rows) and only its rows are read from `qs` (a
+    subquery, same statement), so joins and per-row subqueries run for one page only."""
+    base = qs if narrow is None else narrow
+
+    def read(sliced, *, flipped: bool) -> list:
+        if narrow is None:
+            rows = list(sliced)
+            return rows[::-1] if flipped else rows
+        return list(qs.filter(pk__in=Subquery(sliced.values("pk"))))
+
+    if direction == "older":
+        return read(base.filter(keyset_filter(keys, key, forward=True))[:size], flipped=False)
+    if direction == "newer":
+        before = base.filter(keyset_filter(keys, key, forward=False)).reverse()
+        if narrow is None:
+            rows = list(before[: size + 1])
+            if len(rows) > size:
+                return rows[:size][::-1]
+        elif before[size : size + 1].exists():
+            return read(before[:size], flipped=True)
+    if direction == "oldest":
+        return read(base.reverse()[:size], flipped=True)
+    return read(base[:size], flipped=False)
+
+
+PAGING_PARAMS = ("older", "newer", "oldest", "page")
+
+
+def keyset_request(params, *parsers) -> tuple[str | None, tuple | None, bool]:
+    """(direction, key, valid) from a page's query: `older=<cursor>`, `newer=<cursor>` or
+    `oldest=1`; nothing (or an old `page=` number) is the first page. A cursor that does not
+    read gives the first page and valid=False, for the page to say so."""
+    for direction in ("older", "newer"):
+        text = params.get(direction)
+        if text:
+            key = cursor_read(text, *parsers) if len(text) <= 400 else None
+            return (direction, key, True) if key is not None else (None, None, False)
+    if params.get("oldest"):
+        return "oldest", None, True
+    return None, None, True

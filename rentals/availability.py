@@ -7,7 +7,7 @@ from django.db import connection
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from catalog.models import Gpu, GpuModel, NodeState
+from catalog.models import GpuModel, Node, NodeState
 from catalog.selectors import catalog_rows, gpu_model_list
 from rentals import sql
 from rentals.selectors import holdings_at
@@ -37,18 +37,18 @@ def max_gpus_per_node(*, gpu_model: GpuModel) -> int:
 def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
     """(GPUs per node, nodes in the largest network group) of the model's active nodes that
     can form clusters: a cluster is that many GPUs per node, on at most that many nodes."""
-    sizes = (
-        Gpu.objects.filter(node__gpu_model=gpu_model, node__state=NodeState.ACTIVE)
-        .exclude(node__network_group="")
-        .values("node_id", "node__network_group")
-        .annotate(n=Count("id"))
+    # The nodes' GPU counts (Node.gpu_count, kept by the database's triggers), counted per
+    # network group and size in the database: a few rows, not one per GPU or node.
+    sizes = list(
+        Node.objects.filter(gpu_model=gpu_model, state=NodeState.ACTIVE, gpu_count__gt=0)
+        .exclude(network_group="")
+        .order_by()
+        .values("network_group", "gpu_count")
+        .annotate(nodes=Count("id"))
     )
-    per_node = max((row["n"] for row in sizes), default=0)
-    groups: dict[str, int] = {}
-    for row in sizes:
-        if row["n"] == per_node:
-            groups[row["node__network_group"]] = groups.get(row["node__network_group"], 0) + 1
-    return per_node, max(groups.values(), default=0)
+    per_node = max((row["gpu_count"] for row in sizes), default=0)
+    groups = [row["nodes"] for row in sizes if row["gpu_count"] == per_node]
+    return per_node, max(groups, default=0)
 
 
 def _room_read(

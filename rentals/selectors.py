@@ -2,12 +2,14 @@
 see and act on, quotes, the ledger; and a person's notices."""
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
 from django.db.models import (
     Case,
     CharField,
+    Count,
     DecimalField,
     F,
     IntegerField,
@@ -24,6 +26,7 @@ from django.db.models import (
 from accounts.access import Acting, Action
 from catalog.models import RentalPeriod
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money, quantize
+from core.pagination import SortKey, keyset_filter
 from rentals.models import (
     CREDITS,
     Allocation,
@@ -97,10 +100,53 @@ def allocations_as_listed(qs: QuerySet[Allocation]) -> QuerySet[Allocation]:
     own = LedgerEntry.objects.filter(allocation=OuterRef("pk")).order_by().values("allocation")
     return qs.annotate(
         list_rank=_LIST_RANK,
-        starts_soon=Case(When(state=AllocationState.SCHEDULED, then=F("paid_from"))),
+        starts_soon=_STARTS_SOON,
         paid=Subquery(own.annotate(total=Sum(_SIGNED)).values("total")[:1]),
         paid_currency=Subquery(own.values("currency")[:1], output_field=CharField()),
-    ).order_by("list_rank", F("starts_soon").asc(nulls_last=True), "-paid_from", "pk")
+    ).order_by(*_LIST_ORDER)
+
+
+_STARTS_SOON = Case(When(state=AllocationState.SCHEDULED, then=F("paid_from")))
+_LIST_ORDER = ("list_rank", F("starts_soon").asc(nulls_last=True), "-paid_from", "pk")
+
+
+def allocations_ranked(qs: QuerySet[Allocation]) -> QuerySet[Allocation]:
+    """`qs` in `allocations_as_listed`'s order with only its sort key: no joins, no sums
+    (the narrow rows a page is chosen from, core.pagination.keyset_rows)."""
+    return (
+        qs.select_related(None)
+        .prefetch_related(None)
+        .order_by()
+        .annotate(list_rank=_LIST_RANK, starts_soon=_STARTS_SOON)
+        .order_by(*_LIST_ORDER)
+    )
+
+
+# `allocations_as_listed`'s order as a keyset (core.pagination): a row's key is
+# (list_rank, starts_soon, paid_from, pk), all annotations or columns of the listed rows.
+ALLOCATION_ORDER = (
+    SortKey("list_rank"), SortKey("starts_soon", nullable=True),
+    SortKey("paid_from", descending=True), SortKey("pk"),
+)  # fmt: skip
+
+
+def allocation_key(allocation: Allocation) -> tuple:
+    return allocation.list_rank, allocation.starts_soon, allocation.paid_from, allocation.pk
+
+
+def allocations_counted(
+    qs: QuerySet[Allocation], *, before: tuple | None = None
+) -> tuple[int, int]:
+    """(how many allocations `qs` holds, how many of them are listed before the key
+    `before`), exact, in one statement."""
+    ranked = allocations_ranked(qs).order_by()
+    if before is None:
+        return ranked.aggregate(total=Count("pk"))["total"], 0
+    counts = ranked.aggregate(
+        total=Count("pk"),
+        before=Count("pk", filter=keyset_filter(ALLOCATION_ORDER, before, forward=False)),
+    )
+    return counts["total"], counts["before"]
 
 
 def allocation_get(*, acting: Acting, pk) -> Allocation | None:
@@ -224,26 +270,66 @@ def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[L
     )
 
 
-def ledger_balances(*, acting: Acting, filters: dict | None = None) -> list[Money]:
-    """Charges minus refunds and credits, exact, one Money per currency (amounts of
-    different currencies are never added), over the filtered entries when filters are given."""
+# The statement's order (LedgerEntry.Meta.ordering) as a keyset; the index
+# rentals_ledger_team_at_id reads a page from its key and, covering kind, currency and
+# amount, the balances without the table.
+LEDGER_ORDER = (SortKey("at", descending=True), SortKey("id", descending=True))
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """What the filtered entries add up to, exact: the balance per currency, how many rows
+    there are, and how many of them come before a key (newer, on the statement)."""
+
+    balances: list[Money]
+    rows: int
+    before: int
+
+    @property
+    def balance(self):
+        """The balance when there is one currency (0 when none), else None: there is no
+        single number for several currencies."""
+        if not self.balances:
+            return Decimal("0.00")
+        return self.balances[0].amount if len(self.balances) == 1 else None
+
+
+def ledger_summary(
+    *, acting: Acting, filters: dict | None = None, before: tuple | None = None
+) -> LedgerSummary:
+    """Balances per currency, the row count and the rows newer than `before` (a key of
+    LEDGER_ORDER), over the filtered entries, in one statement."""
     rows = (
         ledger_entries(acting=acting, filters=filters)
         .order_by()
         .values("currency")
-        .annotate(total=Sum(_SIGNED))
+        .annotate(
+            total=Sum(_SIGNED),
+            rows=Count("pk"),
+            before=Count("pk", filter=keyset_filter(LEDGER_ORDER, before, forward=False))
+            if before
+            else Value(0),
+        )
         .order_by("currency")
     )
-    return [Money(row["total"], row["currency"]) for row in rows]
+    rows = list(rows)
+    return LedgerSummary(
+        balances=[Money(row["total"], row["currency"]) for row in rows],
+        rows=sum(row["rows"] for row in rows),
+        before=sum(row["before"] for row in rows),
+    )
+
+
+def ledger_balances(*, acting: Acting, filters: dict | None = None) -> list[Money]:
+    """Charges minus refunds and credits, exact, one Money per currency (amounts of
+    different currencies are never added), over the filtered entries when filters are given."""
+    return ledger_summary(acting=acting, filters=filters).balances
 
 
 def ledger_balance(*, acting: Acting, filters: dict | None = None):
     """The balance when the ledger holds one currency (the usual case), else None: there is
     no single number for several currencies (see `ledger_balances`)."""
-    balances = ledger_balances(acting=acting, filters=filters)
-    if not balances:
-        return Decimal("0.00")
-    return balances[0].amount if len(balances) == 1 else None
+    return ledger_summary(acting=acting, filters=filters).balance
 
 
 # `amount` is the gross; net and VAT were added after it (columns are added, never moved).

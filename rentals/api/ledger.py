@@ -35,14 +35,12 @@ class LedgerListApi(generics.ListAPIView):
         # when there are several: amounts of different currencies are never added).
         acting = acting_for_request(request)
         filters = self._filters()
-        response.data["balances"] = _money_list(selectors.ledger_balances(acting=acting))
-        response.data["range_balances"] = _money_list(
-            selectors.ledger_balances(acting=acting, filters=filters)
-        )
-        response.data["balance"] = _optional(selectors.ledger_balance(acting=acting))
-        response.data["range_net"] = _optional(
-            selectors.ledger_balance(acting=acting, filters=filters)
-        )
+        in_range = selectors.ledger_summary(acting=acting, filters=filters)
+        every = selectors.ledger_summary(acting=acting) if any(filters.values()) else in_range
+        response.data["balances"] = _money_list(every.balances)
+        response.data["range_balances"] = _money_list(in_range.balances)
+        response.data["balance"] = _optional(every.balance)
+        response.data["range_net"] = _optional(in_range.balance)
         return response
 
 

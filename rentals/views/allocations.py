@@ -4,11 +4,11 @@ Writes go through the same services as the API; refusals are acted on by type.
 """
 
 from datetime import datetime
+from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -18,6 +18,14 @@ from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
 from core.errors import DomainError
+from core.pagination import (
+    PAGING_PARAMS,
+    KeysetPage,
+    aware_datetime,
+    cursor_write,
+    keyset_request,
+    keyset_rows,
+)
 from rentals import limits, selectors, services
 from rentals.access import access_of, key_choices
 from rentals.allocation_usage import allocation_series, allocation_usage, stopped_spans, time_left
@@ -37,33 +45,53 @@ PAGE_SIZE = 50
 @login_required
 def allocation_list_page(request):
     """The team's allocations by page, what runs first, with what each paid; staff see every team's and filter by owner, GPU model
-    and node as well as state."""
+    and node as well as state. Pages are read by keyset (core.pagination), their place in
+    the list counted exactly."""
     form = AllocationFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
-    allocations = selectors.allocations_as_listed(
-        selectors.allocation_list(
-            acting=acting_for_request(request), state=filters.get("state") or None, filters=filters
-        )
+    listed = selectors.allocation_list(
+        acting=acting_for_request(request), state=filters.get("state") or None, filters=filters
     )
-    page = Paginator(allocations, PAGE_SIZE).get_page(request.GET.get("page"))
+    # The list shows neither GPUs nor events: not read (the API's list reads them).
+    allocations = selectors.allocations_as_listed(listed.prefetch_related(None))
+    direction, key, valid = keyset_request(request.GET, int, aware_datetime, aware_datetime, UUID)
+    order = selectors.ALLOCATION_ORDER
+    ranked = selectors.allocations_ranked(listed)
+    rows = keyset_rows(
+        allocations, order, direction=direction, key=key, size=PAGE_SIZE, narrow=ranked
+    )
+    if not rows and direction:  # a cursor past either end: the first page
+        rows = keyset_rows(
+            allocations, order, direction=None, key=None, size=PAGE_SIZE, narrow=ranked
+        )
+    first = selectors.allocation_key(rows[0]) if rows else None
+    total, before = selectors.allocations_counted(listed, before=first)
     query = request.GET.copy()
-    query.pop("page", None)
+    for name in PAGING_PARAMS:
+        query.pop(name, None)
+    page = KeysetPage(rows=rows, start=before + 1, total=total, query=query.urlencode())
+    if rows and page.start > 1:
+        page.newer = cursor_write(*first)
+    if rows and page.end < total:
+        page.older = cursor_write(*selectors.allocation_key(rows[-1]))
     state_query = query.copy()
     state_query.pop("state", None)
     return render(
         request,
         "rentals/allocation_list.html",
         {
-            "allocations": page.object_list,
+            "allocations": rows,
             "page": page,
-            "query": query.urlencode(),
+            "query": page.query,
             "state_query": state_query.urlencode(),
+            "cursor_error": None if valid else _("This page link is not valid."),
             "form": form,
             "state": filters.get("state") or None,
             "states": AllocationState.choices,
             "now": timezone.now(),
             "nav": "allocations",
         },
+        status=200 if valid else 400,
     )
 
 

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
@@ -326,6 +326,7 @@ def _availability_context(request, gpu_model, form) -> dict:
         day["free_gpus"] = int(day["free_gpus"])  # a SQL sum (a Decimal); counted in words
         day["free"] = day["free_whole_nodes"] if whole else day["max_gpus_on_one_node"]
         day["shade"] = _calendar_shade(day["free"], of)
+        day["title"] = _calendar_title(day)
     return {
         "calendar_weeks": [days[i : i + 7] for i in range(0, len(days), 7)],
         "calendar_per_node": max(per_node, 1),
@@ -344,12 +345,26 @@ def _availability_context(request, gpu_model, form) -> dict:
             "gpus_per_node": per_cluster_node,
             "largest_group": largest_group,
             "fabrics": sorted(
-                set(gpu_model.nodes.exclude(network_group="").values_list("fabric", flat=True))
+                gpu_model.nodes.exclude(network_group="")
+                .order_by()
+                .values_list("fabric", flat=True)
+                .distinct()
             ),
         },
         "regions": choice.regions,
         "region": choice.region,
     }
+
+
+def _calendar_title(day: dict) -> str:
+    """A day's tooltip, written here once per day rather than by two template tags."""
+    nodes, gpus = day["free_whole_nodes"], day["free_gpus"]
+    return ", ".join(
+        (
+            ngettext("%(n)s whole node free", "%(n)s whole nodes free", nodes) % {"n": nodes},
+            ngettext("%(n)s GPU free in all", "%(n)s GPUs free in all", gpus) % {"n": gpus},
+        )
+    )
 
 
 def _calendar_shade(free: int, of: int) -> int:

@@ -1,12 +1,25 @@
 """The team's statement: charges and refunds by page, bounded by dates and kind, the
-balance, and the same range as CSV."""
+balance, and the same range as CSV.
+
+Pages are read by keyset (core.pagination: "newer" and "older" carry the sort key of the
+row they start from), so the oldest page of a long ledger costs what the first does; where
+a page sits in the range and the range's total come, exact, from the statement that sums
+the balances."""
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from accounts.access import acting_for_request
 from core.csv import csv_response
+from core.pagination import (
+    PAGING_PARAMS,
+    KeysetPage,
+    aware_datetime,
+    cursor_write,
+    keyset_request,
+    keyset_rows,
+)
 from rentals import selectors
 from rentals.forms import LedgerFilterForm
 
@@ -18,31 +31,51 @@ def _filters(request) -> tuple[LedgerFilterForm, dict]:
     return form, (form.cleaned_data if form.is_valid() else {})
 
 
+def _query(request) -> str:
+    query = request.GET.copy()
+    for name in PAGING_PARAMS:
+        query.pop(name, None)
+    return query.urlencode()
+
+
 @login_required
 def statement_page(request):
     acting = acting_for_request(request)
     form, filters = _filters(request)
-    page = Paginator(selectors.ledger_entries(acting=acting, filters=filters), PAGE_SIZE).get_page(
-        request.GET.get("page")
+    filtered = bool(filters and any(filters.values()))
+    direction, key, valid = keyset_request(request.GET, aware_datetime, int)
+    entries = selectors.ledger_entries(acting=acting, filters=filters)
+    order = selectors.LEDGER_ORDER
+    rows = keyset_rows(entries, order, direction=direction, key=key, size=PAGE_SIZE)
+    if not rows and direction:  # a cursor past either end: the first page
+        rows = keyset_rows(entries, order, direction=None, key=None, size=PAGE_SIZE)
+    first_key = (rows[0].at, rows[0].pk) if rows else None
+    in_range = selectors.ledger_summary(acting=acting, filters=filters, before=first_key)
+    every = selectors.ledger_summary(acting=acting) if filtered else in_range
+    page = KeysetPage(
+        rows=rows, start=in_range.before + 1, total=in_range.rows, query=_query(request)
     )
-    query = request.GET.copy()
-    query.pop("page", None)
+    if rows and page.start > 1:
+        page.newer = cursor_write(rows[0].at, rows[0].pk)
+    if rows and page.end < page.total:
+        page.older = cursor_write(rows[-1].at, rows[-1].pk)
     return render(
         request,
         "rentals/statement.html",
         {
             "form": form,
             "page": page,
-            "entries": page.object_list,
-            "query": query.urlencode(),
-            "balances": selectors.ledger_balances(acting=acting),
-            "range_balances": selectors.ledger_balances(acting=acting, filters=filters),
-            "balance": selectors.ledger_balance(acting=acting),
-            "range_net": selectors.ledger_balance(acting=acting, filters=filters),
-            "filtered": bool(filters and any(filters.values())),
+            "entries": rows,
+            "query": page.query,
+            "cursor_error": None if valid else _("This page link is not valid."),
+            "balances": every.balances,
+            "range_balances": in_range.balances,
+            "balance": every.balance,
+            "range_net": in_range.balance,
+            "filtered": filtered,
             "nav": "statement",
         },
-        status=400 if form.errors else 200,
+        status=400 if form.errors or not valid else 200,
     )
 
 
