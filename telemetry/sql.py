@@ -403,6 +403,16 @@ WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
 GROUP BY at
 """
 
+# The newest minute the fleet rollups hold in [start, end) (`bucket`: minute), with the GPUs
+# that reported in it (those with a minute rollup) and those busy in it.
+FLEET_NEWEST_MINUTE = """
+SELECT at, sum(busy_gpus), sum(gpus) FROM telemetry_fleetrollup
+WHERE bucket = %(bucket)s AND at = (
+    SELECT max(at) FROM telemetry_fleetrollup
+    WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s)
+GROUP BY at
+"""
+
 # Per `unit` (hour or day), the fleet's largest size and the fewest GPUs answering.
 FLEET_SIZES = """
 SELECT date_trunc(%(unit)s, at), max(gpus), min(reporting) FROM telemetry_fleetsize
