@@ -20,8 +20,8 @@ from rentals import sql
 from rentals.models import AllocationState, LedgerKind
 from telemetry.models import FleetRollup, FleetSize, GpuRollup
 from telemetry.selectors import (
-    busy_gpus,
     fleet_busy_by_bucket,
+    fleet_newest_minute,
     fleet_sizes,
     fleet_totals_by_group,
     fleet_totals_rolled,
@@ -31,9 +31,16 @@ from telemetry.selectors import (
 
 _STARTED = [AllocationState.RUNNING, AllocationState.STOPPED]
 
+# How far back "busy now" looks for the newest minute rolled up: older is not "now".
+BUSY_NOW_WITHIN = timedelta(minutes=5)
+
 
 def _allocation_rows(which: str, **params) -> list[dict]:
     return read_rows(sql.allocation_rows(which), params)
+
+
+def _parsed(at: str | None) -> datetime | None:
+    return at and datetime.fromisoformat(at)
 
 
 def step_for(days: float) -> timedelta:
@@ -46,8 +53,11 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
     """Per step: the fleet's size as recorded then and the fewest of its GPUs whose
     telemetry answered a round (both None where nothing was recorded), GPUs allocated, and
     GPUs busy (average utilisation over the threshold, so at most those answering); all
-    four None in a step before the fleet's first record with nothing in it (a gap). Steps
-    the rollups have not closed yet, the current one included, are read live."""
+    four None in a step before the fleet's first record with nothing in it (a gap). A step
+    the rollups have not closed yet (the current one) is read from the fleet's minute
+    rollups, never raw samples: its busy GPUs are those busy in its newest rolled-up minute,
+    whose end is its `busy_until` (busy None, and busy_until None: no minute of it is rolled
+    up yet)."""
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
     with reads_cursor() as cursor:
         cursor.execute(
@@ -57,9 +67,12 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
         allocated = {h: n for h, n in cursor.fetchall()}
     busy = fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
     rolled = rolled_until(bucket, FleetRollup) or start
+    as_of = {}
     for h in allocated:
         if h + step > rolled:
-            busy[h] = busy_gpus(start=max(h, start), end=min(h + step, end))
+            minute = fleet_newest_minute(start=max(h, start), end=min(h + step, end))
+            busy[h] = minute and minute.busy
+            as_of[h] = minute and minute.until.isoformat()
     sizes = fleet_sizes(start=min(allocated, default=start), end=end, step=step)
     began = FleetSize.objects.aggregate(first=Min("at"))["first"]  # the first record ever
     rows = []
@@ -68,8 +81,11 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
         busy_then = busy.get(h, 0)
         if began and h + step <= began and not n and not busy_then:  # before the fleet: a gap
             n = busy_then = None
-        rows.append({"t": h.isoformat(), "total": total, "reporting": reporting,
-                     "allocated": n, "busy": busy_then})  # fmt: skip
+        row = {"t": h.isoformat(), "total": total, "reporting": reporting,
+               "allocated": n, "busy": busy_then}  # fmt: skip
+        if h in as_of:
+            row["busy_until"] = as_of[h]
+        rows.append(row)
     return rows
 
 
@@ -128,13 +144,25 @@ def booked_ahead(*, now: datetime) -> list[dict]:
     return rows
 
 
+def idle_window(*, now: datetime, hours: float = 2) -> tuple[datetime, datetime]:
+    """The `hours` of minute rollups that idleness is judged on: up to the end of the
+    newest minute rolled up (the fleet's: written with the GPUs' in one transaction, and a
+    few rows a minute), or `now`'s minute where none is; not the raw samples."""
+    until = rolled_until(GpuRollup.Bucket.MINUTE, FleetRollup)
+    until = until or now.replace(second=0, microsecond=0)
+    until = min(until, now)
+    return until - timedelta(hours=hours), until
+
+
 @reporting_reads()
 def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> list[dict]:
-    """Running allocations whose GPUs have not been busy for `hours`, as plain rows."""
+    """Running allocations, running since before the window (`idle_window`), none of whose
+    GPUs went over the active threshold in any minute rolled up in it, as plain rows."""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    since, until = idle_window(now=now, hours=hours)
     return _allocation_rows(
-        "idle", running=AllocationState.RUNNING, since=now - timedelta(hours=hours),
-        threshold=threshold, limit=limit,
+        "idle", running=AllocationState.RUNNING, since=since, until=until,
+        minute=GpuRollup.Bucket.MINUTE, threshold=threshold, limit=limit,
     )  # fmt: skip
 
 
@@ -148,15 +176,18 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     with reads_cursor() as cursor:
         cursor.execute(
             sql.DASHBOARD_NOW,
-            {"now": now, "start": start, "since": now - timedelta(minutes=2),
-             "threshold": threshold, "active": NodeState.ACTIVE, "retired": NodeState.RETIRED,
-             "stopped": AllocationState.STOPPED, "started": _STARTED},
+            {"now": now, "start": start, "active": NodeState.ACTIVE,
+             "retired": NodeState.RETIRED, "stopped": AllocationState.STOPPED,
+             "started": _STARTED},
         )  # fmt: skip
-        (total, allocated_now, busy_now, reporting_now, stopped_hours, impaired_hours,
-         health) = cursor.fetchone()  # fmt: skip
+        total, allocated_now, stopped_hours, impaired_hours, health = cursor.fetchone()
     health = health or {}
+    # Busy and answering now: the newest minute rolled up within the last BUSY_NOW_WITHIN.
+    minute = fleet_newest_minute(start=now - BUSY_NOW_WITHIN, end=now)
+    idle_from, idle_until = idle_window(now=now)
     by_model, by_region, use_span = use_by_model_and_region(start=start, end=now, rolled_only=True)
     step = step_for(days)
+    over_time = fleet_over_time(start=start, end=now, step=step)
     charges, refunds = revenue(start=start, end=now)
     troubled = node_health(skip=[NodeHealth.HEALTHY], limit=100)
     heatmap = booked_ahead(now=now)
@@ -165,9 +196,11 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "start": start,
         "total": total,
         "allocated_now": allocated_now,
-        "busy_now": busy_now,
-        "reporting_now": reporting_now,
-        "over_time": fleet_over_time(start=start, end=now, step=step),
+        # None (all three): no minute rolled up within BUSY_NOW_WITHIN.
+        "busy_now": minute and minute.busy,
+        "reporting_now": minute and minute.reporting,
+        "busy_until": minute and minute.until,
+        "over_time": over_time,
         "by_model": by_model,
         "by_region": by_region,
         # What use by model and region covers: the rolled-up hours and days (None: none).
@@ -176,6 +209,13 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "stopped_gpu_hours": round(float(stopped_hours), 1),
         "impaired_gpu_hours": round(float(impaired_hours), 1),
         "idle_allocations": idle_allocations(now=now),
+        "idle_from": idle_from,
+        "idle_until": idle_until,
+        "threshold": threshold,
+        # The chart's newest step, when the rollups have not closed it: up to when it is read.
+        "latest_step_open": bool(over_time) and "busy_until" in over_time[-1],
+        "latest_step_until": _parsed(over_time[-1].get("busy_until") if over_time else None),
+        "step_is_hour": step == timedelta(hours=1),
         "revenue": charges,
         "refunds": refunds,
         "credits": credited(start=start, end=now),

@@ -422,22 +422,15 @@ JOIN days ON days.d < held.ends_at AND days.d + interval '1 day' > held.starts_a
 GROUP BY a.gpu_model_id, days.d
 """
 
-# The page's top line in one statement: GPUs in the fleet, allocated, busy and answering
-# telemetry now (samples of the last two minutes), GPU-hours
+# The page's top line in one statement: GPUs in the fleet, allocated now, GPU-hours
 # paid but stopped within the range (each stop to the next event leaving "stopped", or to
 # the end of the paid period; clipped to the range), impaired GPU-hours within the range
 # (the impaired spans' GPUs) and nodes per health.
 DASHBOARD_NOW = """
-WITH recent AS MATERIALIZED (
-    SELECT gpu_id, utilization FROM telemetry_gpusample WHERE at >= %(since)s
-)
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
        (SELECT count(*) FROM rentals_allocationgpu  -- a maintenance window's are not
         WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s
           AND allocation_id IS NOT NULL),
-       (SELECT count(DISTINCT gpu_id) FILTER (WHERE utilization > %(threshold)s)
-        FROM recent),
-       (SELECT count(DISTINCT gpu_id) FROM recent),
        (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
                     least(coalesce(back.at, a.paid_until), %(now)s) - greatest(stop.at, %(start)s))),
                 0) / 3600
@@ -526,13 +519,21 @@ LIMIT %(limit)s
 _ALLOCATIONS_WHERE = {
     # Live and paid until before `soon`.
     "expiring": SQL("a.state = ANY(%(started)s) AND a.paid_until <= %(soon)s"),
-    # Running since before `since` and none of its GPUs over the threshold since then.
+    # Running since before `since` and none of its GPUs over the threshold in any minute
+    # rolled up in [since, until) (a minute's peak: the highest of its samples). Each GPU's
+    # minutes are one range of the (gpu, bucket, at) index, written as a row comparison so
+    # that no other index can serve it: the newest minutes are often not in the table's
+    # statistics yet, and a plan that reads every GPU's minutes by (bucket, at) costs
+    # seconds.
     "idle": SQL(
         """
 a.state = %(running)s AND a.paid_from <= %(since)s AND NOT EXISTS (
     SELECT 1 FROM rentals_allocationgpu ag
-    JOIN telemetry_gpusample s ON s.gpu_id = ag.gpu_id
-    WHERE ag.allocation_id = a.id AND s.at >= %(since)s AND s.utilization > %(threshold)s)
+    JOIN telemetry_gpurollup r
+      ON r.gpu_id = ag.gpu_id  -- also: the estimate per GPU, not per table
+     AND (r.gpu_id, r.bucket, r.at) >= (ag.gpu_id, %(minute)s, %(since)s)
+     AND (r.gpu_id, r.bucket, r.at) < (ag.gpu_id, %(minute)s, %(until)s)
+    WHERE ag.allocation_id = a.id AND r.utilization_max > %(threshold)s)
 """
     ),
 }

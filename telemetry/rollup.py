@@ -1,7 +1,8 @@
 """Per-minute, per-hour and per-day rollups of the raw samples, and retention.
 
 Each run recomputes from the last bucket it wrote, so a run after an outage catches up and
-a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent.
+a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent. Hours and days
+are aggregated again only where a minute (an hour) under them was written or changed.
 """
 
 from datetime import datetime, timedelta
@@ -53,10 +54,21 @@ def _earliest(*ats):
     return min(present) if present else None
 
 
+def _floor(at: datetime, bucket: str) -> datetime:
+    """The start of `at`'s bucket (minute, hour or day, from midnight UTC)."""
+    at = at.replace(second=0, microsecond=0)
+    if bucket == RollupBucket.MINUTE:
+        return at
+    return BUCKET_START[bucket](at)
+
+
 @transaction.atomic
 def telemetry_rollup(*, now: datetime | None = None) -> dict:
-    """Each level from its newest bucket on, or from the earliest minute an ingest rewrote
-    since the last run (`SamplesRewritten`: the remote source re-pulls minutes late)."""
+    """Minutes from the newest one rolled up on, or from the earliest minute an ingest
+    rewrote since the last run (`SamplesRewritten`: the remote source re-pulls minutes
+    late). Each coarser bucket is aggregated again only where it holds a finer one this run
+    wrote (or changed), or where it was never written: a run that changes no minute of a
+    closed hour leaves its hour and day alone."""
     now = now or db_now()
     with connection.cursor() as cursor:
         cursor.execute(sql.ROLLUP_LOCK)
@@ -65,48 +77,69 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
         cursor.execute(sql.REWRITTEN_TAKE)
         rewritten = cursor.fetchone()[0]
         counts = {}
+        written = {}  # per bucket, the earliest one this run wrote
         newest = _newest(RollupBucket.MINUTE)
         since = _earliest(_since("minute", GpuSample, newest=newest), rewritten)
-        counts["minute"] = 0
+        counts["minute"], written[RollupBucket.MINUTE] = 0, None
         if since is not None:
+            since = _floor(since, RollupBucket.MINUTE)  # a minute is rolled whole
             threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
             cursor.execute(
                 sql.ROLLUP_MINUTES,
                 {"bucket": RollupBucket.MINUTE, "step": STEP[RollupBucket.MINUTE],
                  "since": since, "newest": newest, "now": now, "threshold": threshold},
             )  # fmt: skip
-            counts["minute"] = cursor.fetchone()[0]
+            counts["minute"], written[RollupBucket.MINUTE] = cursor.fetchone()
         for bucket, source, start in COARSER:
-            since = _earliest(_since(bucket, GpuRollup, {"bucket": source}), rewritten)
-            counts[bucket] = 0
-            if since is not None:
+            # The buckets after the newest one (never written yet; from the first source
+            # bucket on a first run), and those holding a source bucket written now.
+            last = _newest(bucket)
+            pending = (
+                last + STEP[bucket]
+                if last is not None
+                else GpuRollup.objects.filter(bucket=source).order_by("at").values_list("at", flat=True).first()
+            )  # fmt: skip
+            since = _earliest(pending, written[source])
+            counts[bucket], written[bucket] = 0, None
+            if since is not None and start(since) < _floor(now, bucket):
                 cursor.execute(
                     sql.ROLLUP_COARSER,
                     {"bucket": bucket, "source": source, "step": STEP[bucket],
                      "since": start(since), "now": now},
                 )  # fmt: skip
-                counts[bucket] = cursor.rowcount
-    counts.update(fleet_rollups_refresh(rewritten=rewritten))
+                counts[bucket], written[bucket] = cursor.fetchone()
+    counts.update(fleet_rollups_refresh(rewritten=rewritten, written=written))
     return counts
 
 
+_FLEET_BUCKETS = (RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY)
+
+
 @transaction.atomic
-def fleet_rollups_refresh(*, rewritten: datetime | None = None) -> dict:
-    """Bring the per model and region rollups up to the GPU rollups, from the newest bucket
-    they hold (rewritten: GPU rollups rewrite their newest bucket too), or from `rewritten`
-    where that is earlier, or, on a first run, the oldest GPU rollup. Also called by
-    whatever writes GPU rollups itself (the demo)."""
+def fleet_rollups_refresh(
+    *, rewritten: datetime | None = None, written: dict[str, datetime | None] | None = None
+) -> dict:
+    """Bring the per model and region rollups (minute, hour, day) up to the GPU rollups.
+    With `written` (the rollup run: per bucket, the earliest GPU rollup it wrote, None:
+    none), each from the bucket after their newest one, or from the earliest written where
+    that is earlier. Without it (whatever writes GPU rollups itself, the demo): from the
+    newest bucket they hold (GPU rollups rewrite their newest bucket too), or from
+    `rewritten` where that is earlier, or, on a first run, the oldest GPU rollup."""
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     counts = {}
     with connection.cursor() as cursor:
-        for bucket in (GpuRollup.Bucket.HOUR, GpuRollup.Bucket.DAY):
-            since = (
-                FleetRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
-                or GpuRollup.objects.filter(bucket=bucket).order_by("at").values_list("at", flat=True).first()
-            )  # fmt: skip
-            if since is not None and rewritten is not None:
-                since = min(since, BUCKET_START[bucket](rewritten))
+        for bucket in _FLEET_BUCKETS:
             counts[f"fleet_{bucket}"] = 0
+            last = FleetRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()  # fmt: skip
+            if written is not None and last is not None:
+                since = _earliest(last + STEP[bucket], written[bucket])
+                newest_gpu = _newest(bucket)
+                if newest_gpu is None or since > newest_gpu:
+                    continue  # nothing new below
+            else:
+                since = last or GpuRollup.objects.filter(bucket=bucket).order_by("at").values_list("at", flat=True).first()  # fmt: skip
+                if since is not None and rewritten is not None:
+                    since = min(since, _floor(rewritten, bucket))
             if since is None:
                 continue
             FleetRollup.objects.filter(bucket=bucket, at__gte=since).delete()

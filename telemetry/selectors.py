@@ -254,6 +254,29 @@ def fleet_busy_by_bucket(*, bucket: str, start: datetime, end: datetime) -> dict
         return dict(cursor.fetchall())
 
 
+@dataclass(frozen=True)
+class FleetMinute:
+    """One minute of the fleet as rolled up: GPUs that reported in it, GPUs busy in it
+    (their minute's average utilisation over the active threshold), and the minute's end."""
+
+    until: datetime
+    busy: int
+    reporting: int
+
+
+def fleet_newest_minute(*, start: datetime, end: datetime) -> FleetMinute | None:
+    """The newest minute in [start, end) the fleet rollups hold (None: none): a few rows
+    whatever the fleet's size, never raw samples."""
+    params = {"bucket": GpuRollup.Bucket.MINUTE, "start": start, "end": end}
+    with reads_cursor() as cursor:
+        cursor.execute(sql.FLEET_NEWEST_MINUTE, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    at, busy, reporting = row
+    return FleetMinute(until=at + timedelta(minutes=1), busy=busy, reporting=reporting)
+
+
 def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
     """`gpu_totals_by_gpu` summed over the GPUs."""
     total = Totals()

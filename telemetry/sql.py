@@ -157,13 +157,18 @@ WITH s AS (
     )
 
 
-# What a rollup row's columns become when its bucket is rewritten.
-_REWRITE = SQL(
-    "samples = EXCLUDED.samples, utilization_avg = EXCLUDED.utilization_avg, "
-    "utilization_max = EXCLUDED.utilization_max, memory_used_max_mib = EXCLUDED.memory_used_max_mib, "
-    "memory_total_mib = EXCLUDED.memory_total_mib, power_avg_w = EXCLUDED.power_avg_w, "
-    "temperature_max_c = EXCLUDED.temperature_max_c, energy_j = EXCLUDED.energy_j, "
-    "covered_s = EXCLUDED.covered_s, busy_s = EXCLUDED.busy_s"
+_FIGURES = (
+    "samples", "utilization_avg", "utilization_max", "memory_used_max_mib", "memory_total_mib",
+    "power_avg_w", "temperature_max_c", "energy_j", "covered_s", "busy_s",
+)  # fmt: skip
+
+# What a rollup row's columns become when its bucket is rewritten, and only where a figure
+# changed: a row rewritten with the same figures is not returned as written, so the coarser
+# buckets above it are not aggregated again for nothing.
+_REWRITE = SQL("{} WHERE ({}) IS DISTINCT FROM ({})").format(
+    SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in _FIGURES),
+    SQL(", ").join(SQL("telemetry_gpurollup.{}").format(Identifier(c)) for c in _FIGURES),
+    SQL(", ").join(SQL("EXCLUDED.{}").format(Identifier(c)) for c in _FIGURES),
 )
 
 # A bucket's start: `date_bin` by its length (`step`) from midnight UTC, as date_trunc in
@@ -182,8 +187,9 @@ _ROLLUP_INSERT = SQL(
 # Raw samples into minute rollups (`bucket`, `step` its length), from `since` to the start
 # of `now`'s minute, in one pass over the samples. Rows after the newest minute rolled up
 # (`newest`; NULL: none yet) cannot exist and are plainly inserted; only those at or before
-# it (its rewrite, or a rewritten range) take the costlier ON CONFLICT … DO UPDATE.
-# Returns the rows written.
+# it (its rewrite, or a rewritten range) take the costlier ON CONFLICT … DO UPDATE, and are
+# written only where a figure changed. Returns the rows written and the earliest of their
+# minutes (NULL: none), from which the coarser buckets are aggregated again.
 ROLLUP_MINUTES = (
     SQL(
         """{samples}, m AS MATERIALIZED (
@@ -200,15 +206,16 @@ ROLLUP_MINUTES = (
         temp_max, energy, covered, busy
     FROM m WHERE at <= %(newest)s
     ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
-    RETURNING 1
+    RETURNING at
 ), added AS (
     {insert}
     SELECT gpu_id, %(bucket)s, at, samples, util_avg, util_max, mem_max, mem_total, power_avg,
         temp_max, energy, covered, busy
     FROM m WHERE %(newest)s::timestamptz IS NULL OR at > %(newest)s
-    RETURNING 1
+    RETURNING at
 )
-SELECT (SELECT count(*) FROM rewritten) + (SELECT count(*) FROM added)
+SELECT (SELECT count(*) FROM rewritten) + (SELECT count(*) FROM added),
+       least((SELECT min(at) FROM rewritten), (SELECT min(at) FROM added))
 """
     )
     .format(
@@ -221,11 +228,14 @@ SELECT (SELECT count(*) FROM rewritten) + (SELECT count(*) FROM added)
 )
 
 # `source` buckets rolled up into `bucket` buckets (minute → hour, hour → day; `step` the
-# bucket's length), up to the start of `now`'s `bucket`. Summed in time order, so a rerun
-# over the same rows gives the same figures to the last bit, whatever order they lie in.
+# bucket's length), from `since` up to the start of `now`'s `bucket`. Summed in time order,
+# so a rerun over the same rows gives the same figures to the last bit, whatever order they
+# lie in (and a bucket whose figures did not change is not written). Returns the rows
+# written and the earliest of their buckets (NULL: none).
 ROLLUP_COARSER = (
     SQL(
-        """{insert}
+        """WITH written AS (
+{insert}
 SELECT gpu_id, %(bucket)s, {bucket_of_at}, sum(samples),
     sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
     max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
@@ -235,6 +245,9 @@ FROM (SELECT * FROM telemetry_gpurollup
       ORDER BY gpu_id, {bucket_of_at}, at) AS source
 GROUP BY gpu_id, {bucket_of_at}
 ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
+RETURNING at
+)
+SELECT count(*), min(at) FROM written
 """
     )
     .format(
@@ -387,6 +400,16 @@ def fleet_totals_by_group(kinds: tuple[str, ...], fleet_rolled: frozenset[str]) 
 FLEET_BUSY_BY_BUCKET = """
 SELECT at, sum(busy_gpus) FROM telemetry_fleetrollup
 WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
+GROUP BY at
+"""
+
+# The newest minute the fleet rollups hold in [start, end) (`bucket`: minute), with the GPUs
+# that reported in it (those with a minute rollup) and those busy in it.
+FLEET_NEWEST_MINUTE = """
+SELECT at, sum(busy_gpus), sum(gpus) FROM telemetry_fleetrollup
+WHERE bucket = %(bucket)s AND at = (
+    SELECT max(at) FROM telemetry_fleetrollup
+    WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s)
 GROUP BY at
 """
 

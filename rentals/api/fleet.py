@@ -65,7 +65,17 @@ class FleetPointSerializer(serializers.Serializer):
         "(busy counts only these); null: no record then",
     )
     allocated = serializers.IntegerField()
-    busy = serializers.IntegerField()
+    busy = serializers.IntegerField(
+        allow_null=True,
+        help_text="GPUs busy in the step; in a step not closed yet, those busy in its newest "
+        "rolled-up minute (null: none of its minutes rolled up yet)",
+    )
+    busy_until = serializers.DateTimeField(
+        required=False,
+        help_text="only in a step not closed yet: the end of the minute its busy GPUs are "
+        "read from (null: none rolled up yet)",
+        allow_null=True,
+    )
 
 
 class StaffApi(APIView):
@@ -74,7 +84,7 @@ class StaffApi(APIView):
 
 class FleetUsageApi(StaffApi):
     """GPUs in the fleet (as recorded then), allocated and busy, per step; the newest step
-    is live."""
+    is read up to its newest rolled-up minute (`busy_until`)."""
 
     @extend_schema(
         parameters=[*RANGE_PARAMETERS, OpenApiParameter("step", str, enum=["hour", "day"])],

@@ -104,13 +104,28 @@ def test_a_30_day_rental_is_summed_over_all_30_days_after_raw_samples_are_pruned
 
 
 def test_the_newest_dashboard_point_is_live(catalog, alice):
+    """The hour not closed yet is on the chart, read up to the newest minute rolled up: the
+    minute before `now`'s, after the run at `now` (the beat's, every minute)."""
     allocation = book(alice, model="h100", count=2)
     now = timezone.now()
-    telemetry_rollup(now=now)
-    assert fleet_dashboard(now=now)["over_time"][-1]["busy"] == 0
+    if now.minute < 2:  # the minute before is in this hour
+        now += timedelta(minutes=2)
+    minute = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
     GpuSample.objects.bulk_create(
-        GpuSample(gpu=held.gpu, at=now - timedelta(seconds=5), utilization=95.0)
+        GpuSample(gpu=held.gpu, at=minute + timedelta(seconds=s), utilization=u)
+        for held in allocation.held.all()
+        for s, u in ((10, 0.0), (40, 0.0))
+    )
+    telemetry_rollup(now=now)
+    latest = fleet_dashboard(now=now)["over_time"][-1]
+    assert (
+        latest["busy"] == 0 and latest["busy_until"] == (minute + timedelta(minutes=1)).isoformat()
+    )
+    GpuSample.objects.bulk_create(
+        GpuSample(gpu=held.gpu, at=minute + timedelta(seconds=55), utilization=95.0)
         for held in allocation.held.all()
     )
+    assert fleet_dashboard(now=now)["over_time"][-1]["busy"] == 0  # not rolled up yet
+    telemetry_rollup(now=now)  # the late samples rewrite the minute
     latest = fleet_dashboard(now=now)["over_time"][-1]
     assert latest["busy"] == 2 and latest["allocated"] == 2

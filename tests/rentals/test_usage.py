@@ -19,6 +19,7 @@ from rentals.models import AllocationGpu
 from rentals.services import allocation_cancel, allocation_start, allocation_stop
 from rentals.templatetags.heatmap import heat_cells
 from telemetry.models import Flag, FlagKind, FleetRollup, FleetSize, GpuSample, Severity
+from telemetry.rollup import telemetry_rollup
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -187,6 +188,7 @@ def test_the_dashboard_lists_what_needs_a_look(catalog, alice, staff, client):
     GpuSample.objects.create(
         gpu=busy.held.get().gpu, at=later - timedelta(minutes=5), utilization=80
     )
+    telemetry_rollup(now=later)  # idle is judged on the minute rollups
 
     dashboard = fleet_dashboard(now=later)
     assert [a["id"] for a in dashboard["idle_allocations"]] == [idle.pk]
@@ -215,19 +217,32 @@ def test_the_dashboard_lists_what_needs_a_look(catalog, alice, staff, client):
 
 
 def test_busy_is_shown_against_the_gpus_whose_telemetry_answered(catalog, staff, client):
-    """Two GPUs of the fleet answered in the last minutes, one of them busy: the page says
-    busy is of those two, not of the fleet; each step over time carries the fewest GPUs
-    that answered a round of it, as the polling rounds recorded them."""
+    """Two GPUs of the fleet answered in the newest minute rolled up, one of them busy: the
+    page says busy is of those two, not of the fleet, and which minute it is; each step
+    over time carries the fewest GPUs that answered a round of it, as the polling rounds
+    recorded them."""
     now = timezone.now()
+    minute = now.replace(second=0, microsecond=0) - timedelta(minutes=1)
     gpus = list(Gpu.objects.order_by("pk")[:2])
     for gpu, utilization in zip(gpus, (90, 0), strict=True):
-        GpuSample.objects.create(gpu=gpu, at=now - timedelta(seconds=30), utilization=utilization)
+        GpuSample.objects.create(
+            gpu=gpu, at=minute + timedelta(seconds=30), utilization=utilization
+        )
+    telemetry_rollup(now=now)
     hour = now.replace(minute=0, second=0, microsecond=0)
     FleetSize.objects.create(at=hour - timedelta(hours=2), gpus=32, reporting=30)
     FleetSize.objects.create(at=hour, gpus=32, reporting=2)
 
     dashboard = fleet_dashboard(days=1, now=now)
     assert (dashboard["total"], dashboard["busy_now"], dashboard["reporting_now"]) == (32, 1, 2)
+    assert dashboard["busy_until"] == minute + timedelta(minutes=1)
+    assert dashboard["latest_step_open"] and dashboard["step_is_hour"]
+    if minute >= now.replace(minute=0, second=0, microsecond=0):  # in the hour not closed
+        assert dashboard["latest_step_until"] == minute + timedelta(minutes=1)
+    client.force_login(staff)
+    page = client.get("/usage/?days=1").content.decode()
+    for part in ('id="latest-step"', 'id="idle-window"', "the newest rolled up"):
+        assert part in page
     points = {p["t"]: p for p in dashboard["over_time"]}
     assert points[(hour - timedelta(hours=2)).isoformat()]["reporting"] == 30
     assert points[hour.isoformat()] | {"total": 32, "reporting": 2} == points[hour.isoformat()]

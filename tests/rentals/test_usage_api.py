@@ -13,6 +13,7 @@ from accounts.services import api_token_create
 from catalog.models import Gpu
 from telemetry.models import FleetSize, GpuSample
 from telemetry.poll import fleet_size_record
+from telemetry.rollup import telemetry_rollup
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +44,7 @@ def test_an_allocations_usage_is_its_teams_to_read(catalog, alice, alice_api, bo
 def test_staff_read_the_dashboard_figures(catalog, alice, staff_api, alice_api):
     allocation = book(alice, model="h100", count=2)
     _busy_now(allocation)
+    telemetry_rollup(now=allocation.paid_from + timedelta(minutes=1))  # the step's newest minute
     FleetSize.objects.create(at=timezone.now() - timedelta(days=3), gpus=4, reporting=4)
     fleet_size_record()
     gpus_now = Gpu.objects.count()

@@ -1,11 +1,12 @@
 """The rollup run's two ways of writing minutes (a plain insert after the newest minute, an
-upsert at or before it) and its bucket edges in UTC (issue 32)."""
+upsert at or before it), its bucket edges in UTC, and the hours and days it aggregates again
+(only those holding minutes it wrote) (issue 32)."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from telemetry.models import GpuRollup, GpuSample
+from telemetry.models import GpuRollup, GpuSample, SamplesRewritten
 from telemetry.rollup import telemetry_rollup
 
 pytestmark = pytest.mark.django_db
@@ -68,3 +69,31 @@ def test_hours_and_days_start_at_utc_edges(catalog):
         ("hour", midnight): (2, 30.0),
         ("day", midnight - timedelta(days=1)): (2, 15.0),
     }
+
+
+def test_a_run_aggregates_only_the_hours_and_days_holding_minutes_it_wrote(catalog):
+    gpu = catalog.nodes[0].gpus.first()
+    _samples(gpu, 0, 15, 30, 150, 165)  # 23:58:00 … 00:00:45
+    first = telemetry_rollup(now=T0 + timedelta(minutes=62))  # 01:00, the next day
+    assert (first["hour"], first["day"]) == (2, 1)
+    hours = dict(GpuRollup.objects.filter(bucket="hour").values_list("at", "samples"))
+
+    # Nothing new: the newest minute is rolled again, changes nothing, and no hour or day
+    # is aggregated again (what beat's run does every minute).
+    again = telemetry_rollup(now=T0 + timedelta(minutes=63))
+    assert (again["minute"], again["hour"], again["day"]) == (0, 0, 0)
+    assert again["fleet_minute"] == again["fleet_hour"] == again["fleet_day"] == 0
+
+    # A late sample in the closed hour before midnight: its minute, its hour and its day
+    # are written again, the hour after midnight is not.
+    GpuSample.objects.create(gpu=gpu, at=T0 + timedelta(seconds=5), utilization=10.0,
+                             energy_j=1005.0)  # fmt: skip
+    SamplesRewritten.objects.create(at=T0 + timedelta(seconds=5))
+    late = telemetry_rollup(now=T0 + timedelta(minutes=64))
+    assert (late["minute"], late["hour"], late["day"]) == (1, 1, 1)
+    midnight = T0 + timedelta(minutes=2)
+    assert dict(GpuRollup.objects.filter(bucket="hour").values_list("at", "samples")) == {
+        **hours,
+        midnight - timedelta(hours=1): 4,
+    }
+    assert GpuRollup.objects.get(bucket="day", at=midnight - timedelta(days=1)).samples == 4

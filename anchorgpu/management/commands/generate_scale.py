@@ -18,16 +18,21 @@ class Command(BaseCommand):
         )  # fmt: skip
         parser.add_argument("--raw-hours", type=float, default=1.0, help="hours of raw samples")
         parser.add_argument(
+            "--unrolled", action="store_true",
+            help="leave the raw samples for the next rollup (default: the rollup runs once, "
+            "as beat runs it every minute)",
+        )  # fmt: skip
+        parser.add_argument(
             "--reset", action="store_true",
             help="empty the fleet, teams, rentals and telemetry first (a fresh database needs none)",
         )  # fmt: skip
 
-    def handle(self, *args, gpus, days, seed, hourly_days, raw_hours, reset, **options):
+    def handle(self, *args, gpus, days, seed, hourly_days, raw_hours, reset, unrolled, **options):
         if gpus < 1 or days < 1:
             raise CommandError("--gpus and --days must be at least 1.")
         result = generate_scale(
             gpus=gpus, days=days, seed=seed, hourly_days=hourly_days, raw_hours=raw_hours,
-            reset=reset, log=self.stdout.write,
+            reset=reset, minutes_rolled=not unrolled, log=self.stdout.write,
         )  # fmt: skip
         total = sum(result["timings"].values())
         self.stdout.write(f"generated {gpus} GPUs × {days} days in {total:.0f} s")
