@@ -7,8 +7,6 @@ names the rows mention (people, GPU models, nodes, periods, options) are then re
 statement per kind.
 """
 
-import base64
-import binascii
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
@@ -25,6 +23,7 @@ from audit.errors import BadAuditFilter
 from catalog.models import GpuModel, Option, RentalPeriod
 from catalog.models import Node as CatalogNode
 from core.money import default_currency, money_text
+from core.pagination import aware_datetime, cursor_read, cursor_write
 from rentals.models import AllocationState
 
 PAGE_SIZE = 50
@@ -231,21 +230,14 @@ def audit_filter(*, action=None, since=None, until=None, cursor=None) -> AuditFi
     )
 
 
-def _cursor_write(at: datetime, source: str, pk: int) -> str:
-    raw = f"{at.isoformat()}|{source}|{pk}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+def _source_key(text: str) -> str:
+    if text not in {s.key for s in SOURCES}:
+        raise ValueError(text)
+    return text
 
 
 def _cursor_read(text: str) -> tuple[datetime, str, int] | None:
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-        at_text, source, pk = raw.split("|")
-        at = parse_datetime(at_text)
-        if at is None or at.tzinfo is None or source not in {s.key for s in SOURCES}:
-            return None
-        return at, source, int(pk)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
+    return cursor_read(text, aware_datetime, _source_key, int)
 
 
 def _branch(source: Source, flt: AuditFilter, team_id: int | None):
@@ -310,7 +302,7 @@ def audit_page(
     last = raw[-1] if raw else None
     return AuditPage(
         rows=rows,
-        next_cursor=_cursor_write(last["a_at"], last["a_source"], last["a_id"]) if more else None,
+        next_cursor=cursor_write(last["a_at"], last["a_source"], last["a_id"]) if more else None,
     )
 
 
@@ -481,7 +473,7 @@ def _rows(raw: list[dict]) -> list[AuditRow]:
                 object_id=r["a_obj"],
                 object=_object(r["a_source"], r["a_obj"], r["a_data"], names),
                 changes=_changes(by_key[r["a_source"]], r, names),
-                cursor=_cursor_write(r["a_at"], r["a_source"], r["a_id"]),
+                cursor=cursor_write(r["a_at"], r["a_source"], r["a_id"]),
             )
         )
     return out
