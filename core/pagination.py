@@ -1,7 +1,7 @@
 import base64
 import binascii
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
@@ -96,15 +96,30 @@ def aware_datetime(text: str) -> datetime:
 @dataclass
 class KeysetPage:
     """One page of a list read by keyset: its rows, where they sit in the whole list
-    (`start`, 1-based, and `total`, both exact), and the cursors of the pages on either side
-    (None at either end)."""
+    (`start`, 1-based, and `total`, both exact, set by `place`), and the cursors of the
+    pages on either side (None at either end). `valid` is False when the query's cursor did
+    not read (the first page is shown instead, and the page says so)."""
 
     rows: list
-    start: int
-    total: int
+    key_of: Callable
+    query: str = ""
+    valid: bool = True
+    start: int = 1
+    total: int = 0
     newer: str | None = None
     older: str | None = None
-    query: str = ""
+
+    @property
+    def first_key(self) -> tuple | None:
+        return self.key_of(self.rows[0]) if self.rows else None
+
+    def place(self, *, before: int, total: int) -> None:
+        """Where the page sits: `before` rows of the list come before its first, of `total`."""
+        self.start, self.total = before + 1, total
+        if self.rows and self.start > 1:
+            self.newer = cursor_write(*self.first_key)
+        if self.rows and self.end < total:
+            self.older = cursor_write(*self.key_of(self.rows[-1]))
 
     @property
     def end(self) -> int:
@@ -147,6 +162,20 @@ def keyset_rows(qs, keys: Sequence[SortKey], *, direction: str | None, key, size
 
 
 PAGING_PARAMS = ("older", "newer", "oldest", "page")
+
+
+def keyset_page(params, qs, keys, *, parsers, key_of, size, narrow=None) -> KeysetPage:
+    """The page a page's query asks for (`keyset_request`, `keyset_rows`; a cursor past
+    either end gives the first page), with the query to carry on its links. The caller
+    counts the list and `place`s the page (its count may come with other figures)."""
+    direction, key, valid = keyset_request(params, *parsers)
+    rows = keyset_rows(qs, keys, direction=direction, key=key, size=size, narrow=narrow)
+    if not rows and direction:
+        rows = keyset_rows(qs, keys, direction=None, key=None, size=size, narrow=narrow)
+    query = params.copy()
+    for name in PAGING_PARAMS:
+        query.pop(name, None)
+    return KeysetPage(rows=rows, key_of=key_of, query=query.urlencode(), valid=valid)
 
 
 def keyset_request(params, *parsers) -> tuple[str | None, tuple | None, bool]:

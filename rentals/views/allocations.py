@@ -9,7 +9,7 @@ from uuid import UUID
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, JsonResponse
+from django.http import Http404, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -18,14 +18,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
 from core.errors import DomainError
-from core.pagination import (
-    PAGING_PARAMS,
-    KeysetPage,
-    aware_datetime,
-    cursor_write,
-    keyset_request,
-    keyset_rows,
-)
+from core.pagination import aware_datetime, keyset_page
 from rentals import limits, selectors, services
 from rentals.access import access_of, key_choices
 from rentals.allocation_usage import allocation_series, allocation_usage, stopped_spans, time_left
@@ -54,44 +47,31 @@ def allocation_list_page(request):
     )
     # The list shows neither GPUs nor events: not read (the API's list reads them).
     allocations = selectors.allocations_as_listed(listed.prefetch_related(None))
-    direction, key, valid = keyset_request(request.GET, int, aware_datetime, aware_datetime, UUID)
-    order = selectors.ALLOCATION_ORDER
-    ranked = selectors.allocations_ranked(listed)
-    rows = keyset_rows(
-        allocations, order, direction=direction, key=key, size=PAGE_SIZE, narrow=ranked
-    )
-    if not rows and direction:  # a cursor past either end: the first page
-        rows = keyset_rows(
-            allocations, order, direction=None, key=None, size=PAGE_SIZE, narrow=ranked
-        )
-    first = selectors.allocation_key(rows[0]) if rows else None
-    total, before = selectors.allocations_counted(listed, before=first)
-    query = request.GET.copy()
-    for name in PAGING_PARAMS:
-        query.pop(name, None)
-    page = KeysetPage(rows=rows, start=before + 1, total=total, query=query.urlencode())
-    if rows and page.start > 1:
-        page.newer = cursor_write(*first)
-    if rows and page.end < total:
-        page.older = cursor_write(*selectors.allocation_key(rows[-1]))
-    state_query = query.copy()
+    page = keyset_page(
+        request.GET, allocations, selectors.ALLOCATION_ORDER,
+        parsers=(int, aware_datetime, aware_datetime, UUID), key_of=selectors.allocation_key,
+        size=PAGE_SIZE, narrow=selectors.allocations_ranked(listed),
+    )  # fmt: skip
+    total, before = selectors.allocations_counted(listed, before=page.first_key)
+    page.place(before=before, total=total)
+    state_query = QueryDict(page.query, mutable=True)
     state_query.pop("state", None)
     return render(
         request,
         "rentals/allocation_list.html",
         {
-            "allocations": rows,
+            "allocations": page.rows,
             "page": page,
             "query": page.query,
             "state_query": state_query.urlencode(),
-            "cursor_error": None if valid else _("This page link is not valid."),
+            "cursor_error": None if page.valid else _("This page link is not valid."),
             "form": form,
             "state": filters.get("state") or None,
             "states": AllocationState.choices,
             "now": timezone.now(),
             "nav": "allocations",
         },
-        status=200 if valid else 400,
+        status=200 if page.valid else 400,
     )
 
 

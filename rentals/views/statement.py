@@ -12,14 +12,7 @@ from django.utils.translation import gettext as _
 
 from accounts.access import acting_for_request
 from core.csv import csv_response
-from core.pagination import (
-    PAGING_PARAMS,
-    KeysetPage,
-    aware_datetime,
-    cursor_write,
-    keyset_request,
-    keyset_rows,
-)
+from core.pagination import aware_datetime, keyset_page
 from rentals import selectors
 from rentals.forms import LedgerFilterForm
 
@@ -31,43 +24,28 @@ def _filters(request) -> tuple[LedgerFilterForm, dict]:
     return form, (form.cleaned_data if form.is_valid() else {})
 
 
-def _query(request) -> str:
-    query = request.GET.copy()
-    for name in PAGING_PARAMS:
-        query.pop(name, None)
-    return query.urlencode()
-
-
 @login_required
 def statement_page(request):
     acting = acting_for_request(request)
     form, filters = _filters(request)
     filtered = bool(filters and any(filters.values()))
-    direction, key, valid = keyset_request(request.GET, aware_datetime, int)
-    entries = selectors.ledger_entries(acting=acting, filters=filters)
-    order = selectors.LEDGER_ORDER
-    rows = keyset_rows(entries, order, direction=direction, key=key, size=PAGE_SIZE)
-    if not rows and direction:  # a cursor past either end: the first page
-        rows = keyset_rows(entries, order, direction=None, key=None, size=PAGE_SIZE)
-    first_key = (rows[0].at, rows[0].pk) if rows else None
-    in_range = selectors.ledger_summary(acting=acting, filters=filters, before=first_key)
+    page = keyset_page(
+        request.GET, selectors.ledger_entries(acting=acting, filters=filters),
+        selectors.LEDGER_ORDER, parsers=(aware_datetime, int),
+        key_of=lambda entry: (entry.at, entry.pk), size=PAGE_SIZE,
+    )  # fmt: skip
+    in_range = selectors.ledger_summary(acting=acting, filters=filters, before=page.first_key)
     every = selectors.ledger_summary(acting=acting) if filtered else in_range
-    page = KeysetPage(
-        rows=rows, start=in_range.before + 1, total=in_range.rows, query=_query(request)
-    )
-    if rows and page.start > 1:
-        page.newer = cursor_write(rows[0].at, rows[0].pk)
-    if rows and page.end < page.total:
-        page.older = cursor_write(rows[-1].at, rows[-1].pk)
+    page.place(before=in_range.before, total=in_range.rows)
     return render(
         request,
         "rentals/statement.html",
         {
             "form": form,
             "page": page,
-            "entries": rows,
+            "entries": page.rows,
             "query": page.query,
-            "cursor_error": None if valid else _("This page link is not valid."),
+            "cursor_error": None if page.valid else _("This page link is not valid."),
             "balances": every.balances,
             "range_balances": in_range.balances,
             "balance": every.balance,
@@ -75,7 +53,7 @@ def statement_page(request):
             "filtered": filtered,
             "nav": "statement",
         },
-        status=400 if form.errors or not valid else 200,
+        status=400 if form.errors or not page.valid else 200,
     )
 
 
