@@ -22,14 +22,10 @@ def _newest(bucket):
     )
 
 
-def _since(bucket, source_model, source_filter=None, *, newest=None):
-    last = newest if newest is not None else _newest(bucket)
-    if last is not None:
-        return last
-    source = source_model.objects.all()
-    if source_filter:
-        source = source.filter(**source_filter)
-    return source.order_by("at").values_list("at", flat=True).first()
+def _oldest(bucket):
+    return (
+        GpuRollup.objects.filter(bucket=bucket).order_by("at").values_list("at", flat=True).first()
+    )
 
 
 # Hours from minutes, days from hours: each from the start of the first unrolled bucket.
@@ -79,7 +75,10 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
         counts = {}
         written = {}  # per bucket, the earliest one this run wrote
         newest = _newest(RollupBucket.MINUTE)
-        since = _earliest(_since("minute", GpuSample, newest=newest), rewritten)
+        first = newest
+        if first is None:  # a first run: from the oldest sample
+            first = GpuSample.objects.order_by("at").values_list("at", flat=True).first()
+        since = _earliest(first, rewritten)
         counts["minute"], written[RollupBucket.MINUTE] = 0, None
         if since is not None:
             since = _floor(since, RollupBucket.MINUTE)  # a minute is rolled whole
@@ -94,11 +93,7 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
             # The buckets after the newest one (never written yet; from the first source
             # bucket on a first run), and those holding a source bucket written now.
             last = _newest(bucket)
-            pending = (
-                last + STEP[bucket]
-                if last is not None
-                else GpuRollup.objects.filter(bucket=source).order_by("at").values_list("at", flat=True).first()
-            )  # fmt: skip
+            pending = last + STEP[bucket] if last is not None else _oldest(source)
             since = _earliest(pending, written[source])
             counts[bucket], written[bucket] = 0, None
             if since is not None and start(since) < _floor(now, bucket):
@@ -137,7 +132,7 @@ def fleet_rollups_refresh(
                 if newest_gpu is None or since > newest_gpu:
                     continue  # nothing new below
             else:
-                since = last or GpuRollup.objects.filter(bucket=bucket).order_by("at").values_list("at", flat=True).first()  # fmt: skip
+                since = last or _oldest(bucket)
                 if since is not None and rewritten is not None:
                     since = min(since, _floor(rewritten, bucket))
             if since is None:
