@@ -8,8 +8,9 @@ function, so Django's query log and `CaptureQueriesContext` see the text that ru
 words are parameters (`%(active)s`, `= ANY(%(states)s)`), never quoted in the text: the
 callers pass `NodeState.ACTIVE`, `AllocationState.RUNNING`, `LedgerKind.CHARGE`.
 
-"Is this GPU free in this window" is one clause, `gpu_free` (its negation `gpu_held`);
-`rentals.selectors.holdings_overlapping` is the same rule for the ORM.
+"Does this holding take its GPU in this window" is one clause, `holding_overlaps`; a GPU's
+`gpu_held` and `gpu_free`, the set `gpus_held` and the availability calendar are written
+with it, and `rentals.selectors.holdings_overlapping` is the same rule for the ORM.
 """
 
 from functools import cache
@@ -18,16 +19,22 @@ from django.contrib.auth import get_user_model
 from psycopg.sql import SQL, Composable, Composed, Identifier, Placeholder
 
 
-def gpu_held(gpu: Composable, *, starts: Composable, ends: Composable) -> Composed:
-    """Some live (unreleased) holding of `gpu` overlaps [starts, ends): the rule the
+def holding_overlaps(*, starts: Composable, ends: Composable) -> Composed:
+    """The holding `ag` is live (unreleased) and overlaps [starts, ends): the rule the
     exclusion constraint `rentals_allocationgpu_no_overlap` guards, as a clause.
     `rentals.selectors.holdings_overlapping` says the same for the ORM."""
+    return SQL("NOT ag.released AND ag.starts_at < {ends} AND ag.ends_at > {starts}").format(
+        starts=starts, ends=ends
+    )
+
+
+def gpu_held(gpu: Composable, *, starts: Composable, ends: Composable) -> Composed:
+    """Some live holding of `gpu` overlaps [starts, ends)."""
     return SQL(
         """EXISTS (
       SELECT 1 FROM rentals_allocationgpu ag
-      WHERE ag.gpu_id = {gpu} AND NOT ag.released
-        AND ag.starts_at < {ends} AND ag.ends_at > {starts})"""
-    ).format(gpu=gpu, starts=starts, ends=ends)
+      WHERE ag.gpu_id = {gpu} AND {overlaps})"""
+    ).format(gpu=gpu, overlaps=holding_overlaps(starts=starts, ends=ends))
 
 
 def gpu_free(gpu: Composable, *, starts: Composable, ends: Composable) -> Composed:
@@ -41,8 +48,8 @@ def gpus_held(*, starts: Composable, ends: Composable) -> Composed:
     serves it)."""
     return SQL(
         """SELECT DISTINCT ag.gpu_id FROM rentals_allocationgpu ag
-    WHERE NOT ag.released AND ag.starts_at < {ends} AND ag.ends_at > {starts}"""
-    ).format(starts=starts, ends=ends)
+    WHERE {overlaps}"""
+    ).format(overlaps=holding_overlaps(starts=starts, ends=ends))
 
 
 _G_ID = Identifier("g", "id")
@@ -166,8 +173,7 @@ WITH nodes AS MATERIALIZED (
     FROM nodes
     JOIN catalog_gpu g ON g.node_id = nodes.id
     JOIN rentals_allocationgpu ag ON ag.gpu_id = g.id
-    WHERE NOT ag.released AND ag.ends_at > %(now)s::timestamptz
-      AND ag.starts_at < %(first)s::timestamptz + %(days)s * interval '1 day'
+    WHERE {overlaps}
 ), node_day AS (
     SELECT h.node_id, e.k, sum(e.delta) AS delta
     FROM holding h
@@ -209,8 +215,14 @@ FROM grid
 GROUP BY k ORDER BY k
 """
 )
-FREE_BY_DAY = _FREE_BY_DAY.format(region=SQL("")).as_string()
-FREE_BY_DAY_IN_REGION = _FREE_BY_DAY.format(region=_IN_REGION).as_string()
+_CALENDAR_HOLDINGS = holding_overlaps(
+    starts=SQL("%(now)s::timestamptz"),
+    ends=SQL("%(first)s::timestamptz + %(days)s * interval '1 day'"),
+)
+FREE_BY_DAY = _FREE_BY_DAY.format(region=SQL(""), overlaps=_CALENDAR_HOLDINGS).as_string()
+FREE_BY_DAY_IN_REGION = _FREE_BY_DAY.format(
+    region=_IN_REGION, overlaps=_CALENDAR_HOLDINGS
+).as_string()
 
 # The instants at which capacity can free up: `not_before` and the next `limit` ends of
 # the model's holdings.
