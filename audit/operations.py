@@ -17,42 +17,36 @@ Remove/AddTrigger pair into the tracked app; move it here as `RemoveTriggerFrom`
 from pgtrigger.migrations import AddTrigger, RemoveTrigger
 
 
-class AddTriggerTo(AddTrigger):
+class _OnAppLabel:
+    """Runs a pgtrigger operation on the model of `self.app_label`, whatever app's migration
+    holds the operation."""
+
+    app_label: str
+
+    def state_forwards(self, app_label, state):
+        super().state_forwards(self.app_label, state)
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        super().database_forwards(self.app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        super().database_backwards(self.app_label, schema_editor, from_state, to_state)
+
+    def deconstruct(self):
+        name, args, kwargs = super().deconstruct()
+        return name, args, {"app_label": self.app_label, **kwargs}
+
+
+class AddTriggerTo(_OnAppLabel, AddTrigger):
     def __init__(self, app_label: str, model_name: str, trigger) -> None:
         super().__init__(model_name=model_name, trigger=trigger)
         self.app_label = app_label
 
-    def state_forwards(self, app_label, state):
-        super().state_forwards(self.app_label, state)
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        super().database_forwards(self.app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        super().database_backwards(self.app_label, schema_editor, from_state, to_state)
-
     def describe(self) -> str:
         return f"Create trigger {self.trigger.name} on model {self.app_label}.{self.model_name}"
 
-    def deconstruct(self):
-        name, args, kwargs = super().deconstruct()
-        return name, args, {"app_label": self.app_label, **kwargs}
 
-
-class RemoveTriggerFrom(RemoveTrigger):
+class RemoveTriggerFrom(_OnAppLabel, RemoveTrigger):
     def __init__(self, app_label: str, model_name: str, name: str) -> None:
         super().__init__(model_name=model_name, name=name)
         self.app_label = app_label
-
-    def state_forwards(self, app_label, state):
-        super().state_forwards(self.app_label, state)
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        super().database_forwards(self.app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        super().database_backwards(self.app_label, schema_editor, from_state, to_state)
-
-    def deconstruct(self):
-        name, args, kwargs = super().deconstruct()
-        return name, args, {"app_label": self.app_label, **kwargs}
