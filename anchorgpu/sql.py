@@ -12,8 +12,8 @@ TABLES = (
     "rentals_notice", "rentals_ledgerentry", "rentals_allocationevent", "rentals_allocationkey",
     "rentals_allocationgpu", "rentals_impairedspan", "rentals_allocation", "rentals_cluster",
     "rentals_quoteline", "rentals_quote", "rentals_idempotencykey", "telemetry_flag",
-    "telemetry_gpurollup", "telemetry_fleetrollup", "telemetry_fleetsize", "telemetry_poll",
-    "telemetry_gpusample", "catalog_gpu", "catalog_node", "accounts_membership",
+    "telemetry_gpurollup", "telemetry_gpubusy", "telemetry_fleetrollup", "telemetry_fleetsize",
+    "telemetry_poll", "telemetry_gpusample", "catalog_gpu", "catalog_node", "accounts_membership",
     "accounts_team",
 )  # fmt: skip
 

@@ -157,13 +157,10 @@ def idle_window(*, now: datetime, hours: float = 2) -> tuple[datetime, datetime]
 @reporting_reads()
 def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> list[dict]:
     """Running allocations, running since before the window (`idle_window`), none of whose
-    GPUs went over the active threshold in any minute rolled up in it, as plain rows."""
-    threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    since, until = idle_window(now=now, hours=hours)
-    return _allocation_rows(
-        "idle", running=AllocationState.RUNNING, since=since, until=until,
-        minute=GpuRollup.Bucket.MINUTE, threshold=threshold, limit=limit,
-    )  # fmt: skip
+    GPUs went over the active threshold in any minute rolled up since its start (each GPU's
+    newest busy minute, `telemetry.models.GpuBusy`), as plain rows."""
+    since, _until = idle_window(now=now, hours=hours)
+    return _allocation_rows("idle", running=AllocationState.RUNNING, since=since, limit=limit)
 
 
 @reporting_reads()

@@ -531,21 +531,15 @@ LIMIT %(limit)s
 _ALLOCATIONS_WHERE = {
     # Live and paid until before `soon`.
     "expiring": SQL("a.state = ANY(%(started)s) AND a.paid_until <= %(soon)s"),
-    # Running since before `since` and none of its GPUs over the threshold in any minute
-    # rolled up in [since, until) (a minute's peak: the highest of its samples). Each GPU's
-    # minutes are one range of the (gpu, bucket, at) index, written as a row comparison so
-    # that no other index can serve it: the newest minutes are often not in the table's
-    # statistics yet, and a plan that reads every GPU's minutes by (bucket, at) costs
-    # seconds.
+    # Running since before `since`, and none of its GPUs over the active threshold in any
+    # minute rolled up since then: one row per GPU (telemetry_gpubusy, kept by the minute
+    # rollup), not each GPU's minutes.
     "idle": SQL(
         """
 a.state = %(running)s AND a.paid_from <= %(since)s AND NOT EXISTS (
     SELECT 1 FROM rentals_allocationgpu ag
-    JOIN telemetry_gpurollup r
-      ON r.gpu_id = ag.gpu_id  -- also: the estimate per GPU, not per table
-     AND (r.gpu_id, r.bucket, r.at) >= (ag.gpu_id, %(minute)s, %(since)s)
-     AND (r.gpu_id, r.bucket, r.at) < (ag.gpu_id, %(minute)s, %(until)s)
-    WHERE ag.allocation_id = a.id AND r.utilization_max > %(threshold)s)
+    JOIN telemetry_gpubusy b ON b.gpu_id = ag.gpu_id
+    WHERE ag.allocation_id = a.id AND b.at >= %(since)s)
 """
     ),
 }

@@ -96,6 +96,19 @@ class GpuRollup(models.Model):
         return f"{self.gpu_id} {self.bucket} {self.at}"
 
 
+class GpuBusy(models.Model):
+    """Each GPU's newest minute rolled up in which a sample was over the active threshold
+    (`ACTIVE_UTILISATION_PCT` when it was rolled up, as a rollup's `busy_s`), written by the
+    minute rollup and never moved back: the staff dashboard's idle list reads one row per
+    GPU here instead of each GPU's last hours of minutes."""
+
+    gpu = models.OneToOneField(Gpu, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.gpu_id} busy {self.at}"
+
+
 class FleetRollup(models.Model):
     """The hour and day rollups summed per GPU model and region: a handful of rows per
     bucket where the GPU rollups have hundreds, so the staff dashboard's long ranges read

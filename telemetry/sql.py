@@ -213,6 +213,10 @@ ROLLUP_MINUTES = (
         temp_max, energy, covered, busy
     FROM m WHERE %(newest)s::timestamptz IS NULL OR at > %(newest)s
     RETURNING at
+), busy AS (  -- run whether read or not, as every data-modifying WITH is
+    INSERT INTO telemetry_gpubusy AS b (gpu_id, at)
+    SELECT gpu_id, max(at) FROM m WHERE util_max > %(threshold)s GROUP BY gpu_id
+    ON CONFLICT (gpu_id) DO UPDATE SET at = excluded.at WHERE b.at < excluded.at
 )
 SELECT (SELECT count(*) FROM rewritten) + (SELECT count(*) FROM added),
        least((SELECT min(at) FROM rewritten), (SELECT min(at) FROM added))

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from telemetry.models import GpuRollup, GpuSample, SamplesRewritten
+from telemetry.models import GpuBusy, GpuRollup, GpuSample, SamplesRewritten
 from telemetry.rollup import telemetry_rollup
 
 pytestmark = pytest.mark.django_db
@@ -97,3 +97,38 @@ def test_a_run_aggregates_only_the_hours_and_days_holding_minutes_it_wrote(catal
         midnight - timedelta(hours=1): 4,
     }
     assert GpuRollup.objects.get(bucket="day", at=midnight - timedelta(days=1)).samples == 4
+
+
+def test_each_gpus_newest_busy_minute_is_kept_and_never_moved_back(catalog):
+    """What the staff dashboard's idle list reads: each GPU's newest minute rolled up with a
+    sample over the active threshold (5 %). A quiet minute after it leaves it, a busy one
+    moves it on, and minutes rolled again from before it (a re-pulled ingest) do not move
+    it back; a GPU never busy has none."""
+    busy, quiet = catalog.nodes[0].gpus.order_by("index")[:2]
+
+    def newest_busy():
+        return {
+            gpu: (at - T0).total_seconds() / 60
+            for gpu, at in GpuBusy.objects.values_list("gpu_id", "at")
+        }
+
+    _samples(busy, 0, 15)
+    _samples(quiet, 0, 15, utilization=4.0)
+    telemetry_rollup(now=T0 + timedelta(minutes=1))
+    assert newest_busy() == {busy.pk: 0}
+
+    _samples(busy, 60, 75, utilization=4.0)
+    telemetry_rollup(now=T0 + timedelta(minutes=2))
+    assert newest_busy() == {busy.pk: 0}
+
+    _samples(busy, 120, 135)
+    _samples(quiet, 120, 135, utilization=4.0)
+    telemetry_rollup(now=T0 + timedelta(minutes=3))
+    assert newest_busy() == {busy.pk: 2}
+
+    # Minute 0 rolled again once minute 2's raw samples are gone: busy, but older.
+    GpuSample.objects.filter(at__gte=T0 + timedelta(minutes=2)).delete()
+    _samples(busy, 5)
+    SamplesRewritten.objects.create(at=T0 + timedelta(seconds=5))
+    assert telemetry_rollup(now=T0 + timedelta(minutes=3))["minute"] >= 1
+    assert newest_busy() == {busy.pk: 2}
