@@ -67,6 +67,8 @@ run: venv fonts
 # first's. PYTEST_ARGS goes to all three; a pass it leaves empty (pytest's status 5) is no
 # failure.
 TEST_WORKERS ?= auto
+# Holds no slow or engine test (tests/conftest.py checks): those passes need not collect it.
+NOT_MARKED := --ignore=tests/test_schema_fuzz.py
 # Bytecode is cached for the tests even where the machine turns it off: every test process,
 # and each Django, gunicorn and Celery process the tests start, would otherwise compile the
 # project and pytest would rewrite the asserts of its plugins' ~430 modules again (about
@@ -76,8 +78,9 @@ test: venv chromium gettext openssh engines fonts
 	@mkdir -p test-artifacts
 	$(PY) -m anchorgpu.launcher exec -- $(SHELL) -c '\
 	  pass() { $(PY) -m pytest "$$@" $(PYTEST_ARGS); rc=$$?; [ $$rc = 5 ] && return 0; return $$rc; }; \
-	  pass -p no:xdist -m "slow and not engines and not perf" > test-artifacts/slow-tests.log 2>&1 & slow=$$!; \
-	  ( export ANCHORGPU_TEST_PASS=engines; pass -p no:xdist -m "engines and not perf" ) \
+	  pass -p no:xdist -m "slow and not engines and not perf" $(NOT_MARKED) \
+	    > test-artifacts/slow-tests.log 2>&1 & slow=$$!; \
+	  ( export ANCHORGPU_TEST_PASS=engines; pass -p no:xdist -m "engines and not perf" $(NOT_MARKED) ) \
 	    > test-artifacts/engine-tests.log 2>&1 & engines=$$!; \
 	  pass -n $(TEST_WORKERS) --maxprocesses 8 --dist worksteal -m "not perf and not slow"; parallel=$$?; \
 	  wait $$slow; serial=$$?; wait $$engines; engine=$$?; \

@@ -24,6 +24,25 @@ def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# make test's serial and engine passes (the Makefile) do not collect the schema fuzzing: it
+# builds its ~200 tests from the OpenAPI schema at collection, about 5 s of CPU a process,
+# and holds none of the tests those passes run. The parallel pass, which collects it, stops
+# here if one of its tests is ever marked for them.
+NOT_IN_MARKED_PASSES = "tests/test_schema_fuzz.py"
+MARKED_PASSES = ("slow", "engines")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects what is marked
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marked = [m for m in MARKED_PASSES if item.get_closest_marker(m)]
+        if item.nodeid.startswith(NOT_IN_MARKED_PASSES) and marked:
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked {marked[0]}, but make test's {marked[0]} pass "
+                f"does not collect {NOT_IN_MARKED_PASSES} (Makefile)"
+            )
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """A pass of its own (ANCHORGPU_TEST_PASS, tests/parallel.py) has test databases of its
