@@ -39,7 +39,16 @@ from core.db import db_now
 from telemetry import sql
 from telemetry.flags import flags_sync, reading_flags_update
 from telemetry.models import Flag, FlagKind, IngestMark, PollOutcome, SamplesRewritten
-from telemetry.parse import AMD_FAMILIES, DCGM_FAMILIES, Family, Sample, Scrape, families_scrape
+from telemetry.parse import (
+    AMD_FAMILIES,
+    AMD_FIELDS,
+    DCGM_FAMILIES,
+    DCGM_FIELDS,
+    Family,
+    Sample,
+    Scrape,
+    families_scrape,
+)
 from telemetry.poll import (
     POLL_COLUMNS,
     POLL_TYPES,
@@ -88,7 +97,7 @@ class Shard:
         nodes = {
             n.pk: n
             for n in Node.objects.filter(pk__any=list(node_ids), state=NodeState.ACTIVE).only(
-                "id", "hostname", "exporter", "metric_prefix", "last_good_poll_at"
+                "id", "hostname", "exporter", "metric_prefix", "last_good_poll_at", "gpu_model_id"
             )
         }
         gpus_by_node: dict[int, list[PolledGpu]] = {}
@@ -252,28 +261,62 @@ def _failed_outcome(target) -> tuple[str, str]:
     return PollOutcome.UNREACHABLE, f"the engine could not scrape the exporter: {error}"
 
 
-def _incomplete(families: dict[str, Family]) -> str | None:
-    """An `up = 1` scrape of which the engine kept part (VictoriaMetrics stores what it could
-    read of a truncated or partly bad body): GPUs with fewer series than their siblings."""
-    per_gpu: Counter = Counter()
-    for name, family in families.items():
-        if name in SCRAPE_SERIES:
+# The families the readers read that every exporter of their kind serves: not the
+# alternatives (FB_RESERVED, the profiling utilisation, AMD's fallbacks), of which nodes of
+# one model running other exporter versions may serve one and not another.
+SERVED_BY_EVERY_EXPORTER = frozenset(
+    {*DCGM_FIELDS, "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", *AMD_FIELDS}
+)
+
+
+def _gpu_key(labels: dict) -> str | None:
+    return (
+        labels.get("UUID")
+        or labels.get("uuid")
+        or labels.get("serial_number")
+        or labels.get("gpu_id")
+    )
+
+
+def partial_scrapes(newest: dict[int, dict[str, Family]], nodes: dict[int, Node]) -> dict:
+    """{node id: why} for the `up = 1` scrapes of which the engine kept part (VictoriaMetrics
+    stores what it could read of a truncated or partly bad body):
+    - GPUs with fewer series than their siblings (cut inside a family);
+    - or no GPU with a family every exporter of its kind serves (`SERVED_BY_EVERY_EXPORTER`)
+      that other nodes of the same GPU model and exporter have in this round (cut between two
+      families, so every GPU lost the same ones)."""
+    read = SERVED_BY_EVERY_EXPORTER
+    per_gpu, kept, of_kind = {}, {}, {}
+    for node_id, families in newest.items():
+        node = nodes[node_id]
+        counts: Counter = Counter()
+        names = set()
+        for name, family in families.items():
+            if name in SCRAPE_SERIES:
+                continue
+            for sample in family.samples:
+                if key := _gpu_key(sample.labels):
+                    counts[key] += 1
+                    names.add(name.removeprefix(node.metric_prefix or ""))
+        per_gpu[node_id], kept[node_id] = counts, names & read
+        of_kind.setdefault((node.gpu_model_id, node.exporter), set()).update(kept[node_id])
+    partial = {}
+    for node_id, counts in per_gpu.items():
+        if not counts:
             continue
-        for sample in family.samples:
-            labels = sample.labels
-            key = (
-                labels.get("UUID")
-                or labels.get("uuid")
-                or labels.get("serial_number")
-                or labels.get("gpu_id")
+        node, most = nodes[node_id], max(counts.values())
+        lost = of_kind[(node.gpu_model_id, node.exporter)] - kept[node_id]
+        if len(set(counts.values())) > 1:
+            short = sorted(key for key, n in counts.items() if n < most)
+            partial[node_id] = (
+                f"the engine kept part of the last scrape: fewer series for {', '.join(short[:8])}"
             )
-            if key:
-                per_gpu[key] += 1
-    if len(set(per_gpu.values())) <= 1:
-        return None
-    most = max(per_gpu.values())
-    short = sorted(key for key, n in per_gpu.items() if n < most)
-    return f"the engine kept part of the last scrape: fewer series for {', '.join(short[:8])}"
+        elif lost:
+            partial[node_id] = (
+                f"the engine kept part of the last scrape: no {', '.join(sorted(lost)[:4])}, "
+                "which other nodes of its model have"
+            )
+    return partial
 
 
 def _scrape_series(families, name) -> float | None:
@@ -323,6 +366,9 @@ def remote_poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> di
         return {"nodes": 0, "samples": 0, "engine": str(exc)}
     stale_after = timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
     results, judged = [], {}
+    partial = partial_scrapes(
+        {n: scrapes[(n, ms)] for n, ms in newest.items() if n not in failed}, shard.nodes
+    )
     for node_id, ms in newest.items():
         node, gpus = shard.nodes[node_id], shard.gpus_by_node.get(node_id, [])
         families = scrapes[(node_id, ms)]
@@ -332,9 +378,8 @@ def remote_poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> di
             scrape = None
         else:
             outcome, detail, scrape = scrape_outcome(gpus, _scrape(node, families))
-            partial = _incomplete(families) if outcome == PollOutcome.OK else None
-            if partial:
-                outcome, detail = PollOutcome.DEGRADED, partial
+            if outcome == PollOutcome.OK and node_id in partial:
+                outcome, detail = PollOutcome.DEGRADED, partial[node_id]
         results.append(
             node_poll_of(
                 node, gpus, outcome, detail, scrape, int((duration or 0) * 1000),

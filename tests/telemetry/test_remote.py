@@ -10,7 +10,7 @@ from django.test import Client
 
 from accounts.services import api_token_create
 from anchorgpu.launcher import free_port
-from catalog.models import ExporterKind, NodeHealth, NodeState
+from catalog.models import ExporterKind, Node, NodeHealth, NodeState
 from telemetry.models import (
     Flag,
     FlagKind,
@@ -20,10 +20,12 @@ from telemetry.models import (
     Poll,
     SamplesRewritten,
 )
+from telemetry.parse import Family, Sample
 from telemetry.promapi import Series
 from telemetry.remote import (
     Shard,
     ingest_window,
+    partial_scrapes,
     remote_poll_nodes,
     scrapes_of,
     telemetry_ingest,
@@ -198,3 +200,44 @@ def test_amd_nodes_ask_for_their_prefixed_families(catalog, remote):
     selector = Shard.load([amd.pk]).selector()
     assert "amd_gpu_energy_consumed" in selector and "DCGM_FI" not in selector
     assert f'anchorgpu_node=~"{amd.hostname.replace("-", chr(92) * 2 + "-")}"' in selector
+
+
+DCGM_READ = (
+    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+)  # fmt: skip
+
+
+def _kept(names, gpus=("GPU-a", "GPU-b")) -> dict:
+    """What an engine kept of one scrape: these families for these GPUs, and its `up`."""
+    families = {n: Family(n, [Sample(n, {"UUID": g}, 1.0) for g in gpus]) for n in names}
+    return families | {"up": Family("up", [Sample("up", {}, 1.0)])}
+
+
+def test_a_scrape_cut_between_two_families_is_told_from_its_models_other_nodes():
+    """VictoriaMetrics keeps what it could read of a truncated body. Cut inside a family,
+    some GPUs have fewer series than their siblings; cut between two, every GPU lost the
+    same families, which only the other nodes of the same model and exporter show. A family
+    that only some exporter versions serve (FB_RESERVED) or another model's nodes lack is
+    no loss."""
+    nodes = {
+        i: Node(pk=i, gpu_model_id=model, exporter=ExporterKind.DCGM, metric_prefix="")
+        for i, model in ((1, 7), (2, 7), (3, 7), (4, 7), (5, 8))
+    }
+    partial = partial_scrapes(
+        {
+            1: _kept([*DCGM_READ, "DCGM_FI_DEV_FB_RESERVED"]),
+            2: _kept(DCGM_READ[:2] + DCGM_READ[3:5]),  # no temperature, no memory
+            3: _kept(DCGM_READ) | {"DCGM_FI_DEV_FB_FREE": Family(
+                "DCGM_FI_DEV_FB_FREE", [Sample("DCGM_FI_DEV_FB_FREE", {"UUID": "GPU-a"}, 1.0)])},
+            4: _kept(DCGM_READ),  # no FB_RESERVED: not every exporter serves it
+            5: _kept(DCGM_READ[:1]),  # another model: nothing to compare with
+        },
+        nodes,
+    )  # fmt: skip
+    assert partial == {
+        2: "the engine kept part of the last scrape: no DCGM_FI_DEV_FB_FREE, "
+        "DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_GPU_TEMP, which other nodes of its model have",
+        3: "the engine kept part of the last scrape: fewer series for GPU-b",
+    }
