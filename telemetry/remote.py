@@ -285,7 +285,6 @@ def partial_scrapes(newest: dict[int, dict[str, Family]], nodes: dict[int, Node]
     - or no GPU with a family every exporter of its kind serves (`SERVED_BY_EVERY_EXPORTER`)
       that other nodes of the same GPU model and exporter have in this round (cut between two
       families, so every GPU lost the same ones)."""
-    read = SERVED_BY_EVERY_EXPORTER
     per_gpu, kept, of_kind = {}, {}, {}
     for node_id, families in newest.items():
         node = nodes[node_id]
@@ -298,7 +297,7 @@ def partial_scrapes(newest: dict[int, dict[str, Family]], nodes: dict[int, Node]
                 if key := _gpu_key(sample.labels):
                     counts[key] += 1
                     names.add(name.removeprefix(node.metric_prefix or ""))
-        per_gpu[node_id], kept[node_id] = counts, names & read
+        per_gpu[node_id], kept[node_id] = counts, names & SERVED_BY_EVERY_EXPORTER
         of_kind.setdefault((node.gpu_model_id, node.exporter), set()).update(kept[node_id])
     partial = {}
     for node_id, counts in per_gpu.items():
