@@ -317,8 +317,13 @@ def _the_run(sim, sd_url, phases) -> dict:
         phases.append(("engines scraping", _now()))
         # The minutes start at the last boundary, one the engines scraped after (every target
         # answered a scrape in the 8 s since): the minutes [start, start + 3 min) for the
-        # figures, a counter reset in the second; the outage's from `start` on.
-        if _now() - _minute_floor(_now()) < timedelta(seconds=8):
+        # figures, a counter reset in the second; the outage's from `start` on. Nothing before
+        # `start` is ingested, so the first minute's energy is the rise between its own
+        # samples: a boundary that leaves fewer than three scrapes in its minute is skipped.
+        into_minute = _now() - _minute_floor(_now())
+        if into_minute > MINUTE - timedelta(seconds=3 * engines.SCRAPE_INTERVAL_S):
+            _sleep_until(_next_minute(_now()) + timedelta(seconds=8))
+        elif into_minute < timedelta(seconds=8):
             _sleep_until(_minute_floor(_now()) + timedelta(seconds=8))
         start = _minute_floor(_now())
         end = start + 3 * MINUTE
@@ -431,7 +436,7 @@ def test_each_engine_gives_the_embedded_figures_for_the_same_samples(run):
         assert samples == sum(per_minute.values()), (name, samples)
         assert remote == embedded, name  # every figure, energy exactly
         energy = [r[9] for r in remote if r[0] == run["reset_gpu"]]
-        assert len(energy) == 3 and all(e > 0 for e in energy), (name, energy)
+        assert len(energy) == 3 and all(e is not None and e > 0 for e in energy), (name, energy)
         # The minute of the reset (the second) counts the rise since the reset, not a negative
         # one, and not the counter's value before it: about a whole minute's, as the third's.
         assert energy[1] < energy[2] * 1.5, (name, energy)
