@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from nodeagent.hosts import FolderHost
@@ -27,7 +28,9 @@ def _start(tmp_path):
 
 
 def test_a_killed_reconcile_converges_when_the_agent_starts_again(tmp_path):
-    wanted = state(*(entry(gpus=(n % 8,)) for n in range(MANY)))
+    # The agent runs on the real clock: the allocations are paid for a day from now.
+    until = datetime.now(UTC) + timedelta(days=1)
+    wanted = state(*(entry(gpus=(n % 8,), until=until) for n in range(MANY)))
     (tmp_path / "agent").mkdir()
     (tmp_path / "agent" / "state.json").write_text(json.dumps(wanted))  # AnchorGPU unreachable
     (tmp_path / "credential").write_text("agpn_x\n")
