@@ -114,7 +114,14 @@ class Notice(models.Model):
                 fields=["created_at"],
                 condition=models.Q(sent_at__isnull=True),
                 name="rentals_notice_unsent",
-            )
+            ),
+            # The bell's count on every page: a customer's unread notices only, not all of
+            # theirs (thousands after a year) read and filtered.
+            models.Index(
+                fields=["user"],
+                condition=models.Q(read_at__isnull=True),
+                name="rentals_notice_unread",
+            ),
         ]
 
     def __str__(self):
