@@ -2,7 +2,7 @@
 retried function hands the retry to the outermost one."""
 
 import pytest
-from django.db import router
+from django.db import connection, router
 
 from catalog.models import Region
 from core.db import ATTEMPTS, Retry, reads_db, reporting_reads, retried_transaction
@@ -57,3 +57,10 @@ def test_reports_read_the_reporting_database_and_everything_writes_the_primary(s
         assert reads_db() == "reporting"  # leaving a nested block keeps the outer one's
     assert reads_db() == router.db_for_read(FleetRollup) == "default"
     assert router.allow_migrate("reporting", "telemetry") is False
+
+
+def test_our_connections_run_without_postgres_jit():
+    # Its compiling cost the dashboard's range sums 10-25 ms a statement (anchorgpu.settings).
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == ("off",)
