@@ -248,7 +248,14 @@ class Flag(models.Model):
                 fields=["-opened_at"],
                 condition=models.Q(closed_at__isnull=True),
                 name="telemetry_flag_open",
-            )
+            ),
+            # The flags page's history, newest first: its page read from the index rather
+            # than every closed flag sorted (they only accumulate).
+            models.Index(
+                fields=["-opened_at", "-id"],
+                condition=models.Q(closed_at__isnull=False),
+                name="telemetry_flag_closed",
+            ),
         ]
 
     def __str__(self):
