@@ -134,7 +134,8 @@ COLUMNS = {
     "rentals_ledgerentry": (("team_id", "int8"), ("user_id", "int4"), ("allocation_id", U),
                             ("kind", "text"), ("amount", "numeric"), ("currency", "text"),
                             ("reason", "text"), ("period_count", "int2"), ("at", T),
-                            ("net", "numeric"), ("vat", "numeric"), ("quote_id", U)),
+                            ("net", "numeric"), ("vat", "numeric"), ("quote_id", U),
+                            ("period_id", "int8")),
     "rentals_notice": (("user_id", "int4"), ("allocation_id", U), ("endpoint_url", "text"),
                        ("kind", "text"), ("ends_at", T), ("created_at", T), ("sent_at", T),
                        ("attempts", "int2"), ("last_error", "text"), ("read_at", T),
@@ -502,12 +503,13 @@ def _assign_teams(world, teams, customer, customer_team):
     rows["rentals_cluster"] = [
         (r[0], *owner_of_quote[r[3]][:2], *r[3:]) for r in rows["rentals_cluster"]
     ]
+    period_of = {row[0]: row[8] for row in allocations}
     ledger = []
     for r in rows["rentals_ledgerentry"]:
         gross, net, vat = money[r[11]]
         charge = r[3] == LedgerKind.CHARGE
         ledger.append((*owner_of_allocation[r[2]][:2], *r[2:4], gross, *r[5:9], net, vat,
-                       r[11] if charge else None))  # fmt: skip
+                       r[11] if charge else None, period_of[r[2]]))  # fmt: skip
     rows["rentals_notice"] = [
         (owner_of_allocation[r[1]][1], *r[1:]) for r in rows["rentals_notice"]
     ]

@@ -294,9 +294,9 @@ WITH allocation AS (
     FROM unnest(%(holders)s::uuid[], %(gpus)s::int[]) AS h (allocation_id, gpu_id)
     RETURNING gpu_id, id
 ), charge AS (
-    INSERT INTO rentals_ledgerentry (team_id, user_id, allocation_id, kind, amount, net, vat,
-        currency, quote_id, reason, period_count, at)
-    VALUES (%(team)s, %(user)s, %(lead)s, %(charge)s, %(amount)s, %(net)s, %(vat)s,
+    INSERT INTO rentals_ledgerentry (team_id, user_id, allocation_id, period_id, kind, amount,
+        net, vat, currency, quote_id, reason, period_count, at)
+    VALUES (%(team)s, %(user)s, %(lead)s, %(period)s, %(charge)s, %(amount)s, %(net)s, %(vat)s,
             %(currency)s, %(quote)s, %(reason)s, %(period_count)s, %(now)s)
     RETURNING id
 ), event AS (
@@ -468,15 +468,13 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
 """
 
 # Charges and refunds (`kinds`) per currency and rental period, net of VAT (VAT is not the
-# provider's revenue): the range's rows by their index (rentals_ledger_at).
+# provider's revenue): the range's rows and what they sum from their index
+# (rentals_ledger_at_period), each row naming its allocation's period.
 REVENUE = """
 SELECT l.kind, l.currency, p.name_en AS period_en, p.name_pl AS period_pl,
        sum(l.net) AS amount, count(*) AS bookings
 FROM rentals_ledgerentry l
-CROSS JOIN LATERAL (  -- a primary-key look-up per row of the range (OFFSET 0 keeps it one)
-    SELECT period_id FROM rentals_allocation WHERE id = l.allocation_id OFFSET 0
-) AS a
-JOIN catalog_rentalperiod p ON p.id = a.period_id
+JOIN catalog_rentalperiod p ON p.id = l.period_id
 WHERE l.at >= %(start)s AND l.at < %(end)s AND l.kind = ANY(%(kinds)s)
 GROUP BY l.kind, l.currency, p.id
 ORDER BY l.currency, p.duration

@@ -34,6 +34,11 @@ class LedgerEntry(models.Model):
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     allocation = models.ForeignKey(Allocation, on_delete=models.PROTECT, related_name="ledger")
+    # The allocation's rental period (it never changes), kept on the row: revenue per period
+    # sums a range's rows from the index `rentals_ledger_at` alone, with no look-up each.
+    period = models.ForeignKey(
+        "catalog.RentalPeriod", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     kind = models.CharField(max_length=10, choices=LedgerKind.choices)
     amount = MoneyField()  # gross: net + vat
     net = MoneyField()
@@ -116,8 +121,8 @@ class LedgerEntry(models.Model):
             # it sums, without a pass over every row of the ledger.
             models.Index(
                 fields=["at"],
-                include=["kind", "currency", "net", "allocation"],
-                name="rentals_ledger_at",
+                include=["kind", "currency", "net", "period"],
+                name="rentals_ledger_at_period",
             ),
         ]
 

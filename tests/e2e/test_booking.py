@@ -112,7 +112,8 @@ def test_a_polish_customer_pages_the_statement_and_reads_notices(catalog, alice,
     allocation = Allocation.objects.first()
     LedgerEntry.objects.bulk_create(
         LedgerEntry(
-            team=allocation.team, user=alice, allocation=allocation, kind="charge",
+            team=allocation.team, user=alice, allocation=allocation, period=allocation.period,
+            kind="charge",
             amount=Decimal("1.00"), net=Decimal("1.00"), vat=0, currency="USD",
             quote=allocation.quote, reason="extension", period_count=1,
             at=allocation.paid_from - timedelta(minutes=n),

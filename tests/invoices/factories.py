@@ -30,7 +30,7 @@ _numbers = iter(range(900000, 999999))
 def charge_row(allocation, net, vat):
     return LedgerEntry.objects.create(
         team=allocation.team, user=allocation.user, allocation=allocation,
-        kind=LedgerKind.CHARGE, amount=net + vat, net=net, vat=vat,
+        period=allocation.period, kind=LedgerKind.CHARGE, amount=net + vat, net=net, vat=vat,
         currency=allocation.quote.currency, quote=allocation.quote,
         reason=LedgerReason.BOOKING, period_count=1, at=allocation.paid_from,
     )  # fmt: skip

@@ -24,8 +24,8 @@ def long_ledger(catalog, alice):
     LedgerEntry.objects.bulk_create(
         LedgerEntry(
             team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
-            amount=Decimal("1.00"), net=Decimal("1.00"), vat=0, currency="USD",
-            quote=allocation.quote, reason="booking", period_count=1,
+            period=allocation.period, amount=Decimal("1.00"), net=Decimal("1.00"), vat=0,
+            currency="USD", quote=allocation.quote, reason="booking", period_count=1,
             at=start + timedelta(days=n),
         )
         for n in range(74)
@@ -73,8 +73,9 @@ def tied_ledger(catalog, alice):
     LedgerEntry.objects.bulk_create(
         LedgerEntry(
             team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
-            amount=Decimal("1.00") * (1 + n % 2), net=Decimal("1.00") * (1 + n % 2), vat=0,
-            currency="USD", quote=allocation.quote, reason="booking", period_count=1,
+            period=allocation.period, amount=Decimal("1.00") * (1 + n % 2),
+            net=Decimal("1.00") * (1 + n % 2), vat=0, currency="USD", quote=allocation.quote,
+            reason="booking", period_count=1,
             at=start + timedelta(hours=n // 3),
         )
         for n in range(120)
@@ -195,7 +196,7 @@ def test_balances_are_per_currency_and_never_added_across(catalog, alice, alice_
     allocation = book(alice, model="l4", count=1, period="day")  # 13.20 USD + 23 % VAT
     LedgerEntry.objects.create(
         team=allocation.team, user=alice, allocation=allocation, kind=LedgerKind.CHARGE,
-        amount=Decimal("5.00"), net=Decimal("5.00"), vat=0, currency="EUR",
+        period=allocation.period, amount=Decimal("5.00"), net=Decimal("5.00"), vat=0, currency="EUR",
         quote=allocation.quote, reason="booking", period_count=1, at=allocation.paid_from,
     )  # fmt: skip
     body = alice_api.get("/api/v1/ledger/").json()
