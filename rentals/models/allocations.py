@@ -102,6 +102,9 @@ class Allocation(models.Model):
             models.UniqueConstraint(
                 fields=["quote", "node"], name="rentals_allocation_one_per_quote_node"
             ),
+            # What a ledger row's (allocation, period) refers to (rentals 0026): a row naming
+            # a period other than its allocation's is refused.
+            models.UniqueConstraint(fields=["id", "period"], name="rentals_allocation_id_period"),
         ]
         indexes = [
             models.Index(fields=["team", "-paid_from"], name="rentals_allocation_team_from"),

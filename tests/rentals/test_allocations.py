@@ -8,6 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from accounts.access import acting_as
+from catalog.models import RentalPeriod
 from catalog.services import gpu_price_set
 from core.errors import Conflict
 from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
@@ -109,6 +110,23 @@ def test_database_refuses_overlap_even_without_the_service(catalog, alice):
             allocation=other, gpu=held.gpu, starts_at=held.ends_at, ends_at=held.ends_at
         )  # empty range
     assert overlapping_pairs() == 0
+
+
+def test_a_ledger_row_names_its_allocations_period_or_the_database_refuses_it(catalog, alice):
+    allocation = book(alice, model="l4", count=1, period="day",
+                      starts_at=timezone.now() + timedelta(days=2))  # fmt: skip
+    week = RentalPeriod.objects.get(slug="week")
+    charge = LedgerEntry.objects.get(allocation=allocation)
+    assert charge.period_id == allocation.period_id != week.pk
+    with pytest.raises(IntegrityError), transaction.atomic():
+        LedgerEntry.objects.filter(pk=charge.pk).update(period=week)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Allocation.objects.filter(pk=allocation.pk).update(period=week)  # its rows name it
+    allocation_cancel(acting=acting_as(alice), allocation=allocation)
+    assert set(LedgerEntry.objects.filter(allocation=allocation).values_list("kind", "period")) == {
+        ("charge", allocation.period_id),
+        ("refund", allocation.period_id),
+    }
 
 
 def test_stop_and_start_never_move_the_paid_period(catalog, alice):
