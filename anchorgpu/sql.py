@@ -65,6 +65,11 @@ def analyze(table: str) -> str:
     return SQL("ANALYZE {}").format(Identifier(table)).as_string()
 
 
+@cache
+def vacuum_analyze(table: str) -> str:
+    return SQL("VACUUM (ANALYZE) {}").format(Identifier(table)).as_string()
+
+
 # A GPU's busy level: a stable share per GPU (hashed from its id) that moves with the hour
 # of the day; a few GPUs idle. `h` is the bucket's time, `g` the GPU row.
 _UTIL = """least(100, greatest(0,
