@@ -632,7 +632,7 @@ def generate_scale(
         for row in rows:
             (later[table] if row[0] in extensions else world.rows[table]).append(row)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(sql.CONSTRAINTS_IMMEDIATE)
         raw = cursor.cursor
         for table in COLUMNS:
             counts[table] = _copy(raw, table, world.rows[table])

@@ -65,6 +65,10 @@ def analyze(table: str) -> str:
     return SQL("ANALYZE {}").format(Identifier(table)).as_string()
 
 
+# The generator's foreign keys checked as each COPY ends (anchorgpu.scale).
+CONSTRAINTS_IMMEDIATE = "SET CONSTRAINTS ALL IMMEDIATE"
+
+
 @cache
 def vacuum_analyze(table: str) -> str:
     return SQL("VACUUM (ANALYZE) {}").format(Identifier(table)).as_string()
