@@ -34,8 +34,9 @@ class LedgerEntry(models.Model):
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     allocation = models.ForeignKey(Allocation, on_delete=models.PROTECT, related_name="ledger")
-    # The allocation's rental period (it never changes), kept on the row: revenue per period
-    # sums a range's rows from the index `rentals_ledger_at` alone, with no look-up each.
+    # The allocation's rental period, kept on the row (a foreign key on (allocation, period),
+    # rentals 0026, holds it to the allocation's): revenue per period sums a range's rows
+    # from the index `rentals_ledger_at_period` alone, with no look-up each.
     period = models.ForeignKey(
         "catalog.RentalPeriod", on_delete=models.PROTECT, related_name="+", db_index=False
     )

@@ -233,9 +233,9 @@ def credit_note_issue(
             credits = LedgerEntry.objects.bulk_create(
                 LedgerEntry(
                     team=allocation.team, user=allocation.user, allocation=allocation,
-                    period_id=allocation.period_id, kind=LedgerKind.CREDIT, reason=LedgerReason.IMPAIRMENT,
-                    amount=line.amount + vat, net=line.amount, vat=vat,
-                    currency=note.currency, impaired_span=line.span, at=now,
+                    period_id=allocation.period_id, kind=LedgerKind.CREDIT,
+                    reason=LedgerReason.IMPAIRMENT, amount=line.amount + vat, net=line.amount,
+                    vat=vat, currency=note.currency, impaired_span=line.span, at=now,
                 )
                 for line, vat in zip(note.lines, shares, strict=True)
             )  # fmt: skip
