@@ -6,6 +6,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from playwright.sync_api import expect
 
 from accounts.services import account_preferences_set
 from rentals.models import Allocation, LedgerEntry
@@ -160,7 +161,7 @@ def test_no_capacity_offers_the_earliest_start(catalog, alice, page, live_server
     assert get_quote_attempt.ok
     page.get_by_label("GPUs").fill("1")
     page.get_by_role("button", name="Get a quote").click()
-    assert page.get_by_text("Not enough free L4 GPUs for that period.").is_visible()
+    expect(page.get_by_text("Not enough free L4 GPUs for that period.")).to_be_visible()
     assert page.get_by_text("The earliest start that fits is").is_visible()
     screenshot(page, "no-capacity")
     page.get_by_role("button", name="Quote for that start").click()
@@ -226,7 +227,7 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
     )
     assert not page.locator("#id_gpu_count").is_visible()
     page.get_by_label("Now", exact=True).check()
-    assert not page.locator("#id_starts_at").is_visible()
+    expect(page.locator("#id_starts_at")).to_be_hidden()
     page.get_by_label("At a date and time").check()
     screenshot(page, "cluster-booking-form")
     page.get_by_role("button", name="Get a quote").click()
@@ -250,7 +251,6 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
 def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
     catalog, alice, page, live_server
 ):
-    from playwright.sync_api import expect
 
     login(page, live_server, "alice", "pw-alice-123456")
     page.goto(f"{live_server.url}/book/l4/")
@@ -291,7 +291,6 @@ def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
 def test_a_polish_customer_on_a_phone_sees_the_estimate_in_polish(
     catalog, alice, browser, live_server
 ):
-    from playwright.sync_api import expect
 
     account_preferences_set(user=alice, language="pl", time_zone="Europe/Warsaw")
     context = browser.new_context(viewport={"width": 390, "height": 844}, locale="en-US")

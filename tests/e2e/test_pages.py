@@ -1,4 +1,5 @@
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import axe_serious, login, screenshot
 
@@ -40,7 +41,7 @@ def test_glossary_search(glossary, page, live_server):
     page.goto(live_server.url + "/glossary/")
     page.get_by_label("Search terms").fill("gradient")
     page.get_by_role("button", name="Search").click()
-    assert page.get_by_role("link", name="DistributedDataParallel (DDP)").is_visible()
+    expect(page.get_by_role("link", name="DistributedDataParallel (DDP)")).to_be_visible()
     assert page.get_by_role("link", name="VRAM").count() == 0
     assert axe_serious(page) == []
 

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from catalog.demo import seed_catalog
 from rentals.models import Allocation
@@ -53,8 +54,10 @@ def test_llama_3_70b_needs_two_h200s_at_bf16_and_one_at_fp8_then_books(
     page.get_by_label("Language").select_option("pl")
     page.wait_for_load_state()
     page.get_by_role("link", name="Czy się zmieści?").first.click()
+    page.wait_for_url(re.compile(r"/sizing/"))
     page.get_by_role("button", name="Policz").click()
-    assert page.get_by_text("Warto wiedzieć").is_visible()
+    page.wait_for_url(re.compile(r"/sizing/\?"))
+    expect(page.get_by_text("Warto wiedzieć")).to_be_visible()
     # caveats and the bar's parts named in Polish, the codes only beside them
     mi300x = page.locator("#fits tr[data-model='mi300x']")
     assert mi300x.get_by_role("link", name="Target gfx dla ROCm").is_visible()

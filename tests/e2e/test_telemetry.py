@@ -90,7 +90,7 @@ def test_a_customer_reads_a_whole_rental(demo, page, live_server):
     page.locator("#id_start").fill("2026-01-02T10:00")
     page.locator("#id_end").fill("2026-01-01T10:00")
     page.get_by_role("button", name="Show").click()
-    assert page.get_by_text("The start must be before the end.").is_visible()
+    expect(page.get_by_text("The start must be before the end.")).to_be_visible()
 
 
 def test_chart_times_are_in_the_readers_zone_and_language(catalog, staff, page, live_server):
