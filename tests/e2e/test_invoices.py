@@ -38,8 +38,8 @@ def test_a_billing_member_downloads_an_invoice_and_a_credit_note(catalog, alice,
 
     login(page, live_server, "bea", "pw-bea-12345678")
     page.goto(f"{live_server.url}/statement/")
-    page.get_by_label("Acting for team").select_option(str(team.pk))
-    page.wait_for_load_state()
+    with page.expect_navigation():  # the switcher submits itself
+        page.get_by_label("Acting for team").select_option(str(team.pk))
     page.get_by_role("link", name="Invoices").first.click()
     page.wait_for_url("**/invoices/")
     assert page.get_by_role("cell", name=invoice.display_number, exact=True).first.is_visible()
