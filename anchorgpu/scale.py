@@ -158,6 +158,17 @@ def _copy(cursor, table: str, rows) -> int:
     return count
 
 
+def fleet_gpu_identity(gpu_id: int, hostname: str, index: int, vendor: str) -> str:
+    """A generated GPU's UUID (NVIDIA) or serial (AMD), unique in the fleet as the database
+    requires. NVIDIA's is the demo's (catalog.demo.gpu_identity, a UUID from the host and
+    index). An AMD serial is twelve digits, "6924" and eight more: the demo's eight from a
+    hash collide among the ~16,000 MI300Xs of 100k GPUs (the birthday bound of 10^8 is
+    10^4), so here they are the GPU's id."""
+    if vendor == "amd":
+        return f"6924{gpu_id:08d}"
+    return gpu_identity(hostname, index, vendor)
+
+
 class _World:
     """The rows being generated, table by table, and the ids handed out."""
 
@@ -222,7 +233,11 @@ def _fleet(world, gpus, regions, models, now):
             gpu_id += 1
             ids.append(gpu_id)
             world.add(
-                "catalog_gpu", gpu_id, node_id, index, gpu_identity(hostname, index, model.vendor)
+                "catalog_gpu",
+                gpu_id,
+                node_id,
+                index,
+                fleet_gpu_identity(gpu_id, hostname, index, model.vendor),
             )
         patterns = LANES.get(per_node) or [((1,) * per_node, 1)]
         lanes = rng.choices([p for p, _ in patterns], [w for _, w in patterns])[0]
