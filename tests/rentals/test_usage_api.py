@@ -9,8 +9,11 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from accounts.access import acting_as
 from accounts.services import api_token_create
 from catalog.models import Gpu
+from rentals.models import LedgerEntry, LedgerKind
+from rentals.services import allocation_cancel
 from telemetry.models import FleetSize, GpuSample
 from telemetry.poll import fleet_size_record
 from telemetry.rollup import telemetry_rollup
@@ -81,6 +84,10 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
     _busy_now(allocation)
     idle = allocation.node.gpus.exclude(pk__in=[h.gpu_id for h in allocation.held.all()]).first()
     GpuSample.objects.create(gpu=idle, at=allocation.paid_from, utilization=0.0)
+    ahead = book(alice, model="l4", count=1, period="day",
+                 starts_at=timezone.now() + timedelta(days=2))  # fmt: skip
+    allocation_cancel(acting=acting_as(alice), allocation=ahead)  # refunded whole
+    ahead_charge = LedgerEntry.objects.get(allocation=ahead, kind=LedgerKind.CHARGE).amount
     assert client.get("/metrics").status_code == 401
     raw = api_token_create(user=alice, name="ci")
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
@@ -99,8 +106,12 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
     assert value[("anchorgpu_gpus_busy", h100)] == 2
     h100_here = (("model", "h100"), ("region", allocation.node.region.slug))
     assert value[("anchorgpu_gpus_reporting", h100_here)] == 3  # the idle one answered too
-    assert value[("anchorgpu_bookings_total", ())] == 1
-    assert value[("anchorgpu_charged_total", (("currency", "USD"),))] == 892.68  # VAT included
+    assert value[("anchorgpu_bookings_total", ())] == 2
+    usd = (("currency", "USD"),)
+    # VAT included; a refund is its own counter, never taken off the charges
+    assert value[("anchorgpu_charged_total", usd)] == pytest.approx(892.68 + float(ahead_charge))
+    assert value[("anchorgpu_refunded_total", usd)] == pytest.approx(float(ahead_charge))
+    assert ("anchorgpu_credited_total", usd) not in value  # nothing credited
     assert {"anchorgpu_nodes", "anchorgpu_flags_open", "anchorgpu_celery_queue_depth",
             "anchorgpu_poll_duration_seconds_recent", "anchorgpu_polls_recent"} <= set(families)  # fmt: skip
 
