@@ -25,7 +25,11 @@ class Poll(models.Model):
     gpus_seen = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
-        indexes = [models.Index(fields=["node", "-at"], name="telemetry_poll_node_at")]
+        indexes = [
+            models.Index(fields=["node", "-at"], name="telemetry_poll_node_at"),
+            # /metrics' last minutes and the raw retention's prune read a range of `at`.
+            models.Index(fields=["at"], name="telemetry_poll_at"),
+        ]
         constraints = [choices_check("outcome", PollOutcome, name="telemetry_poll_outcome_valid")]
 
     def __str__(self):
