@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Avg, Count, F, Max, Min, Q, Sum
+from django.db.models import Count, Max, Min, Q, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
@@ -217,20 +217,25 @@ class ConsoleCollector:
             "Node poll durations in the last 5 minutes",
             labels=["stat"],
         )
-        recent = Poll.objects.filter(at__gte=now - RECENT)
-        for outcome, n in (
-            recent.values_list("outcome").annotate(n=Count("id")).values_list("outcome", "n")
-        ):
+        # One pass over the last minutes' polls (telemetry_poll_at) for all three families.
+        per_outcome = list(
+            Poll.objects.filter(at__gte=now - RECENT)
+            .values_list("outcome")
+            .annotate(n=Count("id"), total_ms=Sum("duration_ms"), max_ms=Max("duration_ms"))
+            .values_list("outcome", "n", "total_ms", "max_ms")
+            .order_by("outcome")
+        )
+        for outcome, n, _total, _max in per_outcome:
             outcomes.add_metric([outcome], n)
-        stats = recent.aggregate(avg=Avg(F("duration_ms")), max=Max("duration_ms"))
-        for stat in ("avg", "max"):
-            duration.add_metric([stat], (stats[stat] or 0) / 1000)
+        polls = sum(n for _o, n, _t, _m in per_outcome)
+        total_ms = sum(total for _o, _n, total, _m in per_outcome)
+        duration.add_metric(["avg"], total_ms / polls / 1000 if polls else 0)
+        duration.add_metric(["max"], max((m for *_, m in per_outcome), default=0) / 1000)
         failures = GaugeMetricFamily(
             "anchorgpu_poll_failures_recent", "Failed node polls in the last 5 minutes"
         )
-        failures.add_metric(
-            [], recent.filter(~Q(outcome__in=[PollOutcome.OK, PollOutcome.DEGRADED])).count()
-        )
+        answered = (PollOutcome.OK, PollOutcome.DEGRADED)
+        failures.add_metric([], sum(n for o, n, _t, _m in per_outcome if o not in answered))
         yield from (outcomes, duration, failures)
 
     @staticmethod

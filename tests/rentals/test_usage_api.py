@@ -14,7 +14,7 @@ from accounts.services import api_token_create
 from catalog.models import Gpu
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel
-from telemetry.models import FleetSize, GpuSample
+from telemetry.models import FleetSize, GpuSample, Poll, PollOutcome
 from telemetry.poll import fleet_size_record
 from telemetry.rollup import telemetry_rollup
 from tests.rentals.helpers import book
@@ -88,6 +88,15 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
                  starts_at=timezone.now() + timedelta(days=2))  # fmt: skip
     allocation_cancel(acting=acting_as(alice), allocation=ahead)  # refunded whole
     ahead_charge = LedgerEntry.objects.get(allocation=ahead, kind=LedgerKind.CHARGE).amount
+    Poll.objects.all().delete()
+    now = timezone.now()
+    Poll.objects.bulk_create(
+        Poll(node=allocation.node, at=now - timedelta(minutes=minutes), duration_ms=ms,
+             outcome=outcome)
+        for minutes, ms, outcome in [(1, 100, PollOutcome.OK), (2, 300, PollOutcome.OK),
+                                     (3, 800, PollOutcome.UNREACHABLE),
+                                     (9, 9000, PollOutcome.MALFORMED)]  # past the 5 minutes
+    )  # fmt: skip
     assert client.get("/metrics").status_code == 401
     raw = api_token_create(user=alice, name="ci")
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
@@ -112,6 +121,12 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
     assert value[("anchorgpu_charged_total", usd)] == pytest.approx(892.68 + float(ahead_charge))
     assert value[("anchorgpu_refunded_total", usd)] == pytest.approx(float(ahead_charge))
     assert ("anchorgpu_credited_total", usd) not in value  # nothing credited
+    assert value[("anchorgpu_polls_recent", (("outcome", "ok"),))] == 2
+    assert value[("anchorgpu_polls_recent", (("outcome", "unreachable"),))] == 1
+    assert ("anchorgpu_polls_recent", (("outcome", "malformed"),)) not in value
+    assert value[("anchorgpu_poll_duration_seconds_recent", (("stat", "avg"),))] == 0.4
+    assert value[("anchorgpu_poll_duration_seconds_recent", (("stat", "max"),))] == 0.8
+    assert value[("anchorgpu_poll_failures_recent", ())] == 1
     assert {"anchorgpu_nodes", "anchorgpu_flags_open", "anchorgpu_celery_queue_depth",
             "anchorgpu_poll_duration_seconds_recent", "anchorgpu_polls_recent"} <= set(families)  # fmt: skip
 
