@@ -110,6 +110,12 @@ class Allocation(models.Model):
             models.Index(fields=["team", "-paid_from"], name="rentals_allocation_team_from"),
             models.Index(fields=["state", "paid_until"]),
             models.Index(fields=["state", "paid_from"]),
+            # The few marked impaired, for the impairment sweep and /metrics (rentals 0027).
+            models.Index(
+                fields=["impaired_since"],
+                condition=Q(impaired_since__isnull=False),
+                name="rentals_allocation_impaired",
+            ),
         ]
 
     def __str__(self):
