@@ -251,7 +251,6 @@ def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
 def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
     catalog, alice, page, live_server
 ):
-
     login(page, live_server, "alice", "pw-alice-123456")
     page.goto(f"{live_server.url}/book/l4/")
     form = page.locator("#book-form")
@@ -291,7 +290,6 @@ def test_the_booking_form_prices_as_it_is_filled_and_the_quote_agrees(
 def test_a_polish_customer_on_a_phone_sees_the_estimate_in_polish(
     catalog, alice, browser, live_server
 ):
-
     account_preferences_set(user=alice, language="pl", time_zone="Europe/Warsaw")
     context = browser.new_context(viewport={"width": 390, "height": 844}, locale="en-US")
     page = context.new_page()
