@@ -167,17 +167,6 @@ class AllocationGpu(models.Model):
 
     class Meta:
         ordering = ["allocation", "gpu__index"]
-        indexes = [
-            # The live holdings still to end, with what a free-window read needs: the
-            # calendar's and the start windows' reads take them from here, not from the
-            # whole history.
-            models.Index(
-                fields=["ends_at"],
-                include=["gpu", "starts_at"],
-                condition=Q(released=False),
-                name="rentals_ag_live_ends",
-            ),
-        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(starts_at__lt=F("ends_at")), name="rentals_allocationgpu_not_empty"
