@@ -4,7 +4,9 @@ It joins allocations and the ledger (rentals) with rollups and flags (telemetry)
 week it reads hourly rollups; longer ranges read daily ones.
 """
 
+from collections import defaultdict
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.cache import cache
@@ -121,16 +123,21 @@ def booked_ahead(*, now: datetime) -> list[dict]:
     capacity. `model` is the model's id, slug and name."""
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days = [day0.date() + timedelta(days=i) for i in range(30)]
+    seconds, whole_from = defaultdict(Decimal), defaultdict(int)  # per (model, day index)
     with reads_cursor() as cursor:
-        cursor.execute(
-            sql.BOOKED_AHEAD,
-            {
-                "day0": day0,
-                "day_n": day0 + timedelta(days=30),
-                "days": [day0 + timedelta(days=i) for i in range(30)],
-            },  # fmt: skip
-        )
-        heat = {(model_id, day): float(v) for model_id, day, v in cursor.fetchall()}
+        cursor.execute(sql.BOOKED_AHEAD, {"day0": day0, "day_n": day0 + timedelta(days=30)})
+        for model_id, first, last, first_day_s, last_day_s, holdings in cursor:
+            seconds[model_id, first] += first_day_s
+            if last > first:  # held on to its last day, and whole on the days between
+                seconds[model_id, last] += last_day_s
+                whole_from[model_id, first + 1] += holdings
+                whole_from[model_id, last] -= holdings
+    heat = {}
+    for model_id in {model_id for model_id, _i in seconds}:
+        whole = 0  # GPUs held for the whole of the day
+        for i, day in enumerate(days):
+            whole += whole_from[model_id, i]
+            heat[model_id, day] = float(seconds[model_id, i] + whole * 86400) / 86400
     rows = []
     for model in read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE}):
         cap = model.pop("capacity")

@@ -406,32 +406,32 @@ WINDOW w AS (ORDER BY steps.h)
 ORDER BY steps.h
 """
 
-# Each holding in the next 30 days spread over the days it touches: reads the live holdings
-# that end after `day0` (their index, rentals_ag_live_ends), not every model × node ×
-# GPU × day; the holdings of one allocation with the same window are counted once, and each
-# allocation's model is a primary-key look-up (OFFSET 0 keeps it one, not a pass over every
-# allocation). The days' starts are a list (`days`) joined on overlap, which the planner
-# counts right (a generate_series it guesses at a thousand rows, and compiles the plan).
+# What each model has booked on each of the 30 days from `day0`, as a step function over
+# the days, so every live holding in the window is read once (by their index
+# rentals_ag_live_ends), not once per day it touches. Clipped to the window, at seconds
+# s..e from `day0`, a holding covers part of its first day i0 (all it holds, when it ends
+# that day), part of its last day i1 and the days between whole; holdings are counted per
+# model and (i0, i1) with the seconds they hold on each of the two days, and
+# `rentals.dashboard.booked_ahead` runs the sum over the days. The model is the GPU's
+# node's (an allocation's GPUs are its model's), by hash joins on the fleet's GPUs and
+# nodes rather than a look-up per allocation.
 BOOKED_AHEAD = """
-WITH days AS (
-    SELECT d FROM unnest(%(days)s::timestamptz[]) AS d
-), held AS (
-    SELECT ag.allocation_id, ag.starts_at, ag.ends_at, count(*) AS gpus
+WITH spans AS (
+    SELECT n.gpu_model_id AS model, x.s, x.e,
+           floor(x.s / 86400)::int AS i0, ceil(x.e / 86400)::int - 1 AS i1
     FROM rentals_allocationgpu ag
+    JOIN catalog_gpu g ON g.id = ag.gpu_id
+    JOIN catalog_node n ON n.id = g.node_id
+    CROSS JOIN LATERAL (SELECT
+        extract(epoch FROM greatest(ag.starts_at, %(day0)s) - %(day0)s) AS s,
+        extract(epoch FROM least(ag.ends_at, %(day_n)s) - %(day0)s) AS e) AS x
     WHERE NOT ag.released AND ag.allocation_id IS NOT NULL
       AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
-    GROUP BY ag.allocation_id, ag.starts_at, ag.ends_at
 )
-SELECT a.gpu_model_id, days.d::date,
-       sum(held.gpus * extract(epoch FROM least(held.ends_at, days.d + interval '1 day')
-                                          - greatest(held.starts_at, days.d)))
-       / 86400.0
-FROM held
-CROSS JOIN LATERAL (
-    SELECT gpu_model_id FROM rentals_allocation WHERE id = held.allocation_id OFFSET 0
-) AS a
-JOIN days ON days.d < held.ends_at AND days.d + interval '1 day' > held.starts_at
-GROUP BY a.gpu_model_id, days.d
+SELECT model, i0, i1, sum(least(e, (i0 + 1) * 86400) - s) AS first_day_s,
+       sum(e - i1 * 86400) AS last_day_s, count(*) AS holdings
+FROM spans
+GROUP BY model, i0, i1
 """
 
 # The page's top line in one statement: GPUs in the fleet, allocated now, GPU-hours

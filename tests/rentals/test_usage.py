@@ -9,6 +9,7 @@ from accounts.access import acting_as
 from catalog.models import Gpu, Node, NodeHealth
 from rentals.allocation_usage import allocation_usage, stopped_spans
 from rentals.dashboard import (
+    booked_ahead,
     dashboard_tables,
     fleet_dashboard,
     fleet_dashboard_cached,
@@ -78,6 +79,43 @@ def test_booked_ahead_splits_a_holding_over_the_days_it_touches(catalog, alice):
     assert len(days) == 30 and days[0]["day"] == now.date()
     assert [d["gpu_days"] for d in days[1:5]] == [0.0, 0.2, 0.8, 0.0]  # 6 h, then 18 h
     assert days[3]["pct"] == pytest.approx(0.8 / 20 * 100)
+
+
+@pytest.mark.parametrize("read_after", [timedelta(0), timedelta(days=2, hours=13)])
+def test_booked_ahead_is_each_days_overlap_with_the_live_holdings(catalog, alice, read_after):
+    """The database's step function against every live holding's overlap with each day in
+    Python: holdings of several GPUs and models, a part day at either end, one that started
+    before the first day (read two days later), one that runs past the 30th, one released."""
+    base = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    book(alice, model="h100", count=2, period="week", starts_at=base + timedelta(hours=5))
+    book(alice, model="h100", count=1, period="month", starts_at=base + timedelta(hours=31.5))
+    book(alice, model="h100", count=3, period="day", starts_at=base + timedelta(hours=90))
+    book(alice, model="l4", count=1, period="day", periods=3, starts_at=base + timedelta(days=27))
+    cancelled = book(alice, model="l4", count=2, period="week", starts_at=base)
+    allocation_cancel(acting=acting_as(alice), allocation=cancelled)
+    now = base + read_after
+    rows = {row["model"]["slug"]: row for row in booked_ahead(now=now)}
+    day0 = now.replace(hour=0)
+    holdings = AllocationGpu.objects.filter(released=False).select_related("allocation__gpu_model")
+    for slug, row in rows.items():
+        assert [cell["day"] for cell in row["days"]] == [
+            (day0 + timedelta(days=i)).date() for i in range(30)
+        ]
+        for i, cell in enumerate(row["days"]):
+            day = day0 + timedelta(days=i)
+            seconds = sum(
+                max(
+                    (
+                        min(g.ends_at, day + timedelta(days=1)) - max(g.starts_at, day)
+                    ).total_seconds(),
+                    0,
+                )
+                for g in holdings
+                if g.allocation.gpu_model.slug == slug
+            )
+            assert cell["gpu_days"] == round(seconds / 86400, 1), (slug, i)
+    assert sum(cell["gpu_days"] for cell in rows["h100"]["days"]) > 0
+    assert sum(cell["gpu_days"] for cell in rows["l4"]["days"]) > 0
 
 
 @pytest.mark.parametrize("days", [2, 30])
