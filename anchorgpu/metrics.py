@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from rest_framework import authentication, exceptions
 
 from accounts.auth import BearerTokenAuthentication
-from catalog.models import Gpu, Node, NodeState
+from catalog.models import Node, NodeState
 from rentals.models import Allocation, ImpairedSpan, LedgerEntry, LedgerKind
 from rentals.selectors import holdings_at
 from telemetry.agents import agent_silent_after
@@ -112,10 +112,14 @@ class ConsoleCollector:
             labels=labels,
         )
         keys = ("node__gpu_model__slug", "node__region__slug")
+        # The nodes' GPU counts (Node.gpu_count, kept by the database's triggers): a sum over
+        # the nodes, not a count over every GPU row.
         for row in (
-            Gpu.objects.filter(node__state=NodeState.ACTIVE).values(*keys).annotate(n=Count("id"))
+            Node.objects.filter(state=NodeState.ACTIVE, gpu_count__gt=0)
+            .values("gpu_model__slug", "region__slug")
+            .annotate(n=Sum("gpu_count"))
         ):
-            total.add_metric([row[k] for k in keys], row["n"])
+            total.add_metric([row["gpu_model__slug"], row["region__slug"]], row["n"])
         held = (
             holdings_at(now)
             .filter(allocation__isnull=False)  # a maintenance window's are not allocated

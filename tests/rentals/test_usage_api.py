@@ -2,6 +2,7 @@
 
 import json
 import re
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from accounts.access import acting_as
 from accounts.services import api_token_create
-from catalog.models import Gpu
+from catalog.models import Gpu, Node, NodeState
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel
 from telemetry.models import FleetSize, GpuSample, Poll, PollOutcome
@@ -97,6 +98,7 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
                                      (3, 800, PollOutcome.UNREACHABLE),
                                      (9, 9000, PollOutcome.MALFORMED)]  # past the 5 minutes
     )  # fmt: skip
+    Node.objects.filter(pk=catalog.nodes[-1].pk).update(state=NodeState.MAINTENANCE)  # MI300X
     assert client.get("/metrics").status_code == 401
     raw = api_token_create(user=alice, name="ci")
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
@@ -111,6 +113,17 @@ def test_metrics_parse_with_prometheus_clients_parser(catalog, alice, staff, cli
         for s in f.samples
     }
     h100 = (("model", "h100"), ("region", catalog.nodes[0].region.slug))
+    on_active_nodes = Counter(
+        (("model", g.node.gpu_model.slug), ("region", g.node.region.slug))
+        for g in Gpu.objects.filter(node__state=NodeState.ACTIVE).select_related(
+            "node__gpu_model", "node__region"
+        )
+    )
+    assert {labels: n for (name, labels), n in value.items() if name == "anchorgpu_gpus"} == {
+        labels: float(n) for labels, n in on_active_nodes.items()
+    }
+    assert value[("anchorgpu_gpus", h100)] == 20  # 8 + 8 + 4
+    assert not [labels for name, labels in value if ("model", "mi300x") in labels]
     assert value[("anchorgpu_gpus_allocated", h100)] == 2
     assert value[("anchorgpu_gpus_busy", h100)] == 2
     h100_here = (("model", "h100"), ("region", allocation.node.region.slug))
