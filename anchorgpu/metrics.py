@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, Max, Min, Q, Sum
 from django.http import HttpResponse
 from django.utils import timezone
@@ -21,8 +22,8 @@ from rest_framework import authentication, exceptions
 
 from accounts.auth import BearerTokenAuthentication
 from catalog.models import Node, NodeState
+from rentals import sql as rentals_sql
 from rentals.models import Allocation, ImpairedSpan, LedgerEntry, LedgerKind
-from rentals.selectors import holdings_at
 from telemetry.agents import agent_silent_after
 from telemetry.models import Flag, FlagKind, GpuSample, IngestMark, NodeAgent, Poll, PollOutcome
 
@@ -120,14 +121,10 @@ class ConsoleCollector:
             .annotate(n=Sum("gpu_count"))
         ):
             total.add_metric([row["gpu_model__slug"], row["region__slug"]], row["n"])
-        held = (
-            holdings_at(now)
-            .filter(allocation__isnull=False)  # a maintenance window's are not allocated
-            .values(*(f"gpu__{k}" for k in keys))
-            .annotate(n=Count("id"))
-        )
-        for row in held:
-            allocated.add_metric([row[f"gpu__{k}"] for k in keys], row["n"])
+        with connection.cursor() as cursor:  # a maintenance window's are not allocated
+            cursor.execute(rentals_sql.ALLOCATED_NOW, {"now": now})
+            for model, region, n in cursor:
+                allocated.add_metric([model, region], n)
         threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
         recent = now - timedelta(seconds=2 * settings.ANCHORGPU["POLL_INTERVAL"])
         for row in (

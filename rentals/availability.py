@@ -4,29 +4,27 @@ fits and the earliest start when nothing fits now. Reads only; placement.py lock
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from catalog.models import GpuModel, Node, NodeState
 from catalog.selectors import catalog_rows, gpu_model_list
 from rentals import sql
-from rentals.selectors import holdings_at
 
 MAX_START_CANDIDATES = 500
 
 
-def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None):
-    """The catalog's models with `free_gpus_now`: three queries whatever the number of models
-    (models with the free count, prices, periods)."""
+def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None) -> list:
+    """The catalog's models, each with `free_gpus_now`: three queries whatever the number of
+    models and GPUs (the models, their prices, and the free GPUs per model)."""
     at = at or timezone.now()
-    busy_now = holdings_at(at).values("gpu_id")
-    return gpu_model_list(filters=filters, at=at).annotate(
-        free_gpus_now=Count(
-            "nodes__gpus",
-            filter=Q(nodes__state=NodeState.ACTIVE) & ~Q(nodes__gpus__in=busy_now),
-            distinct=True,
-        )
-    )
+    models = list(gpu_model_list(filters=filters, at=at))
+    with connection.cursor() as cursor:
+        cursor.execute(sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
+        free = dict(cursor.fetchall())
+    for model in models:
+        model.free_gpus_now = free.get(model.pk, 0)
+    return models
 
 
 def max_gpus_per_node(*, gpu_model: GpuModel) -> int:

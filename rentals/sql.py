@@ -375,6 +375,58 @@ SELECT least(
 """
 
 
+# --- Held now ------------------------------------------------------------------------------
+
+# Per node, the GPUs live holdings hold at `now` ({holders}: all of them, or allocations'
+# only), from the live holdings' index alone: it carries each holding's node (rentals 0028).
+_HELD_NOW = SQL(
+    """SELECT ag.node_id, count(*) AS n FROM rentals_allocationgpu ag
+    WHERE {overlaps} {holders}
+    GROUP BY ag.node_id"""
+)
+_NOW = {"starts": SQL("%(now)s::timestamptz"),
+        "ends": SQL("%(now)s::timestamptz + interval '1 microsecond'")}  # fmt: skip
+_HELD_NOW_ALL = _HELD_NOW.format(overlaps=holding_overlaps(**_NOW), holders=SQL(""))
+
+# The catalog's GPUs free now per model: its active nodes' GPUs (Node.gpu_count) less those
+# some holding (a booking's or a maintenance window's) holds now.
+FREE_NOW = (
+    SQL(
+        """
+WITH held AS ({held})
+SELECT n.gpu_model_id, sum(n.gpu_count - coalesce(held.n, 0))::int
+FROM catalog_node n
+LEFT JOIN held ON held.node_id = n.id
+WHERE n.state = %(active)s
+GROUP BY n.gpu_model_id
+"""
+    )
+    .format(held=_HELD_NOW_ALL)
+    .as_string()
+)
+
+# GPUs that allocations hold now, per model and region (slugs), on nodes in any state.
+ALLOCATED_NOW = (
+    SQL(
+        """
+WITH held AS ({held})
+SELECT m.slug, r.slug, sum(held.n)::int
+FROM held
+JOIN catalog_node n ON n.id = held.node_id
+JOIN catalog_gpumodel m ON m.id = n.gpu_model_id
+JOIN catalog_region r ON r.id = n.region_id
+GROUP BY m.slug, r.slug
+"""
+    )
+    .format(
+        held=_HELD_NOW.format(
+            overlaps=holding_overlaps(**_NOW), holders=SQL("AND ag.allocation_id IS NOT NULL")
+        )
+    )
+    .as_string()
+)
+
+
 # --- The staff dashboard -----------------------------------------------------------------
 
 # Per step, the holdings of allocations that overlap it, as a sweep: each holding is read

@@ -161,6 +161,13 @@ class AllocationGpu(models.Model):
         related_name="held",
     )  # fmt: skip
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="held")
+    # The GPU's node, kept by the database (rentals 0028): set from the GPU on every insert
+    # and rewritten when a GPU moves, so what a write passes (nothing) never counts. The
+    # live holdings' index carries it, so "held now per node" reads no GPU rows.
+    node = models.ForeignKey(
+        Node, on_delete=models.PROTECT, related_name="+", editable=False,
+        db_index=False,
+    )  # fmt: skip
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
     released = models.BooleanField(default=False)
@@ -199,7 +206,7 @@ class AllocationGpu(models.Model):
             # read only those, not a year of holdings.
             models.Index(
                 fields=["ends_at"],
-                include=["gpu", "starts_at", "allocation"],
+                include=["gpu", "starts_at", "allocation", "node"],
                 condition=Q(released=False),
                 name="rentals_ag_live_ends",
             ),

@@ -1,11 +1,15 @@
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from catalog.models import Node, NodeState
 from catalog.services import gpu_price_set
+from rentals.availability import gpu_model_offers
 from tests.catalog.factories import GpuModelFactory, NodeFactory, price
 from tests.rentals.helpers import book
 
@@ -17,6 +21,14 @@ def test_gpu_models_with_prices_and_free_gpus(catalog, api, alice):
     body = api.get("/api/v1/gpu-models/?ordering=name").json()
     h100 = next(m for m in body["results"] if m["slug"] == "h100")
     assert h100["free_gpus_now"] == 18
+    free = {m.slug: m.free_gpus_now for m in gpu_model_offers()}
+    assert free == {"h100": 18, "l4": 4, "mi300x": 8}
+    # A node out of service offers nothing, and what it holds is not taken off the others.
+    on_l4 = book(alice, model="l4", count=1, period="day")
+    Node.objects.filter(pk=on_l4.node_id).update(state=NodeState.MAINTENANCE)
+    later = book(alice, count=3, period="day", starts_at=timezone.now() + timedelta(days=3))
+    assert later.paid_from > timezone.now()  # booked ahead: not held now
+    assert {m.slug: m.free_gpus_now for m in gpu_model_offers()} == {**free, "l4": 0}
     assert h100["prices"] == [
         {
             "period": "day",

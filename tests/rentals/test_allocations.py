@@ -5,14 +5,21 @@ import pytest
 import time_machine
 from django.core import mail
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.access import acting_as
-from catalog.models import RentalPeriod
+from catalog.models import Gpu, RentalPeriod
 from catalog.services import gpu_price_set
 from core.errors import Conflict
 from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
-from rentals.models import Allocation, AllocationEvent, AllocationGpu, LedgerEntry
+from rentals.models import (
+    Allocation,
+    AllocationEvent,
+    AllocationGpu,
+    LedgerEntry,
+    MaintenanceWindow,
+)
 from rentals.services import (
     allocation_book,
     allocation_cancel,
@@ -110,6 +117,38 @@ def test_database_refuses_overlap_even_without_the_service(catalog, alice):
             allocation=other, gpu=held.gpu, starts_at=held.ends_at, ends_at=held.ends_at
         )  # empty range
     assert overlapping_pairs() == 0
+
+
+def test_a_holding_names_its_gpus_node_whatever_the_writer_says(catalog, alice):
+    """The database keeps a holding's node (rentals 0028): set from its GPU on every insert
+    (the booking's statement and the ORM pass none, or a wrong one), and moved with the GPU."""
+    allocation = book(alice, model="h100", count=2)
+    holdings = AllocationGpu.objects.filter(allocation=allocation).select_related("gpu")
+    for holding in holdings:
+        assert holding.node_id == holding.gpu.node_id == allocation.node_id
+    other_node = next(
+        n for n in catalog.nodes if n.gpu_model == catalog.h100 and n != allocation.node
+    )
+    held = holdings[0]
+    AllocationGpu.objects.filter(pk=held.pk).update(node=other_node)  # refused: set back
+    assert AllocationGpu.objects.get(pk=held.pk).node_id == allocation.node_id
+    window = MaintenanceWindow.objects.create(
+        starts_at=held.ends_at, ends_at=held.ends_at + timedelta(hours=1), reason="firmware",
+        created_by=alice, created_at=timezone.now(),
+    )  # fmt: skip
+    written = AllocationGpu.objects.create(
+        maintenance=window, gpu=held.gpu, node=other_node, starts_at=window.starts_at,
+        ends_at=window.ends_at,
+    )  # fmt: skip
+    assert AllocationGpu.objects.get(pk=written.pk).node_id == allocation.node_id
+    Gpu.objects.filter(pk=held.gpu_id).update(node=other_node, index=99)  # the GPU moves
+    assert set(AllocationGpu.objects.filter(gpu=held.gpu_id).values_list("node", flat=True)) == {
+        other_node.pk
+    }
+    assert (
+        AllocationGpu.objects.exclude(gpu=held.gpu_id).exclude(node_id=F("gpu__node_id")).count()
+        == 0
+    )
 
 
 def test_a_ledger_row_names_its_allocations_period_or_the_database_refuses_it(catalog, alice):
