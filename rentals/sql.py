@@ -464,16 +464,15 @@ ORDER BY steps.h
 # s..e from `day0`, a holding covers part of its first day i0 (all it holds, when it ends
 # that day), part of its last day i1 and the days between whole; holdings are counted per
 # model and (i0, i1) with the seconds they hold on each of the two days, and
-# `rentals.dashboard.booked_ahead` runs the sum over the days. The model is the GPU's
-# node's (an allocation's GPUs are its model's), by hash joins on the fleet's GPUs and
-# nodes rather than a look-up per allocation.
+# `rentals.dashboard.booked_ahead` runs the sum over the days. The model is the holding's
+# node's (an allocation's GPUs are its model's; the index carries the node, rentals 0028),
+# by a hash join on the nodes rather than a look-up per allocation.
 BOOKED_AHEAD = """
 WITH spans AS (
     SELECT n.gpu_model_id AS model, x.s, x.e,
            floor(x.s / 86400)::int AS i0, ceil(x.e / 86400)::int - 1 AS i1
     FROM rentals_allocationgpu ag
-    JOIN catalog_gpu g ON g.id = ag.gpu_id
-    JOIN catalog_node n ON n.id = g.node_id
+    JOIN catalog_node n ON n.id = ag.node_id
     CROSS JOIN LATERAL (SELECT
         extract(epoch FROM greatest(ag.starts_at, %(day0)s) - %(day0)s) AS s,
         extract(epoch FROM least(ag.ends_at, %(day_n)s) - %(day0)s) AS e) AS x
