@@ -9,8 +9,8 @@ words are parameters (`%(active)s`, `= ANY(%(states)s)`), never quoted in the te
 callers pass `NodeState.ACTIVE`, `AllocationState.RUNNING`, `LedgerKind.CHARGE`.
 
 "Does this holding take its GPU in this window" is one clause, `holding_overlaps`; a GPU's
-`gpu_held` and `gpu_free`, the set `gpus_held` and the availability calendar are written
-with it, and `rentals.selectors.holdings_overlapping` is the same rule for the ORM.
+`gpu_held` and `gpu_free`, the count `gpus_held_per_node` and the availability calendar
+are written with it, and `rentals.selectors.holdings_overlapping` is the same rule for the ORM.
 """
 
 from functools import cache
@@ -42,14 +42,17 @@ def gpu_free(gpu: Composable, *, starts: Composable, ends: Composable) -> Compos
     return SQL("NOT {}").format(gpu_held(gpu, starts=starts, ends=ends))
 
 
-def gpus_held(*, starts: Composable, ends: Composable) -> Composed:
-    """The GPUs some live holding overlaps [starts, ends) for, each once: `gpu_held`'s rule
-    as a set, for reads that ask it of many GPUs at once (the index `rentals_ag_live_ends`
-    serves it)."""
+def gpus_held_per_node(*, nodes: Composable, starts: Composable, ends: Composable) -> Composed:
+    """Per node of the set `nodes` (its `id`s), how many of its GPUs some live holding
+    overlaps [starts, ends) for, each GPU once: `gpu_held`'s rule counted for many GPUs at
+    once, from the live holdings' index alone (`rentals_ag_live_ends` carries each
+    holding's node, rentals 0028), with no GPU row read."""
     return SQL(
-        """SELECT DISTINCT ag.gpu_id FROM rentals_allocationgpu ag
-    WHERE {overlaps}"""
-    ).format(overlaps=holding_overlaps(starts=starts, ends=ends))
+        """SELECT ag.node_id, count(DISTINCT ag.gpu_id) AS gpus
+    FROM rentals_allocationgpu ag
+    WHERE ag.node_id IN (SELECT id FROM {nodes}) AND {overlaps}
+    GROUP BY ag.node_id"""
+    ).format(nodes=nodes, overlaps=holding_overlaps(starts=starts, ends=ends))
 
 
 _G_ID = Identifier("g", "id")
@@ -151,37 +154,43 @@ _IN_REGION = SQL("AND n.region_id = %(region)s")
 # narrows the nodes. A GPU is busy on a day when some live holding of it overlaps the day
 # (from `now`, for today): the rule `gpu_held` states, per day. Read from the holdings
 # themselves, each once, not from every day times every holding (nor every node times every
-# day): each holding on the calendar becomes the days it touches [ks, ke], each node's busy
-# count a step function over the days (+1 from a holding's first day, -1 after its last,
-# and one less where a GPU's next holding starts on the day its previous one ends, so a GPU
-# counts once a day: one GPU's live holdings never overlap), and the nodes a count per
-# (GPUs, busy) bucket per day, from which each day's three figures follow.
+# day), found by the node each carries (no GPU row is read): each holding on the calendar
+# becomes the days it touches [ks, ke] (from the day after, where a GPU's next holding starts
+# on the day its previous one ends, so a GPU counts once a day: one GPU's live holdings never
+# overlap), each node's busy count a step function over the days (+1 from a holding's first
+# day, -1 after its last), and the nodes a count per (GPUs, busy) bucket per day, from which
+# each day's three figures follow. Day indexes are reckoned in double precision
+# (`date_part`), not numeric (`extract`): exact to the microsecond over such spans, at a
+# fraction of the cost per holding.
 _FREE_BY_DAY = SQL(
     """
 WITH nodes AS MATERIALIZED (
     SELECT n.id, n.gpu_count AS gpus  -- the node's GPU rows, counted by the database
     FROM catalog_node n
     WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
-), holding AS MATERIALIZED (
-    SELECT g.node_id,
-           greatest(floor(extract(epoch FROM ag.starts_at - %(first)s::timestamptz) / 86400),
+), spans AS (
+    SELECT ag.node_id, ag.gpu_id, ag.starts_at,
+           greatest(floor(date_part('epoch', ag.starts_at - %(first)s::timestamptz) / 86400),
                     0)::int AS ks,
-           least(ceil(extract(epoch FROM ag.ends_at - %(first)s::timestamptz) / 86400) - 1,
-                 %(days)s - 1)::int AS ke,
-           (lag(ceil(extract(epoch FROM ag.ends_at - %(first)s::timestamptz) / 86400) - 1)
-               OVER (PARTITION BY ag.gpu_id ORDER BY ag.starts_at))::int AS ke_before
-    FROM nodes
-    JOIN catalog_gpu g ON g.node_id = nodes.id
-    JOIN rentals_allocationgpu ag ON ag.gpu_id = g.id
-    WHERE {overlaps}
+           least(ceil(date_part('epoch', ag.ends_at - %(first)s::timestamptz) / 86400) - 1,
+                 %(days)s - 1)::int AS ke
+    FROM rentals_allocationgpu ag
+    WHERE ag.node_id IN (SELECT id FROM nodes) AND {overlaps}
+), holding AS (
+    -- a GPU counts once a day: its next holding, when it starts on the day the one before
+    -- ends, counts from the day after
+    SELECT node_id, ke,
+           CASE WHEN ks = lag(ke) OVER (PARTITION BY gpu_id ORDER BY starts_at) THEN ks + 1
+                ELSE ks END AS ks
+    FROM spans
 ), node_day AS (
-    SELECT h.node_id, e.k, sum(e.delta) AS delta
-    FROM holding h
-    CROSS JOIN LATERAL (VALUES (h.ks, 1), (h.ke + 1, -1),
-        (CASE WHEN h.ks = h.ke_before THEN h.ks END, -1),
-        (CASE WHEN h.ks = h.ke_before THEN h.ks + 1 END, 1)) AS e (k, delta)
-    WHERE e.k < %(days)s
-    GROUP BY h.node_id, e.k
+    SELECT node_id, k, sum(delta) AS delta
+    FROM (
+        SELECT node_id, ks AS k, 1 AS delta FROM holding WHERE ks <= ke
+        UNION ALL
+        SELECT node_id, ke + 1, -1 FROM holding WHERE ks <= ke AND ke + 1 < %(days)s
+    ) AS e
+    GROUP BY node_id, k
 ), node_busy AS (
     SELECT node_id, k, sum(delta) OVER (PARTITION BY node_id ORDER BY k) AS busy
     FROM node_day
@@ -237,25 +246,26 @@ ORDER BY t
 """
 
 # (region, network group, hostnames) where the request fits from `t` for `duration`: GPUs
-# on one node, or (`whole`) `nodes` whole nodes of one network group, fewest first. The GPUs
-# held in the window (`gpus_held`, read once from the live holdings still to end, not a
-# probe per GPU: a per-GPU subplan made the planner cost this past the JIT threshold) are
-# joined against the model's nodes' GPUs.
+# on one node, or (`whole`) `nodes` whole nodes of one network group, fewest first. A node's
+# free GPUs are its GPU count (Node.gpu_count) less those held in the window, counted per
+# node from the live holdings (`gpus_held_per_node`): no GPU row is read, and only the
+# model's nodes' holdings are counted.
 _FITTING_AT = SQL(
     """
-WITH held AS MATERIALIZED (
+WITH nodes AS MATERIALIZED (
+    SELECT n.id, n.hostname, n.region_id, n.gpu_count AS gpus,
+           CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp
+    FROM catalog_node n
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
+      AND (NOT %(whole)s OR n.network_group <> '')
+), held AS (
 {held}
 ), free AS (
-    SELECT n.id, n.hostname, r.slug AS region,
-           CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp, count(g.id) AS gpus,
-           count(g.id) FILTER (WHERE held.gpu_id IS NULL) AS free
-    FROM catalog_node n
-    JOIN catalog_region r ON r.id = n.region_id
-    JOIN catalog_gpu g ON g.node_id = n.id
-    LEFT JOIN held ON held.gpu_id = g.id
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
-      AND (NOT %(whole)s OR n.network_group <> '')
-    GROUP BY n.id, n.hostname, r.slug
+    SELECT nodes.hostname, r.slug AS region, nodes.grp, nodes.gpus,
+           nodes.gpus - coalesce(held.gpus, 0) AS free
+    FROM nodes
+    JOIN catalog_region r ON r.id = nodes.region_id
+    LEFT JOIN held ON held.node_id = nodes.id
 )
 SELECT region, grp, array_agg(hostname ORDER BY free, hostname)
 FROM free
@@ -265,7 +275,8 @@ HAVING count(*) >= %(nodes)s
 ORDER BY count(*), region, grp
 """
 )
-_FITTING_HELD = gpus_held(
+_FITTING_HELD = gpus_held_per_node(
+    nodes=Identifier("nodes"),
     starts=Placeholder("t"),
     ends=SQL("{}::timestamptz + {}").format(Placeholder("t"), Placeholder("duration")),
 )
