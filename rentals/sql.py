@@ -441,32 +441,37 @@ GROUP BY m.slug, r.slug
 # --- The staff dashboard -----------------------------------------------------------------
 
 # Per step, the holdings of allocations that overlap it, as a sweep: each holding is read
-# once (the live ones that end after the first step, by rentals_ag_live_ends), counted in
-# at the first step it touches and out at the first step after its end, and a running sum
-# over the steps gives each step's count. (Spreading every holding over its steps grew with
-# holdings × steps.) Steps without any still come back, with 0.
+# once (the live ones that end after the first step, by rentals_ag_live_ends) and becomes
+# the number of the first step it touches and of the first step after its end (step numbers
+# in double precision from the first step, `date_part`: no date_trunc or numeric per row);
+# holdings are counted per pair of numbers, each pair in at its first and out at its second,
+# and a running sum over the steps gives each step's count. (Spreading every holding over
+# its steps grew with holdings × steps.) Steps without any still come back, with 0.
 ALLOCATED_PER_STEP = """
 WITH first AS (
-    SELECT date_trunc(%(unit)s, %(start)s::timestamptz) AS at
-), steps AS (
-    SELECT generate_series(first.at, %(end)s, %(step)s::interval) AS h FROM first
-), held AS (
-    SELECT greatest(date_trunc(%(unit)s, ag.starts_at), first.at) AS since,
-           date_trunc(%(unit)s, ag.ends_at - interval '1 microsecond') + %(step)s::interval
-               AS until
+    SELECT date_trunc(%(unit)s, %(start)s::timestamptz) AS at,
+           date_part('epoch', %(step)s::interval) AS seconds
+), spans AS (
+    SELECT greatest(floor(date_part('epoch', ag.starts_at - first.at) / first.seconds),
+                    0)::int AS i0,
+           ceil(date_part('epoch', ag.ends_at - first.at) / first.seconds)::int AS i1,
+           count(*) AS n
     FROM first, rentals_allocationgpu ag
     WHERE NOT ag.released AND ag.ends_at > first.at AND ag.allocation_id IS NOT NULL
       AND ag.starts_at < %(end)s::timestamptz + %(step)s::interval
-), ins AS (
-    SELECT since AS h, count(*) AS n FROM held GROUP BY since
-), outs AS (
-    SELECT until AS h, count(*) AS n FROM held GROUP BY until
+    GROUP BY 1, 2
+), moves AS (
+    SELECT i, sum(n) AS n
+    FROM (SELECT i0 AS i, n FROM spans UNION ALL SELECT i1, -n FROM spans) AS m
+    GROUP BY i
 )
-SELECT steps.h,
-       (sum(coalesce(ins.n, 0)) OVER w - sum(coalesce(outs.n, 0)) OVER w)::bigint
-FROM steps LEFT JOIN ins USING (h) LEFT JOIN outs USING (h)
-WINDOW w AS (ORDER BY steps.h)
-ORDER BY steps.h
+SELECT first.at + k * %(step)s::interval,
+       (sum(coalesce(moves.n, 0)) OVER (ORDER BY k))::bigint
+FROM first
+CROSS JOIN generate_series(
+    0, floor(date_part('epoch', %(end)s::timestamptz - first.at) / first.seconds)::int) AS k
+LEFT JOIN moves ON moves.i = k
+ORDER BY k
 """
 
 # What each model has booked on each of the 30 days from `day0`, as a step function over
