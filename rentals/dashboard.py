@@ -35,6 +35,7 @@ _STARTED = [AllocationState.RUNNING, AllocationState.STOPPED]
 
 # How far back "busy now" looks for the newest minute rolled up: older is not "now".
 BUSY_NOW_WITHIN = timedelta(minutes=5)
+DAY_US = 86_400_000_000  # a day in microseconds, BOOKED_AHEAD's unit
 
 
 def _allocation_rows(which: str, **params) -> list[dict]:
@@ -123,21 +124,23 @@ def booked_ahead(*, now: datetime) -> list[dict]:
     capacity. `model` is the model's id, slug and name."""
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days = [day0.date() + timedelta(days=i) for i in range(30)]
-    seconds, whole_from = defaultdict(Decimal), defaultdict(int)  # per (model, day index)
+    held_us, whole_from = defaultdict(Decimal), defaultdict(int)  # per (model, day index)
     with reads_cursor() as cursor:
-        cursor.execute(sql.BOOKED_AHEAD, {"day0": day0, "day_n": day0 + timedelta(days=30)})
-        for model_id, first, last, first_day_s, last_day_s, holdings in cursor:
-            seconds[model_id, first] += first_day_s
+        cursor.execute(
+            sql.BOOKED_AHEAD, {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US}
+        )
+        for model_id, first, last, first_day_us, last_day_us, holdings in cursor:
+            held_us[model_id, first] += first_day_us
             if last > first:  # held on to its last day, and whole on the days between
-                seconds[model_id, last] += last_day_s
+                held_us[model_id, last] += last_day_us
                 whole_from[model_id, first + 1] += holdings
                 whole_from[model_id, last] -= holdings
     heat = {}
-    for model_id in {model_id for model_id, _i in seconds}:
+    for model_id in {model_id for model_id, _i in held_us}:
         whole = 0  # GPUs held for the whole of the day
         for i, day in enumerate(days):
             whole += whole_from[model_id, i]
-            heat[model_id, day] = float(seconds[model_id, i] + whole * 86400) / 86400
+            heat[model_id, day] = float(held_us[model_id, i] + whole * DAY_US) / DAY_US
     rows = []
     for model in read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE}):
         cap = model.pop("capacity")

@@ -476,27 +476,31 @@ ORDER BY k
 
 # What each model has booked on each of the 30 days from `day0`, as a step function over
 # the days, so every live holding in the window is read once (by their index
-# rentals_ag_live_ends), not once per day it touches. Clipped to the window, at seconds
-# s..e from `day0`, a holding covers part of its first day i0 (all it holds, when it ends
-# that day), part of its last day i1 and the days between whole; holdings are counted per
-# model and (i0, i1) with the seconds they hold on each of the two days, and
-# `rentals.dashboard.booked_ahead` runs the sum over the days. The model is the holding's
-# node's (an allocation's GPUs are its model's; the index carries the node, rentals 0028),
-# by a hash join on the nodes rather than a look-up per allocation.
+# rentals_ag_live_ends), not once per day it touches. Clipped to the window, at whole
+# microseconds s..e from `day0` (`date_part`'s double precision holds a month's microseconds
+# exactly; integers from there on, not numeric per row; `day_us` is a day's), a holding
+# covers part of its first day i0 (all it holds, when it ends that day), part of its last
+# day i1 and the days between whole; holdings are counted per model and (i0, i1) with the
+# microseconds they hold on each of the two days, and `rentals.dashboard.booked_ahead` runs
+# the sum over the days. The model is the holding's node's (an allocation's GPUs are its
+# model's; the index carries the node, rentals 0028), by a hash join on the nodes rather
+# than a look-up per allocation.
 BOOKED_AHEAD = """
 WITH spans AS (
     SELECT n.gpu_model_id AS model, x.s, x.e,
-           floor(x.s / 86400)::int AS i0, ceil(x.e / 86400)::int - 1 AS i1
+           (x.s / %(day_us)s)::int AS i0, ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1
     FROM rentals_allocationgpu ag
     JOIN catalog_node n ON n.id = ag.node_id
     CROSS JOIN LATERAL (SELECT
-        extract(epoch FROM greatest(ag.starts_at, %(day0)s) - %(day0)s) AS s,
-        extract(epoch FROM least(ag.ends_at, %(day_n)s) - %(day0)s) AS e) AS x
+        round(date_part('epoch', greatest(ag.starts_at, %(day0)s) - %(day0)s) * 1e6)::bigint
+            AS s,
+        round(date_part('epoch', least(ag.ends_at, %(day_n)s) - %(day0)s) * 1e6)::bigint
+            AS e) AS x
     WHERE NOT ag.released AND ag.allocation_id IS NOT NULL
       AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
 )
-SELECT model, i0, i1, sum(least(e, (i0 + 1) * 86400) - s) AS first_day_s,
-       sum(e - i1 * 86400) AS last_day_s, count(*) AS holdings
+SELECT model, i0, i1, sum(least(e, (i0 + 1) * %(day_us)s) - s) AS first_day_us,
+       sum(e - i1 * %(day_us)s) AS last_day_us, count(*) AS holdings
 FROM spans
 GROUP BY model, i0, i1
 """
