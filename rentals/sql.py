@@ -239,7 +239,7 @@ START_CANDIDATES = """
 SELECT %(not_before)s::timestamptz AS t
 UNION
 (SELECT DISTINCT ag.ends_at FROM rentals_allocationgpu ag
- JOIN catalog_gpu g ON g.id = ag.gpu_id JOIN catalog_node n ON n.id = g.node_id
+ JOIN catalog_node n ON n.id = ag.node_id  -- the holding's own node (rentals 0028)
  WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.ends_at > %(not_before)s
  ORDER BY ag.ends_at LIMIT %(limit)s)
 ORDER BY t
