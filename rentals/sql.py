@@ -42,17 +42,17 @@ def gpu_free(gpu: Composable, *, starts: Composable, ends: Composable) -> Compos
     return SQL("NOT {}").format(gpu_held(gpu, starts=starts, ends=ends))
 
 
-def gpus_held_per_node(*, nodes: Composable, starts: Composable, ends: Composable) -> Composed:
-    """Per node of the set `nodes` (its `id`s), how many of its GPUs some live holding
+def gpus_held_per_node(*, node_ids: Composable, starts: Composable, ends: Composable) -> Composed:
+    """Per node of `node_ids` (a query of node ids), how many of its GPUs some live holding
     overlaps [starts, ends) for, each GPU once: `gpu_held`'s rule counted for many GPUs at
     once, from the live holdings' index alone (`rentals_ag_live_ends` carries each
     holding's node, rentals 0028), with no GPU row read."""
     return SQL(
         """SELECT ag.node_id, count(DISTINCT ag.gpu_id) AS gpus
     FROM rentals_allocationgpu ag
-    WHERE ag.node_id IN (SELECT id FROM {nodes}) AND {overlaps}
+    WHERE ag.node_id IN ({node_ids}) AND {overlaps}
     GROUP BY ag.node_id"""
-    ).format(nodes=nodes, overlaps=holding_overlaps(starts=starts, ends=ends))
+    ).format(node_ids=node_ids, overlaps=holding_overlaps(starts=starts, ends=ends))
 
 
 _G_ID = Identifier("g", "id")
@@ -61,30 +61,50 @@ _WINDOW = {"starts": Placeholder("starts_at"), "ends": Placeholder("ends_at")}
 
 # --- Availability and placement ----------------------------------------------------------
 
-# Per active node of the model, how many of its GPUs no live allocation holds in the period,
-# where that is at least `count`: placement's candidates and a quote's yes or no. `region`
-# (an id, or NULL for any region) narrows the nodes: a literal NULL is folded away when the
-# statement is planned, so one text serves both.
+# Per active node of the model, how many of its GPUs no live holding holds in the period,
+# where that is at least `count`: placement's candidates. `region` (an id, or NULL for any
+# region) narrows the nodes: a literal NULL is folded away when the statement is planned, so
+# one text serves both. A node's free GPUs are its GPU count (Node.gpu_count) less those
+# held, counted per node from the live holdings (`gpus_held_per_node`): no GPU row is read.
+_MODEL_NODES = SQL("""m.gpu_model_id = %(model)s AND m.state = %(active)s
+  AND (%(region)s::bigint IS NULL OR m.region_id = %(region)s)""")
 _ROOM = SQL(
     """
-SELECT g.node_id, count(*) AS free
-FROM catalog_gpu g
-JOIN catalog_node m ON m.id = g.node_id
-WHERE m.gpu_model_id = %(model)s AND m.state = %(active)s
-  AND (%(region)s::bigint IS NULL OR m.region_id = %(region)s)
-  AND {free}
-GROUP BY g.node_id
-HAVING count(*) >= %(count)s
+SELECT m.id AS node_id, m.gpu_count - coalesce(held.gpus, 0) AS free
+FROM catalog_node m
+LEFT JOIN ({held}) AS held ON held.node_id = m.id
+WHERE {model_nodes} AND m.gpu_count - coalesce(held.gpus, 0) >= %(count)s
 """
-).format(free=gpu_free(_G_ID, **_WINDOW))
+).format(
+    model_nodes=_MODEL_NODES,
+    held=gpus_held_per_node(
+        node_ids=SQL("SELECT m.id FROM catalog_node m WHERE {}").format(_MODEL_NODES), **_WINDOW
+    ),
+)
 
 # The nodes with room, fullest first (packing keeps whole nodes free for whole-node bookings).
 ROOM_NODES = (
     SQL("SELECT node_id FROM ({}) AS room ORDER BY free, node_id").format(_ROOM).as_string()
 )
 
-# Whether some node has room: a yes or no, not the candidate list (every quote asks).
-ROOM_EXISTS = SQL("SELECT EXISTS ({})").format(_ROOM).as_string()
+# Whether some node has room: a yes or no, not the candidate list (every quote asks). Asked
+# per GPU, grouped by node in order, so the first node with room ends the read: most often
+# at once, where counting every node's holdings (`_ROOM`) would read them all.
+ROOM_EXISTS = (
+    SQL(
+        """
+SELECT EXISTS (
+    SELECT g.node_id
+    FROM catalog_gpu g
+    JOIN catalog_node m ON m.id = g.node_id
+    WHERE {model_nodes} AND {free}
+    GROUP BY g.node_id
+    HAVING count(*) >= %(count)s)
+"""
+    )
+    .format(model_nodes=_MODEL_NODES, free=gpu_free(_G_ID, **_WINDOW))
+    .as_string()
+)
 
 # The free GPUs of nodes already chosen (and locked) for the model: plain SQL, as this runs
 # inside every booking's transaction and the ORM's query building cost more than the query.
@@ -276,7 +296,7 @@ ORDER BY count(*), region, grp
 """
 )
 _FITTING_HELD = gpus_held_per_node(
-    nodes=Identifier("nodes"),
+    node_ids=SQL("SELECT id FROM nodes"),
     starts=Placeholder("t"),
     ends=SQL("{}::timestamptz + {}").format(Placeholder("t"), Placeholder("duration")),
 )
