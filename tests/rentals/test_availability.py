@@ -119,9 +119,17 @@ def test_candidate_nodes_are_the_nodes_with_room_fullest_first(catalog, alice):
     the GPUs asked free for the whole period, fewest free first, then by id."""
     h100 = GpuModel.objects.get(slug="h100")
     now = db_now()
-    book(alice, model="h100", count=3, period="day")
+    first = book(alice, model="h100", count=3, period="day")
+    # Packed onto the same node's same GPUs from the moment the first ends: a window across
+    # that instant holds each of them twice, and each counts once.
+    again = book(alice, model="h100", count=3, period="day", starts_at=first.paid_until)
+    assert again.node_id == first.node_id
+    assert set(again.held.values_list("gpu", flat=True)) == set(
+        first.held.values_list("gpu", flat=True)
+    )
     book(alice, model="h100", count=1, period="week", starts_at=now + 2 * DAY)
-    for count, start in [(1, now), (2, now + DAY / 2), (6, now), (6, now + 2 * DAY)]:
+    cases = [(1, now), (1, now + DAY / 2), (2, now + DAY / 2), (6, now), (6, now + 2 * DAY)]
+    for count, start in cases:
         end = start + DAY
         free = {}
         for node in Node.objects.filter(gpu_model=h100, state=NodeState.ACTIVE):
