@@ -179,11 +179,21 @@ def start_windows(
         # time order, one statement each, until enough windows.
         fitting = _fitting_at(cursor, not_before, params)
         rows = [(not_before, where, nodes) for where, _group, nodes in fitting]
+        first_fit = not_before
+        if not rows and node_count:
+            # Whole nodes that do not fit now: none of the instants before the first at
+            # which enough of one group's are free can fit, and that one is read at once (a
+            # large cluster may fit nowhere for hundreds of candidates, each a statement).
+            statement = sql.WHOLE_FIRST_FIT_IN_REGION if region_id else sql.WHOLE_FIRST_FIT
+            cursor.execute(statement, {**params, "not_before": not_before})
+            first_fit = cursor.fetchone()[0]
+            if first_fit is None:
+                return []
         if len(rows) < limit:
             cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
             for (t,) in cursor.fetchall():
-                if t == not_before:
-                    continue  # asked above
+                if t == not_before or t < first_fit:
+                    continue  # asked above, or cannot fit
                 fitting = _fitting_at(cursor, t, params)
                 rows += [(t, where, nodes) for where, _group, nodes in fitting]
                 if len(rows) >= limit:

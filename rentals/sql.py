@@ -303,6 +303,57 @@ _FITTING_HELD = gpus_held_per_node(
 FITTING_AT = _FITTING_AT.format(held=_FITTING_HELD, region=SQL("")).as_string()
 FITTING_AT_IN_REGION = _FITTING_AT.format(held=_FITTING_HELD, region=_IN_REGION).as_string()
 
+# The first instant ≥ `not_before` at which `nodes` whole nodes of `per_node` GPUs in one
+# network group are free for `duration` (NULL: never, as the holdings stand), in one read
+# rather than FITTING_AT at every candidate instant (hundreds of them, each reading the live
+# holdings, when a large cluster fits nowhere soon). Each node's live holdings from
+# `not_before` on leave gaps (from the end of all before to the next start; the last one
+# open-ended), and a window [t, t + duration) lies on a whole free node exactly when t is in
+# [gap start, gap end - duration] of one of its gaps; the groups' counts of nodes whose
+# interval holds t are a sweep over those intervals' ends (an interval's start before another's
+# end at the same instant: they are closed), and the first start at which a group counts
+# `nodes` is the answer. It is FITTING_AT's whole-node rule, so every earlier instant fails
+# it, and the start windows need not ask those.
+_WHOLE_FIRST_FIT = SQL(
+    """
+WITH nodes AS MATERIALIZED (
+    SELECT n.id, n.region_id, n.network_group AS grp
+    FROM catalog_node n
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
+      AND n.gpu_count = %(per_node)s {region}
+), busy AS (
+    SELECT ag.node_id, greatest(ag.starts_at, %(not_before)s) AS s, ag.ends_at AS e,
+           max(ag.ends_at) OVER (PARTITION BY ag.node_id ORDER BY ag.starts_at, ag.ends_at
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM rentals_allocationgpu ag
+    WHERE ag.node_id IN (SELECT id FROM nodes) AND NOT ag.released
+      AND ag.ends_at > %(not_before)s
+), gaps AS (
+    SELECT node_id, coalesce(before, %(not_before)s) AS gs, s AS ge
+    FROM busy WHERE s > coalesce(before, %(not_before)s)
+    UNION ALL
+    SELECT node_id, max(e), 'infinity' FROM busy GROUP BY node_id
+    UNION ALL
+    SELECT id, %(not_before)s, 'infinity' FROM nodes
+    WHERE NOT EXISTS (SELECT 1 FROM busy WHERE busy.node_id = nodes.id)
+), fits AS (
+    SELECT nodes.region_id, nodes.grp, gaps.gs AS t0, gaps.ge - %(duration)s AS t1
+    FROM gaps JOIN nodes ON nodes.id = gaps.node_id
+    WHERE gaps.gs <= gaps.ge - %(duration)s
+), sweep AS (
+    SELECT at, delta,
+           sum(delta) OVER (PARTITION BY region_id, grp ORDER BY at, delta DESC
+                            ROWS UNBOUNDED PRECEDING) AS free
+    FROM (SELECT region_id, grp, t0 AS at, 1 AS delta FROM fits
+          UNION ALL
+          SELECT region_id, grp, t1, -1 FROM fits WHERE t1 < 'infinity') AS e
+)
+SELECT min(at) FROM sweep WHERE delta = 1 AND free >= %(nodes)s
+"""
+)
+WHOLE_FIRST_FIT = _WHOLE_FIRST_FIT.format(region=SQL("")).as_string()
+WHOLE_FIRST_FIT_IN_REGION = _WHOLE_FIRST_FIT.format(region=_IN_REGION).as_string()
+
 
 # --- Booking, enforcement, idempotency ----------------------------------------------------
 

@@ -1,17 +1,25 @@
 """Clusters: whole nodes of one network group, booked, extended and cancelled together."""
 
+import contextlib
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from accounts.access import acting_as
 from catalog.models import Gpu
+from core.db import db_now
+from rentals import availability, sql
+from rentals.availability import start_windows
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationState, Cluster, LedgerEntry, LedgerKind
 from rentals.services import allocation_book, quote_create
-from tests.catalog.factories import NodeFactory
+from tests.catalog.factories import NodeFactory, catalog_setup
 from tests.rentals.helpers import book, key
 from tests.rentals.test_allocations import overlapping_pairs
 
@@ -224,3 +232,82 @@ def test_a_clusters_charge_reads_every_gpu_on_the_statement_csv_and_api(catalog,
     assert words in b"".join(client.get("/statement.csv").streaming_content).decode()
     api = client.get("/api/v1/ledger/").json()["results"]
     assert [row["description"] for row in api] == [words]
+
+
+def _windows_asking_every_instant(gpu_model, *, duration, not_before, node_count, limit,
+                                  region_id=None):  # fmt: skip
+    """The start windows as the rule states them: the request asked at `not_before` and at
+    every later candidate instant in turn, none skipped."""
+    params = availability._params(
+        gpu_model=gpu_model, duration=duration, gpu_count=1, node_count=node_count,
+        region_id=region_id,
+    )  # fmt: skip
+    rows = []
+    with connection.cursor() as cursor:
+        cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
+        for (t,) in cursor.fetchall():
+            fitting = availability._fitting_at(cursor, t, params)
+            rows += [(t, where, nodes) for where, _group, nodes in fitting]
+    return [{"starts_at": t, "region": w, "nodes": list(n)} for t, w, n in rows[:limit]]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(
+    bookings=st.lists(
+        st.tuples(
+            st.integers(0, 96),  # hours from now
+            st.sampled_from([1, 4, 8]),
+            st.sampled_from(["day", "week"]),
+        ),
+        max_size=8,
+    ),
+    node_count=st.integers(1, 3),
+    days=st.sampled_from([1, 3, 7]),
+    in_region=st.booleans(),
+)
+def test_cluster_windows_skip_only_instants_that_cannot_fit(
+    db, alice, bookings, node_count, days, in_region
+):
+    """Whole nodes: the start windows, with the instants before the first fit skipped, are
+    those of asking every candidate instant, on groups of three and two nodes."""
+    with transaction.atomic():
+        shaped = catalog_setup(h100_nodes=((8, 8, 8), (8, 8), (4,)))
+        now = db_now()
+        for hours, count, period in bookings:
+            with contextlib.suppress(NoCapacity):
+                book(alice, count=count, period=period,
+                     starts_at=now + timedelta(hours=hours) if hours else None)  # fmt: skip
+        region_id = shaped.nodes[0].region_id if in_region else None
+        asked = {"duration": timedelta(days=days), "not_before": now,
+                 "node_count": node_count, "region_id": region_id}  # fmt: skip
+        assert start_windows(gpu_model=shaped.h100, limit=4, **asked) == (
+            _windows_asking_every_instant(shaped.h100, limit=4, **asked)
+        )
+        transaction.set_rollback(True)
+
+
+def test_a_cluster_that_fits_only_later_is_not_asked_at_every_instant_before(catalog, alice, bob):
+    """The group's two nodes are held for a day and a week, and four holdings elsewhere end
+    in between: the first window is the week's end, read without asking those instants."""
+    day = book(bob, count=8, period="day")
+    week = book(bob, count=8, period="week")
+    assert {day.node_id, week.node_id} == {n.pk for n in catalog.nodes[:2]}
+    for hours in range(1, 5):
+        book(alice, count=1, period="day", starts_at=day.paid_from + timedelta(hours=hours))
+    with CaptureQueriesContext(connection) as queries:
+        windows = start_windows(
+            gpu_model=catalog.h100, duration=timedelta(days=1), not_before=day.paid_from,
+            node_count=2, limit=1,
+        )  # fmt: skip
+    assert [w["starts_at"] for w in windows] == [week.paid_until]
+    asked = [q for q in queries.captured_queries if "hostname" in q["sql"]]
+    assert len(asked) == 2  # now, and the week's end: not the five instants between
+    assert (
+        start_windows(
+            gpu_model=catalog.h100,
+            duration=timedelta(days=1),
+            not_before=day.paid_from,
+            node_count=3,
+        )
+        == []
+    )  # a group of three whole nodes: none
