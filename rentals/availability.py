@@ -180,12 +180,14 @@ def start_windows(
         fitting = _fitting_at(cursor, not_before, params)
         rows = [(not_before, where, nodes) for where, _group, nodes in fitting]
         first_fit = not_before
-        if not rows and node_count:
-            # Whole nodes that do not fit now: none of the instants before the first at
-            # which enough of one group's are free can fit, and that one is read at once (a
-            # large cluster may fit nowhere for hundreds of candidates, each a statement).
-            statement = sql.WHOLE_FIRST_FIT_IN_REGION if region_id else sql.WHOLE_FIRST_FIT
-            cursor.execute(statement, {**params, "not_before": not_before})
+        if not rows:
+            # It does not fit at `not_before`: none of the instants before the first at which
+            # it fits can, and that one is read at once (a request may fit nowhere for
+            # hundreds of candidates, each a statement).
+            cursor.execute(
+                sql.FIRST_FIT_IN_REGION if region_id else sql.FIRST_FIT,
+                {**params, "not_before": not_before},
+            )
             first_fit = cursor.fetchone()[0]
             if first_fit is None:
                 return []

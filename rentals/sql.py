@@ -303,56 +303,67 @@ _FITTING_HELD = gpus_held_per_node(
 FITTING_AT = _FITTING_AT.format(held=_FITTING_HELD, region=SQL("")).as_string()
 FITTING_AT_IN_REGION = _FITTING_AT.format(held=_FITTING_HELD, region=_IN_REGION).as_string()
 
-# The first instant ≥ `not_before` at which `nodes` whole nodes of `per_node` GPUs in one
-# network group are free for `duration` (NULL: never, as the holdings stand), in one read
-# rather than FITTING_AT at every candidate instant (hundreds of them, each reading the live
-# holdings, when a large cluster fits nowhere soon). Each node's live holdings from
+# The first instant ≥ `not_before` at which the request fits for `duration` (NULL: never,
+# as the holdings stand): `count` GPUs on one node, or (`whole`) `nodes` whole nodes of
+# `per_node` GPUs in one network group. One read, rather than FITTING_AT at every candidate
+# instant (hundreds of them, each reading the live holdings, when the request fits nowhere
+# soon). The unit is a GPU (a node's whole, for whole nodes): each unit's live holdings from
 # `not_before` on leave gaps (from the end of all before to the next start; the last one
-# open-ended), and a window [t, t + duration) lies on a whole free node exactly when t is in
-# [gap start, gap end - duration] of one of its gaps; the groups' counts of nodes whose
-# interval holds t are a sweep over those intervals' ends (an interval's start before another's
-# end at the same instant: they are closed), and the first start at which a group counts
-# `nodes` is the answer. It is FITTING_AT's whole-node rule, so every earlier instant fails
-# it, and the start windows need not ask those.
-_WHOLE_FIRST_FIT = SQL(
+# open-ended, and a unit never held one gap from `not_before`), and a window
+# [t, t + duration) finds the unit free exactly when t is in [gap start, gap end - duration]
+# of one of its gaps. Per node (per network group, for whole nodes) the units whose interval
+# holds t are counted by a sweep over the intervals' ends (a start before an end at the same
+# instant: they are closed), and the first start at which one counts enough is the answer.
+# It is FITTING_AT's rule, so no earlier instant fits, and the start windows need not ask
+# those.
+_FIRST_FIT = SQL(
     """
 WITH nodes AS MATERIALIZED (
-    SELECT n.id, n.region_id, n.network_group AS grp
+    SELECT n.id, n.region_id,
+           CASE WHEN %(whole)s THEN n.network_group ELSE n.id::text END AS grp,
+           CASE WHEN %(whole)s THEN 1 ELSE n.gpu_count END AS units
     FROM catalog_node n
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
-      AND n.gpu_count = %(per_node)s {region}
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+      AND CASE WHEN %(whole)s THEN n.network_group <> '' AND n.gpu_count = %(per_node)s
+               ELSE n.gpu_count >= %(count)s END
 ), busy AS (
-    SELECT ag.node_id, greatest(ag.starts_at, %(not_before)s) AS s, ag.ends_at AS e,
-           max(ag.ends_at) OVER (PARTITION BY ag.node_id ORDER BY ag.starts_at, ag.ends_at
+    SELECT ag.node_id, x.unit, greatest(ag.starts_at, %(not_before)s) AS s, ag.ends_at AS e,
+           max(ag.ends_at) OVER (PARTITION BY x.unit ORDER BY ag.starts_at, ag.ends_at
                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
     FROM rentals_allocationgpu ag
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN %(whole)s THEN ag.node_id ELSE ag.gpu_id END AS unit) AS x
     WHERE ag.node_id IN (SELECT id FROM nodes) AND NOT ag.released
       AND ag.ends_at > %(not_before)s
 ), gaps AS (
-    SELECT node_id, coalesce(before, %(not_before)s) AS gs, s AS ge
+    SELECT node_id, coalesce(before, %(not_before)s) AS gs, s AS ge, 1 AS units
     FROM busy WHERE s > coalesce(before, %(not_before)s)
     UNION ALL
-    SELECT node_id, max(e), 'infinity' FROM busy GROUP BY node_id
+    SELECT node_id, max(e), 'infinity', 1 FROM busy GROUP BY node_id, unit
     UNION ALL
-    SELECT id, %(not_before)s, 'infinity' FROM nodes
-    WHERE NOT EXISTS (SELECT 1 FROM busy WHERE busy.node_id = nodes.id)
+    SELECT nodes.id, %(not_before)s, 'infinity', nodes.units - coalesce(b.held, 0)
+    FROM nodes
+    LEFT JOIN (SELECT node_id, count(DISTINCT unit) AS held FROM busy GROUP BY node_id) AS b
+      ON b.node_id = nodes.id
 ), fits AS (
-    SELECT nodes.region_id, nodes.grp, gaps.gs AS t0, gaps.ge - %(duration)s AS t1
+    SELECT nodes.region_id, nodes.grp, gaps.units, gaps.gs AS t0,
+           gaps.ge - %(duration)s AS t1
     FROM gaps JOIN nodes ON nodes.id = gaps.node_id
-    WHERE gaps.gs <= gaps.ge - %(duration)s
+    WHERE gaps.units > 0 AND gaps.gs <= gaps.ge - %(duration)s
 ), sweep AS (
     SELECT at, delta,
-           sum(delta) OVER (PARTITION BY region_id, grp ORDER BY at, delta DESC
-                            ROWS UNBOUNDED PRECEDING) AS free
-    FROM (SELECT region_id, grp, t0 AS at, 1 AS delta FROM fits
+           sum(delta * units) OVER (PARTITION BY region_id, grp ORDER BY at, delta DESC
+                                    ROWS UNBOUNDED PRECEDING) AS free
+    FROM (SELECT region_id, grp, units, t0 AS at, 1 AS delta FROM fits
           UNION ALL
-          SELECT region_id, grp, t1, -1 FROM fits WHERE t1 < 'infinity') AS e
+          SELECT region_id, grp, units, t1, -1 FROM fits WHERE t1 < 'infinity') AS e
 )
-SELECT min(at) FROM sweep WHERE delta = 1 AND free >= %(nodes)s
+SELECT min(at) FROM sweep
+WHERE delta = 1 AND free >= CASE WHEN %(whole)s THEN %(nodes)s ELSE %(count)s END
 """
 )
-WHOLE_FIRST_FIT = _WHOLE_FIRST_FIT.format(region=SQL("")).as_string()
-WHOLE_FIRST_FIT_IN_REGION = _WHOLE_FIRST_FIT.format(region=_IN_REGION).as_string()
+FIRST_FIT = _FIRST_FIT.format(region=SQL("")).as_string()
+FIRST_FIT_IN_REGION = _FIRST_FIT.format(region=_IN_REGION).as_string()
 
 
 # --- Booking, enforcement, idempotency ----------------------------------------------------

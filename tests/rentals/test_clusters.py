@@ -234,24 +234,27 @@ def test_a_clusters_charge_reads_every_gpu_on_the_statement_csv_and_api(catalog,
     assert [row["description"] for row in api] == [words]
 
 
-def _windows_asking_every_instant(gpu_model, *, duration, not_before, node_count, limit,
-                                  region_id=None):  # fmt: skip
+def _windows_asking_every_instant(
+    gpu_model, *, duration, not_before, limit, gpu_count=1, node_count=None, region_id=None
+):
     """The start windows as the rule states them: the request asked at `not_before` and at
-    every later candidate instant in turn, none skipped."""
+    every later candidate instant in turn, none skipped; and the instants asked."""
     params = availability._params(
-        gpu_model=gpu_model, duration=duration, gpu_count=1, node_count=node_count,
+        gpu_model=gpu_model, duration=duration, gpu_count=gpu_count, node_count=node_count,
         region_id=region_id,
     )  # fmt: skip
     rows = []
     with connection.cursor() as cursor:
         cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
-        for (t,) in cursor.fetchall():
+        instants = [t for (t,) in cursor.fetchall()]
+        for t in instants:
             fitting = availability._fitting_at(cursor, t, params)
             rows += [(t, where, nodes) for where, _group, nodes in fitting]
-    return [{"starts_at": t, "region": w, "nodes": list(n)} for t, w, n in rows[:limit]]
+    windows = [{"starts_at": t, "region": w, "nodes": list(n)} for t, w, n in rows[:limit]]
+    return windows, instants
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(
     bookings=st.lists(
         st.tuples(
@@ -259,17 +262,20 @@ def _windows_asking_every_instant(gpu_model, *, duration, not_before, node_count
             st.sampled_from([1, 4, 8]),
             st.sampled_from(["day", "week"]),
         ),
-        max_size=8,
+        max_size=12,
     ),
-    node_count=st.integers(1, 3),
+    ask=st.one_of(
+        st.builds(lambda n: {"node_count": n}, st.integers(1, 3)),
+        st.builds(lambda n: {"gpu_count": n}, st.sampled_from([1, 4, 6, 8])),
+    ),
     days=st.sampled_from([1, 3, 7]),
     in_region=st.booleans(),
 )
-def test_cluster_windows_skip_only_instants_that_cannot_fit(
-    db, alice, bookings, node_count, days, in_region
-):
-    """Whole nodes: the start windows, with the instants before the first fit skipped, are
-    those of asking every candidate instant, on groups of three and two nodes."""
+def test_start_windows_skip_only_instants_that_cannot_fit(db, alice, bookings, ask, days,
+                                                          in_region):  # fmt: skip
+    """The start windows, with the instants before the first fit skipped, are those of
+    asking every candidate instant: whole nodes of groups of three and two, and GPUs on one
+    node, on a fleet the bookings fill."""
     with transaction.atomic():
         shaped = catalog_setup(h100_nodes=((8, 8, 8), (8, 8), (4,)))
         now = db_now()
@@ -278,11 +284,16 @@ def test_cluster_windows_skip_only_instants_that_cannot_fit(
                 book(alice, count=count, period=period,
                      starts_at=now + timedelta(hours=hours) if hours else None)  # fmt: skip
         region_id = shaped.nodes[0].region_id if in_region else None
-        asked = {"duration": timedelta(days=days), "not_before": now,
-                 "node_count": node_count, "region_id": region_id}  # fmt: skip
-        assert start_windows(gpu_model=shaped.h100, limit=4, **asked) == (
-            _windows_asking_every_instant(shaped.h100, limit=4, **asked)
-        )
+        asked = {"duration": timedelta(days=days), "not_before": now, "region_id": region_id,
+                 **ask}  # fmt: skip
+        expected, instants = _windows_asking_every_instant(shaped.h100, limit=4, **asked)
+        with CaptureQueriesContext(connection) as queries:
+            assert start_windows(gpu_model=shaped.h100, limit=4, **asked) == expected
+        # Asked at `not_before`, then only from the first instant that fits.
+        first = expected[0]["starts_at"] if expected else None
+        worth_asking = [t for t in instants if first is not None and first <= t != now]
+        probes = [q for q in queries.captured_queries if "hostname" in q["sql"]]
+        assert len(probes) <= 1 + len(worth_asking)
         transaction.set_rollback(True)
 
 
@@ -311,3 +322,26 @@ def test_a_cluster_that_fits_only_later_is_not_asked_at_every_instant_before(cat
         )
         == []
     )  # a group of three whole nodes: none
+
+
+def test_gpus_that_fit_only_later_are_not_asked_at_every_instant_before(catalog, alice, bob):
+    """Both 8-GPU nodes held (for two days and a week) and the 4-GPU node's GPUs one by one
+    for a day from staggered starts: eight GPUs fit first when the two days end, read
+    without asking the four instants before."""
+    two_days = book(bob, count=8, period="day", periods=2)
+    book(bob, count=8, period="week")
+    start = two_days.paid_from
+    for hours in range(4):
+        book(
+            alice,
+            count=1,
+            period="day",
+            starts_at=start + timedelta(hours=hours) if hours else None,
+        )
+    with CaptureQueriesContext(connection) as queries:
+        windows = start_windows(
+            gpu_model=catalog.h100, duration=timedelta(days=1), not_before=start, gpu_count=8,
+            limit=1,
+        )  # fmt: skip
+    assert [w["starts_at"] for w in windows] == [two_days.paid_until]
+    assert len([q for q in queries.captured_queries if "hostname" in q["sql"]]) == 2
