@@ -149,6 +149,10 @@ def _fitting_at(cursor, t, params) -> list[tuple]:
     return cursor.fetchall()
 
 
+def _in_spans(t: datetime, spans: list[tuple]) -> bool:
+    return any(since <= t and (until is None or t <= until) for since, until in spans)
+
+
 def cluster_fits(
     *, gpu_model: GpuModel, node_count: int, starts_at, ends_at, region_id: int | None = None
 ) -> bool:
@@ -179,23 +183,23 @@ def start_windows(
         # time order, one statement each, until enough windows.
         fitting = _fitting_at(cursor, not_before, params)
         rows = [(not_before, where, nodes) for where, _group, nodes in fitting]
-        first_fit = not_before
+        spans = None  # asked at every candidate instant
         if not rows:
-            # It does not fit at `not_before`: none of the instants before the first at which
-            # it fits can, and that one is read at once (a request may fit nowhere for
-            # hundreds of candidates, each a statement).
+            # It does not fit at `not_before`: it fits exactly at the instants some span of
+            # these holds, read at once, and only those are asked (a request may fit nowhere
+            # for hundreds of candidates, each a statement).
             cursor.execute(
-                sql.FIRST_FIT_IN_REGION if region_id else sql.FIRST_FIT,
+                sql.FITTING_SPANS_IN_REGION if region_id else sql.FITTING_SPANS,
                 {**params, "not_before": not_before},
             )
-            first_fit = cursor.fetchone()[0]
-            if first_fit is None:
+            spans = cursor.fetchall()
+            if not spans:
                 return []
         if len(rows) < limit:
             cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
             for (t,) in cursor.fetchall():
-                if t == not_before or t < first_fit:
-                    continue  # asked above, or cannot fit
+                if t == not_before or spans is not None and not _in_spans(t, spans):
+                    continue  # asked above, or does not fit
                 fitting = _fitting_at(cursor, t, params)
                 rows += [(t, where, nodes) for where, _group, nodes in fitting]
                 if len(rows) >= limit:

@@ -303,8 +303,9 @@ _FITTING_HELD = gpus_held_per_node(
 FITTING_AT = _FITTING_AT.format(held=_FITTING_HELD, region=SQL("")).as_string()
 FITTING_AT_IN_REGION = _FITTING_AT.format(held=_FITTING_HELD, region=_IN_REGION).as_string()
 
-# The first instant ≥ `not_before` at which the request fits for `duration` (NULL: never,
-# as the holdings stand): `count` GPUs on one node, or (`whole`) `nodes` whole nodes of
+# The spans of start instants ≥ `not_before` at which the request fits for `duration`,
+# [from, until] (until NULL: open-ended), in time order; none: it never fits, as the holdings
+# stand. The request is `count` GPUs on one node, or (`whole`) `nodes` whole nodes of
 # `per_node` GPUs in one network group. One read, rather than FITTING_AT at every candidate
 # instant (hundreds of them, each reading the live holdings, when the request fits nowhere
 # soon). The unit is a GPU (a node's whole, for whole nodes): each unit's live holdings from
@@ -313,10 +314,10 @@ FITTING_AT_IN_REGION = _FITTING_AT.format(held=_FITTING_HELD, region=_IN_REGION)
 # [t, t + duration) finds the unit free exactly when t is in [gap start, gap end - duration]
 # of one of its gaps. Per node (per network group, for whole nodes) the units whose interval
 # holds t are counted by a sweep over the intervals' ends (a start before an end at the same
-# instant: they are closed), and the first start at which one counts enough is the answer.
-# It is FITTING_AT's rule, so no earlier instant fits, and the start windows need not ask
-# those.
-_FIRST_FIT = SQL(
+# instant: they are closed), and a span runs from where the count reaches enough to where it
+# drops below. It is FITTING_AT's rule: the request fits at an instant exactly when some
+# span holds it, so the start windows need ask only those instants.
+_FITTING_SPANS = SQL(
     """
 WITH nodes AS MATERIALIZED (
     SELECT n.id, n.region_id,
@@ -351,19 +352,30 @@ WITH nodes AS MATERIALIZED (
     FROM gaps JOIN nodes ON nodes.id = gaps.node_id
     WHERE gaps.units > 0 AND gaps.gs <= gaps.ge - %(duration)s
 ), sweep AS (
-    SELECT at, delta,
-           sum(delta * units) OVER (PARTITION BY region_id, grp ORDER BY at, delta DESC
-                                    ROWS UNBOUNDED PRECEDING) AS free
+    SELECT region_id, grp, at, sum(delta * units) OVER w AS free, row_number() OVER w AS i
     FROM (SELECT region_id, grp, units, t0 AS at, 1 AS delta FROM fits
           UNION ALL
           SELECT region_id, grp, units, t1, -1 FROM fits WHERE t1 < 'infinity') AS e
+    WINDOW w AS (PARTITION BY region_id, grp ORDER BY at, delta DESC ROWS UNBOUNDED PRECEDING)
+), enough AS (
+    SELECT region_id, grp, at, i,
+           free >= CASE WHEN %(whole)s THEN %(nodes)s ELSE %(count)s END AS fits
+    FROM sweep
+), turns AS (  -- where a group's count reaches enough, or drops below it
+    SELECT region_id, grp, at, i, fits
+    FROM (SELECT *, coalesce(lag(fits) OVER (PARTITION BY region_id, grp ORDER BY i), false)
+                    AS fitted
+          FROM enough) AS e
+    WHERE fits <> fitted
+), spans AS (
+    SELECT at, fits, lead(at) OVER (PARTITION BY region_id, grp ORDER BY i) AS until
+    FROM turns
 )
-SELECT min(at) FROM sweep
-WHERE delta = 1 AND free >= CASE WHEN %(whole)s THEN %(nodes)s ELSE %(count)s END
+SELECT at, until FROM spans WHERE fits ORDER BY at
 """
 )
-FIRST_FIT = _FIRST_FIT.format(region=SQL("")).as_string()
-FIRST_FIT_IN_REGION = _FIRST_FIT.format(region=_IN_REGION).as_string()
+FITTING_SPANS = _FITTING_SPANS.format(region=SQL("")).as_string()
+FITTING_SPANS_IN_REGION = _FITTING_SPANS.format(region=_IN_REGION).as_string()
 
 
 # --- Booking, enforcement, idempotency ----------------------------------------------------

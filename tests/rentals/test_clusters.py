@@ -238,7 +238,7 @@ def _windows_asking_every_instant(
     gpu_model, *, duration, not_before, limit, gpu_count=1, node_count=None, region_id=None
 ):
     """The start windows as the rule states them: the request asked at `not_before` and at
-    every later candidate instant in turn, none skipped; and the instants asked."""
+    every later candidate instant in turn, none skipped."""
     params = availability._params(
         gpu_model=gpu_model, duration=duration, gpu_count=gpu_count, node_count=node_count,
         region_id=region_id,
@@ -246,12 +246,10 @@ def _windows_asking_every_instant(
     rows = []
     with connection.cursor() as cursor:
         cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
-        instants = [t for (t,) in cursor.fetchall()]
-        for t in instants:
+        for (t,) in cursor.fetchall():
             fitting = availability._fitting_at(cursor, t, params)
             rows += [(t, where, nodes) for where, _group, nodes in fitting]
-    windows = [{"starts_at": t, "region": w, "nodes": list(n)} for t, w, n in rows[:limit]]
-    return windows, instants
+    return [{"starts_at": t, "region": w, "nodes": list(n)} for t, w, n in rows[:limit]]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -286,14 +284,13 @@ def test_start_windows_skip_only_instants_that_cannot_fit(db, alice, bookings, a
         region_id = shaped.nodes[0].region_id if in_region else None
         asked = {"duration": timedelta(days=days), "not_before": now, "region_id": region_id,
                  **ask}  # fmt: skip
-        expected, instants = _windows_asking_every_instant(shaped.h100, limit=4, **asked)
+        expected = _windows_asking_every_instant(shaped.h100, limit=4, **asked)
         with CaptureQueriesContext(connection) as queries:
             assert start_windows(gpu_model=shaped.h100, limit=4, **asked) == expected
-        # Asked at `not_before`, then only from the first instant that fits.
-        first = expected[0]["starts_at"] if expected else None
-        worth_asking = [t for t in instants if first is not None and first <= t != now]
+        # Not fitting at `not_before`, it is asked there and then only at instants it fits.
         probes = [q for q in queries.captured_queries if "hostname" in q["sql"]]
-        assert len(probes) <= 1 + len(worth_asking)
+        if not expected or expected[0]["starts_at"] != now:
+            assert len(probes) == 1 + len({w["starts_at"] for w in expected})
         transaction.set_rollback(True)
 
 
@@ -345,3 +342,22 @@ def test_gpus_that_fit_only_later_are_not_asked_at_every_instant_before(catalog,
         )  # fmt: skip
     assert [w["starts_at"] for w in windows] == [two_days.paid_until]
     assert len([q for q in queries.captured_queries if "hostname" in q["sql"]]) == 2
+
+
+def test_instants_between_two_spans_that_fit_are_not_asked(catalog, alice, bob):
+    """Eight GPUs fit for a day at the end of node A's first day (A is booked again a day
+    after), then not until node B's week ends; the three instants between are not asked."""
+    start = db_now()
+    first = book(bob, count=8, period="day")
+    week = book(bob, count=8, period="week")
+    again = book(bob, count=8, period="week", starts_at=first.paid_until + timedelta(days=1))
+    assert again.node_id == first.node_id != week.node_id
+    for hours in (25, 26, 27):  # on the 4-GPU node, each ending within the gap
+        book(alice, count=1, period="day", starts_at=start + timedelta(hours=hours))
+    with CaptureQueriesContext(connection) as queries:
+        windows = start_windows(
+            gpu_model=catalog.h100, duration=timedelta(days=1), not_before=start, gpu_count=8,
+            limit=2,
+        )  # fmt: skip
+    assert [w["starts_at"] for w in windows] == [first.paid_until, week.paid_until]
+    assert len([q for q in queries.captured_queries if "hostname" in q["sql"]]) == 3
