@@ -4,6 +4,7 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.core.cache import cache
+from django.test import TransactionTestCase
 from rest_framework.test import APIClient
 
 from anchorgpu.celery import app
@@ -22,6 +23,9 @@ def pytest_configure(config):
     settings.WHITENOISE_AUTOREFRESH = True
     # Django's default hasher spends 0.24 s per password on purpose; tests make hundreds.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # A transactional test's database is put back as the template left it in milliseconds
+    # rather than flushed (tests/dbtemplate.py).
+    TransactionTestCase._fixture_teardown = dbtemplate.transactional_teardown
 
 
 # make test's serial and engine passes (the Makefile) do not collect the schema fuzzing: it
@@ -60,6 +64,7 @@ def django_db_setup(django_test_environment, django_db_blocker, django_db_modify
     instead of migrated again; dropped at the end."""
     with django_db_blocker.unblock():
         name = dbtemplate.test_database_create("default")
+        dbtemplate.rows_capture("default")
     yield
     with django_db_blocker.unblock():
         dbtemplate.test_database_destroy("default", name)
