@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import dbtemplate
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
 
@@ -50,6 +52,25 @@ def page(browser):
     )
     yield page
     context.close()
+
+
+@pytest.fixture(scope="session")
+def worlds():
+    """Worlds that several transactional tests share, by name (`shared_world`)."""
+    return {}
+
+
+def shared_world(worlds: dict, name: str, build):
+    """The world `build()` makes and returns, built by the first test of this process that
+    asks for `name` and kept as its rows; every later test gets the same rows back
+    (tests/dbtemplate.py), with the same ids, in milliseconds instead of seconds."""
+    if name in worlds:
+        world, rows = worlds[name]
+        dbtemplate.rows_restore(rows=rows)
+        return world
+    world = build()
+    worlds[name] = (world, dbtemplate.rows_snapshot())
+    return world
 
 
 def screenshot(page, name):

@@ -5,7 +5,8 @@ scrolls), when a money figure is cut off or hidden, when a chart has no height, 
 axe-core finds a serious problem. axe reads the DOM's semantics, which neither the width nor
 the language changes, so it runs once per page: on the phone in Polish, where the longest
 words wrap. Each page's screenshot lands in test-artifacts/pages/, on the laptop in English
-and on the phone in Polish (the layout checks run at all four).
+and on the phone in Polish (the layout checks run at all four), as JPEG: chromium encodes a
+long page's PNG in about twice the time.
 """
 
 from datetime import timedelta
@@ -23,7 +24,7 @@ from rentals.demo import seed_history, seed_rentals
 from rentals.models import Allocation, AllocationState, Cluster
 from rentals.services import allocation_cancel, quote_create
 from telemetry.models import Flag, FlagKind, Severity
-from tests.e2e.conftest import ARTIFACTS, axe_serious
+from tests.e2e.conftest import ARTIFACTS, axe_serious, shared_world
 from tests.rentals.helpers import book
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -87,9 +88,14 @@ LAYOUT_PROBLEMS = """() => {
 
 
 @pytest.fixture
-def world(glossary):
+def world(glossary, worlds):
     """The demo as `make run` seeds it, and what a demo lacks: a cluster, a cancelled
-    booking with its refund, an open quote, another team's allocation and a flag."""
+    booking with its refund, an open quote, another team's allocation and a flag. Built
+    once per test process; the walk's other tests get its rows back."""
+    return shared_world(worlds, "every page", _world_build)
+
+
+def _world_build() -> dict:
     seed_catalog()
     seed_users(password=PASSWORD)
     seed_rentals()
@@ -204,44 +210,47 @@ ALLOCATIONS = ("running", "scheduled", "cancelled", "ended")
 USERS = {"customer": "alice", "staff": "staff", "admin": "admin"}
 
 
+@pytest.mark.parametrize("language", ["en", "pl"])
 @pytest.mark.parametrize("role", ["anonymous", "customer", "staff", "admin"])
-def test_every_page_fits_shows_its_money_and_passes_axe(world, browser, live_server, role):
+def test_every_page_fits_shows_its_money_and_passes_axe(
+    world, browser, live_server, role, language
+):
     folder = ARTIFACTS / "pages"
     folder.mkdir(parents=True, exist_ok=True)
-    failures = []
-    for language in ("en", "pl"):
-        for width_name, viewport in WIDTHS.items():
-            context = browser.new_context(viewport=viewport)
-            context.add_cookies(
-                [{"name": "django_language", "value": language, "url": live_server.url}]
-            )
-            page = context.new_page()
-            errors = []
-            page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
-            if role != "anonymous":  # by the fields' ids: their labels are in `language`
-                page.goto(f"{live_server.url}/account/login/")
-                page.locator("#id_login").fill(USERS[role])
-                page.locator("#id_password").fill(PASSWORD)
-                page.locator("main form button[type=submit]").click()
-                page.wait_for_url(lambda url: "/login/" not in url)
-            for name, path in pages_for(role, world).items():
-                where = f"{role} {language} {width_name} {name} ({path})"
-                response = page.goto(live_server.url + path)
-                if response.status >= 500:
-                    failures.append(f"{where}: HTTP {response.status}")
-                    continue
-                found = page.evaluate(LAYOUT_PROBLEMS)
-                if found["page"]:
-                    failures.append(f"{where}: the page is {found['page']} px wide")
-                for kind in ("overflow", "money", "charts"):
-                    if found[kind]:
-                        failures.append(f"{where}: {kind}: {found[kind][:5]}")
-                serious = axe_serious(page) if (language, width_name) == SEMANTICS else []
-                if serious:
-                    failures.append(f"{where}: axe: {serious}")
-                if (language, width_name) in SCREENSHOTS:
-                    shot = folder / f"{role}-{language}-{width_name}-{name}.png"
-                    page.screenshot(path=str(shot), full_page=True)
-            failures += [f"{role} {language} {width_name}: script error {e}" for e in errors]
-            context.close()
+    failures, signed_in = [], None
+    for width_name, viewport in WIDTHS.items():
+        context = browser.new_context(viewport=viewport, storage_state=signed_in)
+        context.add_cookies(
+            [{"name": "django_language", "value": language, "url": live_server.url}]
+        )
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
+        if role != "anonymous" and signed_in is None:  # by the fields' ids, not their labels
+            page.goto(f"{live_server.url}/account/login/")
+            page.locator("#id_login").fill(USERS[role])
+            page.locator("#id_password").fill(PASSWORD)
+            page.locator("main form button[type=submit]").click()
+            page.wait_for_url(lambda url: "/login/" not in url)
+            signed_in = context.storage_state()  # the other width's context starts signed in
+        for name, path in pages_for(role, world).items():
+            where = f"{role} {language} {width_name} {name} ({path})"
+            response = page.goto(live_server.url + path)
+            if response.status >= 500:
+                failures.append(f"{where}: HTTP {response.status}")
+                continue
+            found = page.evaluate(LAYOUT_PROBLEMS)
+            if found["page"]:
+                failures.append(f"{where}: the page is {found['page']} px wide")
+            for kind in ("overflow", "money", "charts"):
+                if found[kind]:
+                    failures.append(f"{where}: {kind}: {found[kind][:5]}")
+            serious = axe_serious(page) if (language, width_name) == SEMANTICS else []
+            if serious:
+                failures.append(f"{where}: axe: {serious}")
+            if (language, width_name) in SCREENSHOTS:
+                shot = folder / f"{role}-{language}-{width_name}-{name}.jpg"
+                page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=85)
+        failures += [f"{role} {language} {width_name}: script error {e}" for e in errors]
+        context.close()
     assert failures == [], "\n".join(failures)

@@ -15,7 +15,7 @@ from catalog.models import Gpu, Node
 from rentals.demo import seed_history, seed_rentals
 from rentals.models import Allocation, AllocationState
 from telemetry.models import Flag, FlagKind, Severity
-from tests.e2e.conftest import axe_serious, login, screenshot
+from tests.e2e.conftest import axe_serious, login, screenshot, shared_world
 from tests.rentals.helpers import book
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -23,7 +23,12 @@ PASSWORD = "pw-demo-123456"
 
 
 @pytest.fixture
-def demo(glossary):
+def demo(glossary, worlds):
+    """The demo as `make run` seeds it, built once per test process (`shared_world`)."""
+    return shared_world(worlds, "demo", _demo_build)
+
+
+def _demo_build():
     seed_catalog()
     seed_users(password=PASSWORD)
     seed_rentals()
