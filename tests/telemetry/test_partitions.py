@@ -1,11 +1,11 @@
-"""Raw samples partitioned by day: created ahead, a default partition as the safety net,
-retention by dropping whole days, and the migration that moved the old table's rows."""
+"""Raw samples partitioned by day: created ahead, a default partition as the safety net, and
+retention by dropping whole days. (The migration that moved the old table's rows into day
+partitions is tested with the other migrations, tests/anchorgpu/test_migrations.py.)"""
 
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from catalog.models import Gpu
 from telemetry.models import GpuSample
@@ -75,35 +75,3 @@ def test_retention_drops_whole_days_and_deletes_only_the_rest_before_the_cutoff(
     assert result["samples"] == 3
     left = sorted(GpuSample.objects.filter(pk__in=ids).values_list("at", flat=True))
     assert left == [t for t in times if t >= cutoff]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_migration_moves_the_old_tables_rows_into_day_partitions(catalog):
-    executor = MigrationExecutor(connection)
-    executor.migrate([("telemetry", "0005_fleet_rollups")])
-    gpu = Gpu.objects.first()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO telemetry_gpusample (gpu_id, at, utilization) VALUES"
-            " (%(g)s, %(a)s, 10), (%(g)s, %(b)s, 20) RETURNING id",
-            {"g": gpu.pk, "a": NOON, "b": NOON + timedelta(days=1)},
-        )
-        old_ids = sorted(i for (i,) in cursor.fetchall())
-        cursor.execute("SELECT relkind FROM pg_class WHERE relname = 'telemetry_gpusample'")
-        assert cursor.fetchone()[0] == "r"
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT relkind FROM pg_class WHERE relname = 'telemetry_gpusample'")
-        assert cursor.fetchone()[0] == "p"
-    assert _where(old_ids) == {
-        old_ids[0]: partition_name(DAY),
-        old_ids[1]: partition_name(DAY + timedelta(days=1)),
-    }
-    assert list(GpuSample.objects.order_by("at").values_list("utilization", flat=True)) == [
-        10.0,
-        20.0,
-    ]
-    new = GpuSample.objects.create(gpu=gpu, at=NOON, utilization=30.0)
-    assert new.pk > old_ids[-1]  # the sequence continues past the moved rows
-    assert datetime.now(UTC).date() in sample_partitions()
