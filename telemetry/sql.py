@@ -130,15 +130,37 @@ def samples_with_deltas(
 ) -> Composed:
     """`WITH … d AS (…)`: the raw samples in [since, until) (SQL expressions), each with its
     `energy_rise` and `covered` seconds since the sample before it (looked for up to
-    LOOKBACK earlier). The one definition of a counter's rise, for rollups and live reads."""
+    LOOKBACK earlier). The one definition of a counter's rise, for rollups and live reads.
+
+    The sample before `since` is looked up per GPU (its newest in the LOOKBACK, by the
+    samples' (gpu_id, at) index), not read with the whole LOOKBACK: the minute rollup asks
+    for one minute every minute, and an hour of the fleet's samples ahead of it is 60 times
+    what it rolls (at 100,000 GPUs, a 30-second run instead of 2). `where` narrows the GPUs
+    by `gpu_id`, of the samples and of those looked up alike."""
     return SQL(
         """
 WITH s AS (
     SELECT gpu_id, at, utilization, memory_used_mib, memory_total_mib, power_w, temperature_c,
            energy_j, lag(energy_j) OVER w AS energy_before,
            date_part('epoch', at - lag(at) OVER w) AS interval_s
-    FROM telemetry_gpusample
-    WHERE at >= {since} - interval {lookback} AND at < {until} {where}
+    FROM (
+        SELECT gpu_id, at, utilization, memory_used_mib, memory_total_mib, power_w,
+               temperature_c, energy_j
+        FROM telemetry_gpusample
+        WHERE at >= {since} AND at < {until} {where}
+        UNION ALL
+        SELECT before.*
+        FROM (SELECT * FROM (SELECT id AS gpu_id FROM catalog_gpu) AS gpus WHERE true {where})
+            AS g
+        CROSS JOIN LATERAL (
+            SELECT b.gpu_id, b.at, b.utilization, b.memory_used_mib, b.memory_total_mib,
+                   b.power_w, b.temperature_c, b.energy_j
+            FROM telemetry_gpusample b
+            WHERE b.gpu_id = g.gpu_id AND b.at >= {since} - interval {lookback} AND b.at < {since}
+            ORDER BY b.gpu_id DESC, b.at DESC  -- the (gpu_id, at) index's order, read backward:
+            LIMIT 1                            -- by `at` alone, the planner may walk the
+        ) AS before                            -- fleet's samples on the `at` index
+    ) AS samples
     WINDOW w AS (PARTITION BY gpu_id ORDER BY at)
 ), d AS (
     SELECT *,

@@ -132,3 +132,43 @@ def test_each_gpus_newest_busy_minute_is_kept_and_never_moved_back(catalog):
     SamplesRewritten.objects.create(at=T0 + timedelta(seconds=5))
     assert telemetry_rollup(now=T0 + timedelta(minutes=3))["minute"] >= 1
     assert newest_busy() == {busy.pk: 2}
+
+
+def test_a_minutes_first_interval_starts_at_its_gpus_sample_before_up_to_an_hour_back(catalog):
+    """A run rolls from the newest minute on, and each GPU's first sample in it takes its
+    rise from that GPU's own newest sample before (within the hour before the run's first
+    minute), looked up per GPU, not read with the fleet's whole hour: another GPU's later
+    samples in between change nothing, and a sample further back starts no interval."""
+    near, far, gone, other = catalog.nodes[0].gpus.order_by("index")[:4]
+    t = T0 + timedelta(hours=2)
+
+    def sample(gpu, minutes, energy):
+        GpuSample.objects.create(gpu=gpu, at=t + timedelta(minutes=minutes), utilization=50.0,
+                                 energy_j=energy)  # fmt: skip
+
+    sample(gone, -111, 9000.0)  # 61 minutes before the second run's first minute
+    sample(far, -70, 5000.0)  # 20 minutes before it
+    sample(near, -50, 1000.0)  # the newest minute of the first run
+    telemetry_rollup(now=t)
+
+    for minutes in range(-49, 0):  # another GPU's samples in between, every minute
+        sample(other, minutes, 0.0)
+    sample(near, 0, 1600.0)
+    sample(near, 0.25, 1615.0)
+    sample(far, 0, 5100.0)
+    sample(far, 0.5, 5130.0)
+    sample(gone, 0, 9500.0)
+    sample(gone, 0.25, 9515.0)
+    telemetry_rollup(now=t + timedelta(minutes=1))
+
+    minute = {
+        gpu: (samples, energy, covered)
+        for gpu, samples, energy, covered in GpuRollup.objects.filter(bucket="minute", at=t)
+        .values_list("gpu_id", "samples", "energy_j", "covered_s")
+    }  # fmt: skip
+    # The rise from the sample before counts; its interval (over MAX_GAP) covers no time.
+    assert minute == {
+        near.pk: (2, 615.0, 15.0),
+        far.pk: (2, 130.0, 30.0),
+        gone.pk: (2, 15.0, 15.0),
+    }
