@@ -93,29 +93,25 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
 
 
 @reporting_reads()
-def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict]:
-    """Charges per currency and rental period, and refunds per currency: amounts of two
+def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
+    """Charges per currency and rental period, refunds per currency and impaired time
+    credited per currency, from one read of the range's ledger rows: amounts of two
     currencies are never added."""
-    charges, refunds = [], {}
-    kinds = [LedgerKind.CHARGE, LedgerKind.REFUND]
+    charges, refunds, credits = [], {}, {}
+    kinds = [LedgerKind.CHARGE, LedgerKind.REFUND, LedgerKind.CREDIT]
     for row in read_rows(sql.REVENUE, {"start": start, "end": end, "kinds": kinds}):
         kind, currency = row.pop("kind"), row["currency"]
-        row["period_name"] = in_language(row, "period")
         if kind == LedgerKind.CHARGE:
+            row["period_name"] = in_language(row, "period")
             charges.append({**row, "amount": quantize(row["amount"], currency)})
         else:
-            refunds[currency] = refunds.get(currency, 0) + row["amount"]
-    return charges, {c: quantize(a, c) for c, a in refunds.items()}
-
-
-@reporting_reads()
-def credited(*, start: datetime, end: datetime) -> dict:
-    """Impaired time credited per currency (never added across currencies)."""
-    totals = {}
-    params = {"start": start, "end": end, "kinds": [LedgerKind.CREDIT]}
-    for row in read_rows(sql.REVENUE, params):
-        totals[row["currency"]] = totals.get(row["currency"], 0) + row["amount"]
-    return {c: quantize(a, c) for c, a in totals.items()}
+            totals = refunds if kind == LedgerKind.REFUND else credits
+            totals[currency] = totals.get(currency, 0) + row["amount"]
+    return (
+        charges,
+        {c: quantize(a, c) for c, a in refunds.items()},
+        {c: quantize(a, c) for c, a in credits.items()},
+    )
 
 
 @reporting_reads()
@@ -195,7 +191,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     by_model, by_region, use_span = use_by_model_and_region(start=start, end=now, rolled_only=True)
     step = step_for(days)
     over_time = fleet_over_time(start=start, end=now, step=step)
-    charges, refunds = revenue(start=start, end=now)
+    charges, refunds, credits = revenue(start=start, end=now)
     troubled = node_health(skip=[NodeHealth.HEALTHY], limit=100)
     heatmap = booked_ahead(now=now)
     return {
@@ -225,7 +221,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
         "step_is_hour": step == timedelta(hours=1),
         "revenue": charges,
         "refunds": refunds,
-        "credits": credited(start=start, end=now),
+        "credits": credits,
         "health": health,
         "troubled": troubled,
         "troubled_count": sum(n for h, n in health.items() if h != NodeHealth.HEALTHY),

@@ -156,7 +156,7 @@ class RevenueApi(StaffApi):
     @extend_schema(parameters=RANGE_PARAMETERS, responses={200: RevenueSerializer, 400: PROBLEM})
     def get(self, request):
         r = _range(request)
-        charges, refunds = dashboard.revenue(start=r["start"], end=r["end"])
+        charges, refunds, _credits = dashboard.revenue(start=r["start"], end=r["end"])
         refunds = [{"currency": c, "amount": a} for c, a in sorted(refunds.items())]
         return Response(RevenueSerializer({"charges": charges, "refunds": refunds}).data)
 
