@@ -258,6 +258,18 @@ class AllocationEvent(models.Model):
                 "to_state", AllocationState, blank=True, name="rentals_allocationevent_to_valid"
             ),
         ]
+        # The staff dashboard's stopped GPU-hours: each stop, and the first event after it
+        # that leaves "stopped", both read from these alone (rentals.sql.DASHBOARD_NOW).
+        indexes = [
+            models.Index(
+                fields=["allocation", "at", "id"], condition=Q(to_state=AllocationState.STOPPED),
+                name="rentals_event_stops",
+            ),
+            models.Index(
+                fields=["allocation", "at", "id"], condition=Q(from_state=AllocationState.STOPPED),
+                name="rentals_event_stop_ends",
+            ),
+        ]  # fmt: skip
 
     def __str__(self):
         return f"{self.kind} at {self.at}"
