@@ -118,14 +118,24 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
 def booked_ahead(*, now: datetime) -> list[dict]:
     """GPU-days booked per active model for the next 30 days, against each model's
     capacity. `model` is the model's id, slug and name."""
+    return booked_ahead_and_allocated_now(now=now)[0]
+
+
+@reporting_reads()
+def booked_ahead_and_allocated_now(*, now: datetime) -> tuple[list[dict], int]:
+    """`booked_ahead`, and the GPUs allocations hold at `now` (a maintenance window's are
+    not counted), from the same read of the live holdings."""
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days = [day0.date() + timedelta(days=i) for i in range(30)]
     held_us, whole_from = defaultdict(Decimal), defaultdict(int)  # per (model, day index)
+    allocated_now = 0
     with reads_cursor() as cursor:
         cursor.execute(
-            sql.BOOKED_AHEAD, {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US}
+            sql.BOOKED_AHEAD,
+            {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US, "now": now},
         )
-        for model_id, first, last, first_day_us, last_day_us, holdings in cursor:
+        for model_id, first, last, first_day_us, last_day_us, holdings, held_now in cursor:
+            allocated_now += held_now
             held_us[model_id, first] += first_day_us
             if last > first:  # held on to its last day, and whole on the days between
                 held_us[model_id, last] += last_day_us
@@ -147,7 +157,7 @@ def booked_ahead(*, now: datetime) -> list[dict]:
             # shade: the cell's colour strength, half the share booked (a full day is 50 %)
             cells.append({"day": day, "gpu_days": value, "pct": pct, "shade": round(pct / 2)})
         rows.append({"model": model, "capacity": cap, "days": cells})
-    return rows
+    return rows, allocated_now
 
 
 def idle_window(*, now: datetime, hours: float = 2) -> tuple[datetime, datetime]:
@@ -183,7 +193,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
              "retired": NodeState.RETIRED, "stopped": AllocationState.STOPPED,
              "started": _STARTED},
         )  # fmt: skip
-        total, allocated_now, stopped_hours, impaired_hours, health = cursor.fetchone()
+        total, stopped_hours, impaired_hours, health = cursor.fetchone()
     health = health or {}
     # Busy and answering now: the newest minute rolled up within the last BUSY_NOW_WITHIN.
     minute = fleet_newest_minute(start=now - BUSY_NOW_WITHIN, end=now)
@@ -193,7 +203,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     over_time = fleet_over_time(start=start, end=now, step=step)
     charges, refunds, credits = revenue(start=start, end=now)
     troubled = node_health(skip=[NodeHealth.HEALTHY], limit=100)
-    heatmap = booked_ahead(now=now)
+    heatmap, allocated_now = booked_ahead_and_allocated_now(now=now)
     return {
         "now": now,
         "start": start,

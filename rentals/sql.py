@@ -580,11 +580,13 @@ ORDER BY k
 # microseconds they hold on each of the two days, and `rentals.dashboard.booked_ahead` runs
 # the sum over the days. The model is the holding's node's (an allocation's GPUs are its
 # model's; the index carries the node, rentals 0028), by a hash join on the nodes rather
-# than a look-up per allocation.
+# than a look-up per allocation. `held_now` counts those of each group held at `now` (a
+# moment of the first day): the dashboard's "allocated now", from the same pass.
 BOOKED_AHEAD = """
 WITH spans AS (
     SELECT n.gpu_model_id AS model, x.s, x.e,
-           (x.s / %(day_us)s)::int AS i0, ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1
+           (x.s / %(day_us)s)::int AS i0, ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1,
+           ag.starts_at <= %(now)s AND ag.ends_at > %(now)s AS held_now
     FROM rentals_allocationgpu ag
     JOIN catalog_node n ON n.id = ag.node_id
     CROSS JOIN LATERAL (SELECT
@@ -596,20 +598,18 @@ WITH spans AS (
       AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
 )
 SELECT model, i0, i1, sum(least(e, (i0 + 1) * %(day_us)s) - s) AS first_day_us,
-       sum(e - i1 * %(day_us)s) AS last_day_us, count(*) AS holdings
+       sum(e - i1 * %(day_us)s) AS last_day_us, count(*) AS holdings,
+       count(*) FILTER (WHERE held_now) AS held_now
 FROM spans
 GROUP BY model, i0, i1
 """
 
-# The page's top line in one statement: GPUs in the fleet, allocated now, GPU-hours
-# paid but stopped within the range (each stop to the next event leaving "stopped", or to
-# the end of the paid period; clipped to the range), impaired GPU-hours within the range
-# (the impaired spans' GPUs) and nodes per health.
+# The page's top line in one statement (but GPUs allocated now, which BOOKED_AHEAD counts):
+# GPUs in the fleet, GPU-hours paid but stopped within the range (each stop to the next event
+# leaving "stopped", or to the end of the paid period; clipped to the range), impaired
+# GPU-hours within the range (the impaired spans' GPUs) and nodes per health.
 DASHBOARD_NOW = """
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
-       (SELECT count(*) FROM rentals_allocationgpu  -- a maintenance window's are not
-        WHERE NOT released AND starts_at <= %(now)s AND ends_at > %(now)s
-          AND allocation_id IS NOT NULL),
        (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
                     least(coalesce(back.at, a.paid_until), %(now)s) - greatest(stop.at, %(start)s))),
                 0) / 3600
