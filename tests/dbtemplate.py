@@ -185,6 +185,11 @@ def rows_capture(alias: str = "default") -> bool:
     return True
 
 
+def rows_captured(alias: str = "default") -> bool:
+    """Whether `rows_capture` ran for `alias`: snapshots and restores work there."""
+    return alias in _seeded
+
+
 def rows_snapshot(alias: str = "default") -> Rows:
     """Every row of the tables a flush empties, for `rows_restore` to put back: a world that
     several transactional tests share is built once and restored for each of them."""
@@ -212,7 +217,7 @@ def rows_restore(alias: str = "default", rows: Rows | None = None) -> bool:
     """Put the database back as the template left it, or as `rows_snapshot` found it: every
     table emptied with triggers off (session_replication_role = replica), the rows copied
     back, in one transaction. False when `rows_capture` did not run for `alias`."""
-    if alias not in _seeded:
+    if not rows_captured(alias):
         return False
     connection = connections[alias]
     deletes = sql.SQL("; ").join(
