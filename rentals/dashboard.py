@@ -114,7 +114,6 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
     )
 
 
-@reporting_reads()
 def booked_ahead(*, now: datetime) -> list[dict]:
     """GPU-days booked per active model for the next 30 days, against each model's
     capacity. `model` is the model's id, slug and name."""
