@@ -121,6 +121,11 @@ class Allocation(models.Model):
     def __str__(self):
         return f"{self.gpu_count}× {self.gpu_model} on {self.node} ({self.state})"
 
+    def get_state_display(self):
+        # Django's builds a dict of every state's label and translates them all, per call
+        # (50 rows a page of the list): only the one shown is translated here.
+        return str(AllocationState(self.state).label)
+
     @property
     def is_live(self):
         return self.state in LIVE_STATES

@@ -31,9 +31,13 @@ CREDITS = (LedgerKind.REFUND, LedgerKind.CREDIT)
 class LedgerEntry(models.Model):
     """Money moved for a customer. Amounts are never negative; the kind gives the sign."""
 
-    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    # Indexed by `rentals_ledger_team_at_id`, which it leads.
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+", db_index=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    allocation = models.ForeignKey(Allocation, on_delete=models.PROTECT, related_name="ledger")
+    # Indexed by `rentals_ledger_allocation_paid`, which it leads.
+    allocation = models.ForeignKey(
+        Allocation, on_delete=models.PROTECT, related_name="ledger", db_index=False
+    )
     # The allocation's rental period, kept on the row (a foreign key on (allocation, period),
     # rentals 0026, holds it to the allocation's): revenue per period sums a range's rows
     # from the index `rentals_ledger_at_period` alone, with no look-up each.
@@ -117,6 +121,13 @@ class LedgerEntry(models.Model):
                 fields=["team", "-at", "-id"],
                 include=["kind", "currency", "amount"],
                 name="rentals_ledger_team_at_id",
+            ),
+            # What each allocation paid (rentals.selectors.allocations_as_listed, 50 a page
+            # of the list) from the index alone, not from every ledger row of each.
+            models.Index(
+                fields=["allocation"],
+                include=["kind", "currency", "amount"],
+                name="rentals_ledger_allocation_paid",
             ),
             # The staff revenue's range (rentals.sql.REVENUE): the rows of the range and what
             # it sums, without a pass over every row of the ledger.

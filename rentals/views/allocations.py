@@ -45,8 +45,12 @@ def allocation_list_page(request):
     listed = selectors.allocation_list(
         acting=acting_for_request(request), state=filters.get("state") or None, filters=filters
     )
-    # The list shows neither GPUs nor events: not read (the API's list reads them).
-    allocations = selectors.allocations_as_listed(listed.prefetch_related(None))
+    # The list shows neither GPUs nor events (the API's list reads them), nor the team or
+    # the period, and the owner to staff only: each join left out is planning time saved.
+    shown = ("gpu_model", "node__region", *(("user",) if request.user.is_staff else ()))
+    allocations = selectors.allocations_as_listed(
+        listed.prefetch_related(None).select_related(None).select_related(*shown)
+    )
     page = keyset_page(
         request.GET, allocations, selectors.ALLOCATION_ORDER,
         parsers=(int, aware_datetime, aware_datetime, UUID), key_of=selectors.allocation_key,
