@@ -89,22 +89,22 @@ ROOM_NODES = (
     SQL("SELECT node_id FROM ({}) AS room ORDER BY free, node_id").format(_ROOM).as_string()
 )
 
-# Whether some node has room: a yes or no, not the candidate list (every quote asks). Asked
-# per GPU, grouped by node in order, so the first node with room ends the read: most often
-# at once, where counting every node's holdings (`_ROOM`) would read them all.
+# Whether some node has room: a yes or no, not the candidate list (every quote and every
+# estimate asks). Node after node, each node's live holdings counted from its own index
+# (`rentals_ag_node_live`), so the first node with room ends the read: most often at once,
+# where counting every node's holdings (`_ROOM`) reads the model's whole book.
 ROOM_EXISTS = (
     SQL(
         """
 SELECT EXISTS (
-    SELECT g.node_id
-    FROM catalog_gpu g
-    JOIN catalog_node m ON m.id = g.node_id
-    WHERE {model_nodes} AND {free}
-    GROUP BY g.node_id
-    HAVING count(*) >= %(count)s)
+    SELECT 1 FROM catalog_node m
+    WHERE {model_nodes} AND m.gpu_count >= %(count)s
+      AND m.gpu_count - (
+          SELECT count(DISTINCT ag.gpu_id) FROM rentals_allocationgpu ag
+          WHERE ag.node_id = m.id AND {overlaps}) >= %(count)s)
 """
     )
-    .format(model_nodes=_MODEL_NODES, free=gpu_free(_G_ID, **_WINDOW))
+    .format(model_nodes=_MODEL_NODES, overlaps=holding_overlaps(**_WINDOW))
     .as_string()
 )
 

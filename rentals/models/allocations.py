@@ -215,6 +215,14 @@ class AllocationGpu(models.Model):
                 condition=Q(released=False),
                 name="rentals_ag_live_ends",
             ),
+            # One node's live holdings from an instant on: "has some node room?" asks node
+            # after node and stops at the first with room (rentals.sql.ROOM_EXISTS).
+            models.Index(
+                fields=["node", "ends_at"],
+                include=["gpu", "starts_at"],
+                condition=Q(released=False),
+                name="rentals_ag_node_live",
+            ),
         ]
 
     def __str__(self):
