@@ -62,10 +62,14 @@ class Allocation(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    # Found by `rentals_allocation_team_from` (team, paid_from), which leads with it.
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+", db_index=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    # One allocation per quote, except a cluster's: one per node, all of the same quote.
-    quote = models.ForeignKey(Quote, on_delete=models.PROTECT, related_name="allocations")
+    # One allocation per quote, except a cluster's: one per node, all of the same quote. Found
+    # by the unique (quote, node), which leads with it.
+    quote = models.ForeignKey(
+        Quote, on_delete=models.PROTECT, related_name="allocations", db_index=False
+    )
     cluster = models.ForeignKey(
         Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="allocations"
     )
@@ -158,12 +162,15 @@ class AllocationGpu(models.Model):
     up to paid_until, so an allocation's rows are its GPUs over time.
     """
 
+    # Both holders are found by their unique pairs below, which lead with them (rentals 0032):
+    # a holding writes no plain index of either.
     allocation = models.ForeignKey(
-        Allocation, null=True, blank=True, on_delete=models.CASCADE, related_name="held"
-    )
+        Allocation, null=True, blank=True, on_delete=models.CASCADE, related_name="held",
+        db_index=False,
+    )  # fmt: skip
     maintenance = models.ForeignKey(
         "rentals.MaintenanceWindow", null=True, blank=True, on_delete=models.CASCADE,
-        related_name="held",
+        related_name="held", db_index=False,
     )  # fmt: skip
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="held")
     # The GPU's node, kept by the database (rentals 0028): set from the GPU on every insert
@@ -186,8 +193,11 @@ class AllocationGpu(models.Model):
             models.UniqueConstraint(
                 fields=["allocation", "gpu"], name="rentals_allocationgpu_once"
             ),
+            # Only a window's holdings: an allocation's would each add an entry under NULL.
             models.UniqueConstraint(
-                fields=["maintenance", "gpu"], name="rentals_allocationgpu_once_per_window"
+                fields=["maintenance", "gpu"],
+                condition=Q(maintenance__isnull=False),
+                name="rentals_allocationgpu_once_per_window",
             ),
             models.CheckConstraint(
                 condition=Q(allocation__isnull=False, maintenance__isnull=True)
@@ -305,7 +315,9 @@ class AllocationKey(models.Model):
     the allocation's members into the tenant's authorized_keys. A key deleted by its owner
     goes from every allocation with it."""
 
-    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="keys")
+    allocation = models.ForeignKey(
+        Allocation, on_delete=models.CASCADE, related_name="keys", db_index=False
+    )  # found by the unique (allocation, ssh_key)
     ssh_key = models.ForeignKey(SshKey, on_delete=models.CASCADE, related_name="+")
     added_at = models.DateTimeField(auto_now_add=True)
 

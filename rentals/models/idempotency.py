@@ -10,7 +10,9 @@ class IdempotencyKey(models.Model):
     """The first response to (team, key), replayed for retries of the same request: two
     members of one team retrying the same purchase buy once."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(
+        Team, on_delete=models.CASCADE, related_name="+", db_index=False
+    )  # found by the unique (team, key)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)

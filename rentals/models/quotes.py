@@ -117,7 +117,9 @@ class QuoteLine(models.Model):
     """One priced line, kept as facts (GPUs or which option, how many, for how many periods)
     and put into words in the reader's language when shown (`rentals.texts`)."""
 
-    quote = models.ForeignKey(Quote, on_delete=models.CASCADE, related_name="lines")
+    quote = models.ForeignKey(
+        Quote, on_delete=models.CASCADE, related_name="lines", db_index=False
+    )  # found by the unique (quote, position)
     position = models.PositiveSmallIntegerField()
     kind = models.CharField(max_length=10, choices=QuoteLineKind.choices)
     option = models.ForeignKey(Option, null=True, blank=True, on_delete=models.PROTECT)
