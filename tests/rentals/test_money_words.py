@@ -3,20 +3,22 @@ ledger rows and receipts keep facts and speak the reader's language wherever the
 
 import csv
 import io
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.core import mail
 from django.core.exceptions import ValidationError
-from django.utils import translation
+from django.utils import timezone, translation
 
 from accounts.access import acting_as
 from accounts.services import account_preferences_set
 from catalog.models import GpuModel, RentalPeriod
 from catalog.services import gpu_price_set
+from core.dates import when_text
 from core.db import db_now
 from core.money import Money, amount_check, minor_units, money_text
+from core.templatetags.when import when
 from rentals.models import LedgerEntry, Notice
 from rentals.services import (
     allocation_book,
@@ -163,6 +165,32 @@ def test_times_show_in_the_readers_time_zone_with_utc_on_hover(catalog, alice, c
     utc = allocation.paid_until.strftime("%Y-%m-%d %H:%M UTC")
     assert f'title="{utc}"' in page
     assert " JST</time>" in page
+
+
+def test_a_time_or_an_amount_formatted_once_still_follows_each_readers_zone_and_language():
+    """The formats are kept per process (core.dates, core.money): the same instant and the
+    same amount, read in turn by readers of other zones and languages, read as theirs."""
+    at = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    seen = []
+    for zone, language in [("UTC", "en"), ("Asia/Tokyo", "en"), ("Europe/Warsaw", "pl"),
+                           ("UTC", "en"), ("Europe/Warsaw", "en")]:  # fmt: skip
+        with timezone.override(zone), translation.override(language):
+            seen.append((when_text(at), when(at), money_text(Decimal("1296.5"), "USD")))
+    assert [text for text, _, _ in seen] == [
+        "Nov. 30, 2026, 10 a.m. UTC",
+        "Nov. 30, 2026, 7 p.m. JST",
+        "30 listopada 2026 11:00 CET",
+        "Nov. 30, 2026, 10 a.m. UTC",
+        "Nov. 30, 2026, 11 a.m. CET",
+    ]
+    assert seen[0] == seen[3]
+    assert all('title="2026-11-30 10:00 UTC"' in html for _, html, _ in seen)
+    assert [html.count(text) for text, html, _ in seen] == [1] * 5
+    assert [" ".join(amount.split()) for _, _, amount in seen] == [
+        "1,296.50 USD", "1,296.50 USD", "1 296,50 USD", "1,296.50 USD", "1,296.50 USD"
+    ]  # fmt: skip
+    # An amount written with more places reads as the same money.
+    assert money_text(Decimal("1296.5000"), "USD", "en") == money_text(1296.5, "USD", "en")
 
 
 def test_a_cancellation_gets_a_refund_receipt_in_the_owners_language(catalog, alice, bob):
