@@ -572,7 +572,9 @@ ORDER BY k
 
 # What each model has booked on each of the 30 days from `day0`, as a step function over
 # the days, so every live holding in the window is read once (by their index
-# rentals_ag_live_ends), not once per day it touches. Clipped to the window, at whole
+# rentals_ag_live_ends), not once per day it touches. An allocation's holdings share their
+# node and span, so they are counted per (node, span) first, from the index alone, and the
+# day arithmetic runs once per group, not once per GPU. Clipped to the window, at whole
 # microseconds s..e from `day0` (`date_part`'s double precision holds a month's microseconds
 # exactly; integers from there on, not numeric per row; `day_us` is a day's), a holding
 # covers part of its first day i0 (all it holds, when it ends that day), part of its last
@@ -583,23 +585,27 @@ ORDER BY k
 # than a look-up per allocation. `held_now` counts those of each group held at `now` (a
 # moment of the first day): the dashboard's "allocated now", from the same pass.
 BOOKED_AHEAD = """
-WITH spans AS (
-    SELECT n.gpu_model_id AS model, x.s, x.e,
-           (x.s / %(day_us)s)::int AS i0, ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1,
-           ag.starts_at <= %(now)s AND ag.ends_at > %(now)s AS held_now
+WITH held AS (
+    SELECT ag.node_id, ag.starts_at, ag.ends_at, count(*) AS n
     FROM rentals_allocationgpu ag
-    JOIN catalog_node n ON n.id = ag.node_id
-    CROSS JOIN LATERAL (SELECT
-        round(date_part('epoch', greatest(ag.starts_at, %(day0)s) - %(day0)s) * 1e6)::bigint
-            AS s,
-        round(date_part('epoch', least(ag.ends_at, %(day_n)s) - %(day0)s) * 1e6)::bigint
-            AS e) AS x
     WHERE NOT ag.released AND ag.allocation_id IS NOT NULL
       AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
+    GROUP BY ag.node_id, ag.starts_at, ag.ends_at
+), spans AS (
+    SELECT n.gpu_model_id AS model, held.n, x.s, x.e,
+           (x.s / %(day_us)s)::int AS i0, ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1,
+           held.starts_at <= %(now)s AND held.ends_at > %(now)s AS held_now
+    FROM held
+    JOIN catalog_node n ON n.id = held.node_id
+    CROSS JOIN LATERAL (SELECT
+        round(date_part('epoch', greatest(held.starts_at, %(day0)s) - %(day0)s) * 1e6)::bigint
+            AS s,
+        round(date_part('epoch', least(held.ends_at, %(day_n)s) - %(day0)s) * 1e6)::bigint
+            AS e) AS x
 )
-SELECT model, i0, i1, sum(least(e, (i0 + 1) * %(day_us)s) - s) AS first_day_us,
-       sum(e - i1 * %(day_us)s) AS last_day_us, count(*) AS holdings,
-       count(*) FILTER (WHERE held_now) AS held_now
+SELECT model, i0, i1, sum(n * (least(e, (i0 + 1) * %(day_us)s) - s)) AS first_day_us,
+       sum(n * (e - i1 * %(day_us)s)) AS last_day_us, sum(n)::bigint AS holdings,
+       coalesce(sum(n) FILTER (WHERE held_now), 0)::bigint AS held_now
 FROM spans
 GROUP BY model, i0, i1
 """
