@@ -5,13 +5,10 @@ title="2026-11-30 10:00 UTC">30 listopada 2026 11:00 CET</time>`. `|when:"date"`
 day only.
 """
 
-from datetime import UTC, datetime, tzinfo
-from functools import lru_cache
+from datetime import UTC, datetime
 
 from django import template
-from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.translation import get_language
 
 from core.dates import when_text
 
@@ -22,13 +19,6 @@ register = template.Library()
 def when(value, part="datetime"):
     if not isinstance(value, datetime):
         return "—" if value in (None, "") else value
-    return _when(value, timezone.get_current_timezone(), get_language(), part)
-
-
-@lru_cache(maxsize=8192)
-def _when(value: datetime, zone: tzinfo, language: str | None, part: str) -> str:
-    """The element for one instant in the active zone and language (`when_text` follows
-    both), made once per process: a list page shows a hundred times."""
     utc = value.astimezone(UTC)
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
