@@ -22,7 +22,8 @@ What is generated:
   then runs once, as beat runs it every minute: minute rollups (GPUs' and the fleet's) up
   to the last complete minute and the hours they close, so the deployment looks like one
   whose rollup ran every minute; without it the raw samples wait for the next rollup (what
-  the hourly rollup's benchmark measures).
+  the hourly rollup's benchmark measures). The dashboard's closed hours and days are then
+  written as their task writes them every minute.
 
 The per-GPU hours of a whole year (876 million rows at 100k GPUs) and a whole day of raw
 samples do not fit this machine: docs/operations.md extrapolates them from the measured
@@ -57,6 +58,7 @@ from rentals.models import (
     QuoteKind,
     QuoteLineKind,
 )
+from rentals.services.usage import allocated_steps_close
 from telemetry.models import SEVERITY as FLAG_SEVERITY
 from telemetry.models import FlagKind, PollOutcome, RollupBucket
 from telemetry.partitions import sample_partitions_ensure
@@ -665,6 +667,9 @@ def generate_scale(
     if minutes_rolled:
         counts["minute rollups"] = telemetry_rollup(now=now)["minute"]
         step(f"minute rollups ({counts['minute rollups']} rows, the rollup task once)")
+    # The dashboard's closed hours and days, as the task every minute has written them.
+    counts["closed steps"] = sum(allocated_steps_close(now=now).values())
+    step(f"closed dashboard steps ({counts['closed steps']} rows, the task once)")
     # As autovacuum leaves a deployment's tables: statistics everywhere, and the year's rows
     # (bookings, the ledger, rollups) on pages marked all-visible, which the index-only scans
     # of the dashboard and the statement rely on. The raw samples and polls are the last

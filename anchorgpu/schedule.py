@@ -52,6 +52,12 @@ def beat_schedule():
             "schedule": timedelta(minutes=1),
             "options": {"expires": 60},
         },
+        # The dashboard's hours and days once they close (rentals.models.AllocatedStep).
+        "close-usage-steps": {
+            "task": "rentals.tasks.allocated_steps_close_task",
+            "schedule": timedelta(minutes=1),
+            "options": {"expires": 60},
+        },
         "prune-telemetry": {
             "task": "telemetry.tasks.telemetry_prune_task",
             "schedule": crontab(minute=17),

@@ -19,7 +19,8 @@ from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
 from rentals import sql
-from rentals.models import AllocationState, LedgerKind
+from rentals.models import AllocatedStep, AllocationState, LedgerKind
+from rentals.services.usage import STEP, step_floor
 from telemetry.models import FleetRollup, FleetSize, GpuRollup
 from telemetry.selectors import (
     fleet_busy_by_bucket,
@@ -62,12 +63,7 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
     whose end is its `busy_until` (busy None, and busy_until None: no minute of it is rolled
     up yet)."""
     bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
-    with reads_cursor() as cursor:
-        cursor.execute(
-            sql.ALLOCATED_PER_STEP,
-            {"unit": bucket, "step": f"1 {bucket}", "start": start, "end": end},
-        )
-        allocated = {h: n for h, n in cursor.fetchall()}
+    allocated = allocated_per_step(bucket=bucket, start=start, end=end)
     busy = fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
     rolled = rolled_until(bucket, FleetRollup) or start
     as_of = {}
@@ -90,6 +86,32 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
             row["busy_until"] = as_of[h]
         rows.append(row)
     return rows
+
+
+@reporting_reads()
+def allocated_per_step(*, bucket: str, start: datetime, end: datetime) -> dict[datetime, int]:
+    """GPUs held by allocations at some moment of each step (an hour or a day, UTC) from
+    `start`'s step to `end`'s: the closed steps written once (`AllocatedStep`) as far as they
+    run on unbroken from the first, the rest counted from the holdings."""
+    step = STEP[bucket]
+    first = step_floor(start, bucket)
+    closed = dict(
+        AllocatedStep.objects.filter(bucket=bucket, at__gte=first, at__lte=end).values_list(
+            "at", "gpus"
+        )
+    )
+    allocated, at = {}, first
+    while at in closed:
+        allocated[at] = closed[at]
+        at += step
+    if at <= end:
+        with reads_cursor() as cursor:
+            cursor.execute(
+                sql.ALLOCATED_PER_STEP,
+                {"unit": bucket, "step": f"1 {bucket}", "start": at, "end": end},
+            )
+            allocated.update(cursor.fetchall())
+    return allocated
 
 
 @reporting_reads()

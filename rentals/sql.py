@@ -570,6 +570,27 @@ LEFT JOIN moves ON moves.i = k
 ORDER BY k
 """
 
+# The same count written once for each closed step from `start` (a step's start) to `end`
+# (the last step's start), for `rentals.services.usage.allocated_steps_close`. A step already
+# written keeps its row: two runs at once write it once, and its count is final.
+ALLOCATED_STEPS_CLOSE = f"""
+INSERT INTO rentals_allocatedstep (bucket, at, gpus)
+SELECT %(unit)s, steps.at, steps.n FROM ({ALLOCATED_PER_STEP}) AS steps (at, n)
+ON CONFLICT (bucket, at) DO NOTHING
+"""
+
+# Up to when every step is closed for good: `now`, or the start of the oldest transaction
+# open on this database (another session's), whichever is earlier. A write's holdings start
+# no earlier than its own statement's clock (`core.db.db_now`, inside its transaction), so a
+# booking not yet committed adds only to steps from its transaction's start on; an idle
+# session's open transaction holds the horizon back until it ends.
+STEPS_HORIZON = """
+SELECT least(%(now)s::timestamptz, min(xact_start))
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+  AND backend_type = 'client backend'
+"""
+
 # What each model has booked on each of the 30 days from `day0`, as a step function over
 # the days, so every live holding in the window is read once (by their index
 # rentals_ag_live_ends), not once per day it touches. An allocation's holdings share their

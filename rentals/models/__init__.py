@@ -20,6 +20,7 @@ from rentals.models.notices import (
     NoticeKind,
 )
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
+from rentals.models.usage import AllocatedStep, Step
 
 __all__ = [
     "CREDITS",
@@ -27,6 +28,7 @@ __all__ = [
     "SPAN_NOTICES",
     "ImpairedSpan",
     "MAINTENANCE_NOTICES",
+    "AllocatedStep",
     "Allocation",
     "AllocationEvent",
     "AllocationGpu",
@@ -46,4 +48,5 @@ __all__ = [
     "QuoteKind",
     "QuoteLine",
     "QuoteLineKind",
+    "Step",
 ]

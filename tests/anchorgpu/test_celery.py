@@ -7,8 +7,13 @@ import pytest
 
 from anchorgpu.celery import app
 from anchorgpu.schedule import beat_schedule
-from rentals.models import Allocation
-from rentals.tasks import allocations_enforce_task, allocations_impairment_sync_task
+from rentals.models import AllocatedStep, Allocation, Step
+from rentals.services.usage import step_floor
+from rentals.tasks import (
+    allocated_steps_close_task,
+    allocations_enforce_task,
+    allocations_impairment_sync_task,
+)
 from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 
 
@@ -53,6 +58,24 @@ def test_the_impairment_sync_runs_on_a_real_worker(catalog, alice, worker):
     assert list(allocation.events.values_list("kind", flat=True)) == ["booked", "impaired"]
 
 
+def test_the_dashboard_steps_close_on_a_real_worker(catalog, alice, worker):
+    from django.utils import timezone
+
+    now = timezone.now()
+    booked_at = now - timedelta(hours=5)
+    book(alice, model="h100", count=2, period="day", now=booked_at)
+
+    allocated_steps_close_task.delay()
+
+    first = step_floor(booked_at, Step.HOUR)
+    last = step_floor(now, Step.HOUR) - timedelta(hours=1)
+    assert wait_for(lambda: AllocatedStep.objects.filter(bucket=Step.HOUR, at=last).exists())
+    hours = AllocatedStep.objects.filter(
+        bucket=Step.HOUR, at__gte=first - timedelta(hours=1), at__lte=last
+    )
+    assert list(hours.order_by("at").values_list("gpus", flat=True)) == [0, 2, 2, 2, 2, 2]
+
+
 def test_beat_schedule_has_every_periodic_job_with_an_expiry():
     schedule = beat_schedule()
     assert set(schedule) == {
@@ -69,6 +92,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "deliver-due-webhooks",
         "partition-telemetry",
         "prune-audit-log",
+        "close-usage-steps",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)

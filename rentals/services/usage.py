@@ -1,0 +1,49 @@
+"""The staff dashboard's closed steps, each written once (`rentals.models.AllocatedStep`)."""
+
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Max
+
+from core.db import db_now
+from rentals import sql
+from rentals.models import AllocatedStep, Step
+
+STEP = {Step.HOUR: timedelta(hours=1), Step.DAY: timedelta(days=1)}
+
+# How far back a first run starts: the dashboard's longest range (90 days) and the step its
+# start falls in. Older steps are counted from the holdings when read, as before.
+CLOSED_STEPS_BACK = timedelta(days=91)
+
+
+def step_floor(at: datetime, bucket: str) -> datetime:
+    """The start of `at`'s step, an hour or a day from midnight UTC (the database's
+    `date_trunc` in the connection's zone, UTC)."""
+    at = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return at.replace(hour=0) if bucket == Step.DAY else at
+
+
+@transaction.atomic
+def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
+    """Write the GPUs allocated in each hour and day closed since the newest one written (on
+    a first run, from CLOSED_STEPS_BACK ago); back: the steps written per bucket. A step is
+    closed when it ended before `now` and before every open transaction began
+    (`rentals.sql.STEPS_HORIZON`), so no booking still to commit can add to it."""
+    written = {}
+    with connection.cursor() as cursor:
+        # The sessions as they are now, not as an earlier read in this transaction saw them.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(sql.STEPS_HORIZON, {"now": now or db_now()})
+        horizon = cursor.fetchone()[0]
+        for bucket, step in STEP.items():
+            newest = AllocatedStep.objects.filter(bucket=bucket).aggregate(at=Max("at"))["at"]
+            first = newest + step if newest else step_floor(horizon - CLOSED_STEPS_BACK, bucket)
+            end = step_floor(horizon, bucket)  # the open step's start
+            written[bucket] = 0
+            if first < end:
+                cursor.execute(
+                    sql.ALLOCATED_STEPS_CLOSE,
+                    {"unit": bucket, "step": f"1 {bucket}", "start": first, "end": end - step},
+                )
+                written[bucket] = cursor.rowcount
+    return written

@@ -1,0 +1,96 @@
+"""The dashboard's closed steps: written once, read as the holdings count them, and never
+written while a booking that could still add to them is open."""
+
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from accounts.access import acting_as
+from rentals.dashboard import fleet_over_time, step_for
+from rentals.models import AllocatedStep, AllocationGpu, Step
+from rentals.services import allocated_steps_close, allocation_cancel
+from rentals.services.usage import step_floor
+from tests.rentals.helpers import book
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("days", [2, 30])
+def test_closed_steps_are_read_as_the_holdings_count_them_and_only_the_open_one_live(
+    catalog, alice, days
+):
+    base = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    book(alice, model="h100", count=1, period="day")
+    for hours, period in [(5, "day"), (30, "day"), (50, "week"), (71.5, "day")]:
+        book(alice, model="h100", count=1, period=period, starts_at=base + timedelta(hours=hours))
+    cancelled = book(
+        alice, model="h100", count=2, period="day", starts_at=base + timedelta(hours=2)
+    )
+    allocation_cancel(acting=acting_as(alice), allocation=cancelled)
+    end = base + timedelta(days=3, minutes=30)
+    step = step_for(days)
+    bucket = Step.HOUR if step == timedelta(hours=1) else Step.DAY
+    live = fleet_over_time(start=end - timedelta(days=days), end=end, step=step)
+
+    # Every step before `end`'s has closed: 91 days of them back from there, on a first run.
+    assert allocated_steps_close(now=end) == {Step.HOUR: 91 * 24, Step.DAY: 91}
+    assert allocated_steps_close(now=end) == {Step.HOUR: 0, Step.DAY: 0}  # each step once
+    with CaptureQueriesContext(connection) as ctx:
+        kept = fleet_over_time(start=end - timedelta(days=days), end=end, step=step)
+    assert kept == live
+    counted = [q["sql"] for q in ctx.captured_queries if "generate_series" in q["sql"]]
+    assert len(counted) == 1  # the holdings, for the open step alone
+    closed = AllocatedStep.objects.filter(
+        bucket=bucket, at__gte=step_floor(end - timedelta(days=days), bucket), at__lte=end
+    )
+    assert closed.count() == len(kept) - 1
+    holdings = list(AllocationGpu.objects.filter(released=False, allocation__isnull=False))
+    assert any(row.gpus for row in closed)
+    for point in kept:
+        h = datetime.fromisoformat(point["t"])
+        expected = sum(1 for g in holdings if g.starts_at < h + step and g.ends_at > h)
+        assert point["allocated"] == expected, point
+
+
+def test_a_step_is_not_closed_while_a_transaction_begun_in_it_is_open(catalog, alice):
+    """Another session's open transaction (a booking between reading the clock and its
+    commit) may still add holdings from its start on: the steps up to its start close, the
+    one it began in waits for it to end."""
+    db = connection.settings_dict
+    other = psycopg.connect(
+        dbname=db["NAME"], user=db["USER"] or None, password=db["PASSWORD"] or None,
+        host=db["HOST"] or None, port=db["PORT"] or None,
+    )  # fmt: skip
+    try:
+        began = other.execute("SELECT transaction_timestamp()").fetchone()[0]
+        later = began + timedelta(hours=3)
+        allocated_steps_close(now=later)
+        newest = AllocatedStep.objects.filter(bucket=Step.HOUR).latest("at").at
+        assert newest == step_floor(began, Step.HOUR) - timedelta(hours=1)
+        other.rollback()
+        assert allocated_steps_close(now=later)[Step.HOUR] == 3
+    finally:
+        other.close()
+    newest = AllocatedStep.objects.filter(bucket=Step.HOUR).latest("at").at
+    assert newest == step_floor(later, Step.HOUR) - timedelta(hours=1)
+
+
+def test_kept_steps_are_read_only_as_far_as_they_run_unbroken_from_the_first(catalog, alice):
+    """A step the task has not written, and every one after it, is counted from the
+    holdings: kept rows past a gap are not read (here, changed by hand to tell them apart)."""
+    now = timezone.now()
+    book(alice, model="h100", count=3, period="day")  # from now, in the open hour
+    allocated_steps_close(now=now)
+    start = now - timedelta(hours=6)
+    hours = [step_floor(start, Step.HOUR) + timedelta(hours=i) for i in range(7)]
+    kept = AllocatedStep.objects.filter(bucket=Step.HOUR)
+    kept.filter(at=hours[1]).update(gpus=7)
+    kept.filter(at__in=[hours[3], hours[5]]).update(gpus=9)
+    kept.filter(at=hours[4]).delete()
+    points = fleet_over_time(start=start, end=now, step=timedelta(hours=1))
+    assert [p["t"] for p in points] == [h.isoformat() for h in hours]
+    assert [p["allocated"] for p in points] == [0, 7, 0, 9, 0, 0, 3]
