@@ -7,6 +7,7 @@ week it reads hourly rollups; longer ranges read daily ones.
 from collections import defaultdict
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import NamedTuple
 
 from django.conf import settings
 from django.core.cache import cache
@@ -19,7 +20,7 @@ from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
 from rentals import sql
-from rentals.models import AllocatedStep, AllocationState, LedgerKind
+from rentals.models import AllocatedStep, AllocationState, LedgerKind, Step
 from rentals.services.usage import STEP, step_floor
 from telemetry.models import FleetRollup, FleetSize, GpuRollup
 from telemetry.selectors import (
@@ -52,8 +53,14 @@ def step_for(days: float) -> timedelta:
     return timedelta(hours=1) if days <= 7 else timedelta(days=1)
 
 
+def bucket_of(step: timedelta) -> str:
+    return Step.HOUR if step == timedelta(hours=1) else Step.DAY
+
+
 @reporting_reads()
-def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[dict]:
+def fleet_over_time(
+    *, start: datetime, end: datetime, step: timedelta, counted: dict[datetime, int] | None = None
+) -> list[dict]:
     """Per step: the fleet's size as recorded then and the fewest of its GPUs whose
     telemetry answered a round (both None where nothing was recorded), GPUs allocated, and
     GPUs busy (average utilisation over the threshold, so at most those answering); all
@@ -61,9 +68,10 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
     the rollups have not closed yet (the current one) is read from the fleet's minute
     rollups, never raw samples: its busy GPUs are those busy in its newest rolled-up minute,
     whose end is its `busy_until` (busy None, and busy_until None: no minute of it is rolled
-    up yet)."""
-    bucket = GpuRollup.Bucket.HOUR if step == timedelta(hours=1) else GpuRollup.Bucket.DAY
-    allocated = allocated_per_step(bucket=bucket, start=start, end=end)
+    up yet). `counted`: GPUs allocated in the last step, where the caller has counted them
+    (`allocated_per_step`)."""
+    bucket = bucket_of(step)
+    allocated = allocated_per_step(bucket=bucket, start=start, end=end, counted=counted)
     busy = fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
     rolled = rolled_until(bucket, FleetRollup) or start
     as_of = {}
@@ -89,10 +97,13 @@ def fleet_over_time(*, start: datetime, end: datetime, step: timedelta) -> list[
 
 
 @reporting_reads()
-def allocated_per_step(*, bucket: str, start: datetime, end: datetime) -> dict[datetime, int]:
+def allocated_per_step(
+    *, bucket: str, start: datetime, end: datetime, counted: dict[datetime, int] | None = None
+) -> dict[datetime, int]:
     """GPUs held by allocations at some moment of each step (an hour or a day, UTC) from
     `start`'s step to `end`'s: the closed steps written once (`AllocatedStep`) as far as they
-    run on unbroken from the first, the rest counted from the holdings."""
+    run on unbroken from the first, the rest counted from the holdings, but a last step left
+    alone that is in `counted` (the dashboard counts its open step in the booked-ahead read)."""
     step = STEP[bucket]
     first = step_floor(start, bucket)
     closed = dict(
@@ -104,7 +115,9 @@ def allocated_per_step(*, bucket: str, start: datetime, end: datetime) -> dict[d
     while at in closed:
         allocated[at] = closed[at]
         at += step
-    if at <= end:
+    if at <= end and at + step > end and at in (counted or {}):
+        allocated[at] = counted[at]
+    elif at <= end:
         with reads_cursor() as cursor:
             cursor.execute(
                 sql.ALLOCATED_PER_STEP,
@@ -139,24 +152,34 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
 def booked_ahead(*, now: datetime) -> list[dict]:
     """GPU-days booked per active model for the next 30 days, against each model's
     capacity. `model` is the model's id, slug and name."""
-    return booked_ahead_and_allocated_now(now=now)[0]
+    return held_ahead(now=now).rows
+
+
+class HeldAhead(NamedTuple):
+    rows: list[dict]  # `booked_ahead`
+    allocated_now: int
+    allocated_in_step: int
 
 
 @reporting_reads()
-def booked_ahead_and_allocated_now(*, now: datetime) -> tuple[list[dict], int]:
-    """`booked_ahead`, and the GPUs allocations hold at `now` (a maintenance window's are
-    not counted), from the same read of the live holdings."""
+def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) -> HeldAhead:
+    """`booked_ahead`, the GPUs allocations hold at `now` and those they hold at some moment
+    of `step` (a span of `now`'s day; a maintenance window's are not counted in either), from
+    the same read of the live holdings."""
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    open_start, open_end = step or (day0, day0)
     days = [day0.date() + timedelta(days=i) for i in range(30)]
     held_us, whole_from = defaultdict(Decimal), defaultdict(int)  # per (model, day index)
-    allocated_now = 0
+    allocated_now = allocated_in_step = 0
     with reads_cursor() as cursor:
         cursor.execute(
             sql.BOOKED_AHEAD,
-            {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US, "now": now},
-        )
-        for model_id, first, last, first_day_us, last_day_us, holdings, held_now in cursor:
-            allocated_now += held_now
+            {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US, "now": now,
+             "open_start": open_start, "open_end": open_end},
+        )  # fmt: skip
+        for model_id, first, last, first_day_us, last_day_us, holdings, now_, in_step in cursor:
+            allocated_now += now_
+            allocated_in_step += in_step
             held_us[model_id, first] += first_day_us
             if last > first:  # held on to its last day, and whole on the days between
                 held_us[model_id, last] += last_day_us
@@ -178,7 +201,7 @@ def booked_ahead_and_allocated_now(*, now: datetime) -> tuple[list[dict], int]:
             # shade: the cell's colour strength, half the share booked (a full day is 50 %)
             cells.append({"day": day, "gpu_days": value, "pct": pct, "shade": round(pct / 2)})
         rows.append({"model": model, "capacity": cap, "days": cells})
-    return rows, allocated_now
+    return HeldAhead(rows, allocated_now, allocated_in_step)
 
 
 def idle_window(*, now: datetime, hours: float = 2) -> tuple[datetime, datetime]:
@@ -221,10 +244,13 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     idle_from, idle_until = idle_window(now=now)
     by_model, by_region, use_span = use_by_model_and_region(start=start, end=now, rolled_only=True)
     step = step_for(days)
-    over_time = fleet_over_time(start=start, end=now, step=step)
+    open_step = step_floor(now, bucket_of(step))
+    heatmap, allocated_now, allocated_open = held_ahead(now=now, step=(open_step, open_step + step))
+    over_time = fleet_over_time(
+        start=start, end=now, step=step, counted={open_step: allocated_open}
+    )
     charges, refunds, credits = revenue(start=start, end=now)
     troubled = node_health(skip=[NodeHealth.HEALTHY], limit=100)
-    heatmap, allocated_now = booked_ahead_and_allocated_now(now=now)
     return {
         "now": now,
         "start": start,

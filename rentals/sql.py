@@ -603,8 +603,9 @@ WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS
 # microseconds they hold on each of the two days, and `rentals.dashboard.booked_ahead` runs
 # the sum over the days. The model is the holding's node's (an allocation's GPUs are its
 # model's; the index carries the node, rentals 0028), by a hash join on the nodes rather
-# than a look-up per allocation. `held_now` counts those of each group held at `now` (a
-# moment of the first day): the dashboard's "allocated now", from the same pass.
+# than a look-up per allocation. From the same pass: `held_now` counts those of each group
+# held at `now` (a moment of the first day), the dashboard's "allocated now", and `held_open`
+# those held in [open_start, open_end) (a step of the first day: the chart's open one).
 BOOKED_AHEAD = """
 WITH held AS (
     SELECT ag.node_id, ag.starts_at, ag.ends_at, count(*) AS n
@@ -615,7 +616,8 @@ WITH held AS (
 ), spans AS (
     SELECT n.gpu_model_id AS model, held.n, x.s, x.e,
            (x.s / %(day_us)s)::int AS i0, ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1,
-           held.starts_at <= %(now)s AND held.ends_at > %(now)s AS held_now
+           held.starts_at <= %(now)s AND held.ends_at > %(now)s AS held_now,
+           held.starts_at < %(open_end)s AND held.ends_at > %(open_start)s AS held_open
     FROM held
     JOIN catalog_node n ON n.id = held.node_id
     CROSS JOIN LATERAL (SELECT
@@ -626,7 +628,8 @@ WITH held AS (
 )
 SELECT model, i0, i1, sum(n * (least(e, (i0 + 1) * %(day_us)s) - s)) AS first_day_us,
        sum(n * (e - i1 * %(day_us)s)) AS last_day_us, sum(n)::bigint AS holdings,
-       coalesce(sum(n) FILTER (WHERE held_now), 0)::bigint AS held_now
+       coalesce(sum(n) FILTER (WHERE held_now), 0)::bigint AS held_now,
+       coalesce(sum(n) FILTER (WHERE held_open), 0)::bigint AS held_open
 FROM spans
 GROUP BY model, i0, i1
 """

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.access import acting_as
-from rentals.dashboard import fleet_over_time, step_for
+from rentals.dashboard import fleet_dashboard, fleet_over_time, step_for
 from rentals.models import AllocatedStep, AllocationGpu, Step
 from rentals.services import allocated_steps_close, allocation_cancel
 from rentals.services.usage import step_floor
@@ -94,3 +94,22 @@ def test_kept_steps_are_read_only_as_far_as_they_run_unbroken_from_the_first(cat
     points = fleet_over_time(start=start, end=now, step=timedelta(hours=1))
     assert [p["t"] for p in points] == [h.isoformat() for h in hours]
     assert [p["allocated"] for p in points] == [0, 7, 0, 9, 0, 0, 3]
+
+
+@pytest.mark.parametrize("days", [7, 90])
+def test_the_dashboard_counts_its_open_step_in_the_booked_ahead_read(catalog, alice, days):
+    now = timezone.now()
+    book(alice, model="h100", count=2, period="day")
+    book(alice, model="l4", count=1, period="day", starts_at=now + timedelta(hours=3))
+    book(alice, model="h100", count=4, period="week", starts_at=now + timedelta(days=2))
+    allocated_steps_close(now=now)
+    step = step_for(days)
+    with CaptureQueriesContext(connection) as ctx:
+        board = fleet_dashboard(days=days, now=now)
+    assert not [q for q in ctx.captured_queries if "generate_series" in q["sql"]]
+    read_alone = fleet_over_time(start=now - timedelta(days=days), end=now, step=step)
+    assert board["over_time"] == read_alone
+    h = datetime.fromisoformat(board["over_time"][-1]["t"])
+    holdings = AllocationGpu.objects.filter(released=False, allocation__isnull=False)
+    expected = sum(1 for g in holdings if g.starts_at < h + step and g.ends_at > h)
+    assert board["over_time"][-1]["allocated"] == expected >= 2
