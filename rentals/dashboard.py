@@ -130,11 +130,24 @@ def allocated_per_step(
 @reporting_reads()
 def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
     """Charges per currency and rental period, refunds per currency and impaired time
-    credited per currency, from one read of the range's ledger rows: amounts of two
-    currencies are never added."""
+    credited per currency, from one read: the range's whole days that are closed as summed
+    once (`LedgerDay`, as far as they run unbroken from the first), its ledger rows before
+    and after them. Amounts of two currencies are never added."""
     charges, refunds, credits = [], {}, {}
     kinds = [LedgerKind.CHARGE, LedgerKind.REFUND, LedgerKind.CREDIT]
-    for row in read_rows(sql.REVENUE, {"start": start, "end": end, "kinds": kinds}):
+    first = step_floor(start, Step.DAY)
+    first = min(first if first == start else first + STEP[Step.DAY], end)  # the first whole
+    kept_until = first
+    closed = set(
+        AllocatedStep.objects.filter(bucket=Step.DAY, at__gte=first, at__lt=end).values_list(
+            "at", flat=True
+        )
+    )
+    while kept_until in closed and kept_until + STEP[Step.DAY] <= end:
+        kept_until += STEP[Step.DAY]
+    params = {"start": start, "end": end, "kinds": kinds, "kept_from": first,
+              "kept_until": kept_until}  # fmt: skip
+    for row in read_rows(sql.REVENUE, params):
         kind, currency = row.pop("kind"), row["currency"]
         if kind == LedgerKind.CHARGE:
             row["period_name"] = in_language(row, "period")

@@ -18,7 +18,7 @@ from accounts.models import SshKey, Team
 from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu, NodeState
 from core.errors import DomainError
-from rentals.models import AllocatedStep, Allocation, Notice
+from rentals.models import AllocatedStep, Allocation, LedgerDay, Notice
 from rentals.services import allocation_book, allocations_enforce, quote_create
 from telemetry.models import FleetSize, GpuRollup, RollupBucket
 from telemetry.rollup import fleet_rollups_refresh, rollups_copy
@@ -149,6 +149,7 @@ def seed_history(*, days: int = 30, now=None) -> bool:
     )
     # Steps the dashboard's task closed before this past was written are counted again.
     AllocatedStep.objects.all().delete()
+    LedgerDay.objects.all().delete()
     _rollups_backfill(start=start, end=this_hour, busy_of=busy_of)
     fleet_rollups_refresh()
     gpus = Gpu.objects.filter(node__state=NodeState.ACTIVE).count()

@@ -579,6 +579,17 @@ SELECT %(unit)s, steps.at, steps.n FROM ({ALLOCATED_PER_STEP}) AS steps (at, n)
 ON CONFLICT (bucket, at) DO NOTHING
 """
 
+# The ledger's rows of the days from `start` to `end` (whole days), summed per day, kind,
+# currency and period, for the days `allocated_steps_close` closes in the same transaction.
+LEDGER_DAYS_CLOSE = """
+INSERT INTO rentals_ledgerday (at, kind, currency, period_id, net, entries)
+SELECT date_trunc('day', l.at), l.kind, l.currency, l.period_id, sum(l.net), count(*)
+FROM rentals_ledgerentry l
+WHERE l.at >= %(start)s AND l.at < %(end)s
+GROUP BY 1, 2, 3, 4
+ON CONFLICT (at, kind, currency, period_id) DO NOTHING
+"""
+
 # Up to when every step is closed for good: `now`, or the start of the oldest transaction
 # open on this database (another session's), whichever is earlier. A write's holdings start
 # no earlier than its own statement's clock (`core.db.db_now`, inside its transaction), so a
@@ -665,16 +676,28 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
 """
 
 # Charges and refunds (`kinds`) per currency and rental period, net of VAT (VAT is not the
-# provider's revenue): the range's rows and what they sum from their index
-# (rentals_ledger_at_period), each row naming its allocation's period.
+# provider's revenue), each row naming its allocation's period: the closed days from
+# `kept_from` to `kept_until` as summed once (rentals_ledgerday), and the range's rows before
+# and after them with what they sum from their index (rentals_ledger_at_period).
 REVENUE = """
-SELECT l.kind, l.currency, p.name_en AS period_en, p.name_pl AS period_pl,
-       sum(l.net) AS amount, count(*) AS bookings
-FROM rentals_ledgerentry l
-JOIN catalog_rentalperiod p ON p.id = l.period_id
-WHERE l.at >= %(start)s AND l.at < %(end)s AND l.kind = ANY(%(kinds)s)
-GROUP BY l.kind, l.currency, p.id
-ORDER BY l.currency, p.duration
+SELECT x.kind, x.currency, p.name_en AS period_en, p.name_pl AS period_pl,
+       sum(x.net) AS amount, sum(x.entries)::bigint AS bookings
+FROM (
+    SELECT l.kind, l.currency, l.period_id, l.net, 1 AS entries
+    FROM rentals_ledgerentry l
+    WHERE l.at >= %(start)s AND l.at < %(kept_from)s AND l.kind = ANY(%(kinds)s)
+    UNION ALL
+    SELECT d.kind, d.currency, d.period_id, d.net, d.entries
+    FROM rentals_ledgerday d
+    WHERE d.at >= %(kept_from)s AND d.at < %(kept_until)s AND d.kind = ANY(%(kinds)s)
+    UNION ALL
+    SELECT l.kind, l.currency, l.period_id, l.net, 1
+    FROM rentals_ledgerentry l
+    WHERE l.at >= %(kept_until)s AND l.at < %(end)s AND l.kind = ANY(%(kinds)s)
+) AS x
+JOIN catalog_rentalperiod p ON p.id = x.period_id
+GROUP BY x.kind, x.currency, p.id
+ORDER BY x.currency, p.duration
 """
 
 # Each active model's GPUs on its active nodes.

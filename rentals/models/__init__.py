@@ -20,7 +20,7 @@ from rentals.models.notices import (
     NoticeKind,
 )
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
-from rentals.models.usage import AllocatedStep, Step
+from rentals.models.usage import AllocatedStep, LedgerDay, Step
 
 __all__ = [
     "CREDITS",
@@ -37,6 +37,7 @@ __all__ = [
     "Cluster",
     "EventKind",
     "IdempotencyKey",
+    "LedgerDay",
     "LedgerEntry",
     "LedgerKind",
     "LedgerReason",

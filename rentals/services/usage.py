@@ -1,4 +1,5 @@
-"""The staff dashboard's closed steps, each written once (`rentals.models.AllocatedStep`)."""
+"""The staff dashboard's closed steps, each written once (`rentals.models.AllocatedStep`,
+`rentals.models.LedgerDay`)."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -26,9 +27,10 @@ def step_floor(at: datetime, bucket: str) -> datetime:
 @transaction.atomic
 def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
     """Write the GPUs allocated in each hour and day closed since the newest one written (on
-    a first run, from CLOSED_STEPS_BACK ago); back: the steps written per bucket. A step is
-    closed when it ended before `now` and before every open transaction began
-    (`rentals.sql.STEPS_HORIZON`), so no booking still to commit can add to it."""
+    a first run, from CLOSED_STEPS_BACK ago), and each such day's ledger sums; back: the
+    steps written per bucket. A step is closed when it ended before `now` and before every
+    open transaction began (`rentals.sql.STEPS_HORIZON`), so no booking still to commit can
+    add to it."""
     written = {}
     with connection.cursor() as cursor:
         # The sessions as they are now, not as an earlier read in this transaction saw them.
@@ -46,4 +48,6 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
                     {"unit": bucket, "step": f"1 {bucket}", "start": first, "end": end - step},
                 )
                 written[bucket] = cursor.rowcount
+                if bucket == Step.DAY:
+                    cursor.execute(sql.LEDGER_DAYS_CLOSE, {"start": first, "end": end})
     return written

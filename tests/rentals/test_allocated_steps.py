@@ -6,12 +6,20 @@ from datetime import datetime, timedelta
 import psycopg
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.access import acting_as
-from rentals.dashboard import fleet_dashboard, fleet_over_time, step_for
-from rentals.models import AllocatedStep, AllocationGpu, Step
+from rentals.dashboard import fleet_dashboard, fleet_over_time, revenue, step_for
+from rentals.models import (
+    AllocatedStep,
+    AllocationGpu,
+    LedgerDay,
+    LedgerEntry,
+    LedgerKind,
+    Step,
+)
 from rentals.services import allocated_steps_close, allocation_cancel
 from rentals.services.usage import step_floor
 from tests.rentals.helpers import book
@@ -113,3 +121,38 @@ def test_the_dashboard_counts_its_open_step_in_the_booked_ahead_read(catalog, al
     holdings = AllocationGpu.objects.filter(released=False, allocation__isnull=False)
     expected = sum(1 for g in holdings if g.starts_at < h + step and g.ends_at > h)
     assert board["over_time"][-1]["allocated"] == expected >= 2
+
+
+def test_revenue_reads_closed_days_as_summed_and_the_hours_around_them_from_the_ledger(
+    catalog, alice
+):
+    now = timezone.now()
+    day0 = step_floor(now, Step.DAY)
+    start = day0 - timedelta(days=4) + timedelta(hours=5)  # not a midnight
+    for _ in range(6):
+        book(alice, model="h100", count=1, period="day")
+    ahead = book(alice, model="h100", count=2, period="day", starts_at=now + timedelta(hours=6))
+    allocation_cancel(acting=acting_as(alice), allocation=ahead)  # a refund
+    # The ledger's rows moved into the past: around the range's start, on its whole days,
+    # and in the day still open.
+    times = [start - timedelta(minutes=1), start, day0 - timedelta(days=3),
+             day0 - timedelta(days=2, hours=-12), day0 - timedelta(minutes=1),
+             now - timedelta(minutes=1), day0 - timedelta(days=1, hours=-3),
+             day0 - timedelta(days=1, hours=-4)]  # fmt: skip
+    for entry, at in zip(LedgerEntry.objects.order_by("id"), times, strict=True):
+        LedgerEntry.objects.filter(pk=entry.pk).update(at=at)
+    live = revenue(start=start, end=now)
+
+    allocated_steps_close(now=now)
+    kept_days = LedgerDay.objects.filter(at__gte=day0 - timedelta(days=3), at__lt=day0)
+    assert kept_days.values("at").distinct().count() == 3
+    assert revenue(start=start, end=now) == live
+    rows = LedgerEntry.objects.filter(at__gte=start, at__lt=now)
+    charges, refunds, _credits = live
+    assert sum(r["bookings"] for r in charges) == rows.filter(kind=LedgerKind.CHARGE).count() == 6
+    assert sum(r["amount"] for r in charges) == sum(r.net for r in rows if r.kind == "charge")
+    assert refunds == {"USD": sum(r.net for r in rows if r.kind == "refund")} and refunds["USD"]
+    # The kept days are what is read for them (changed by hand here, to tell them apart).
+    kept_days.filter(kind=LedgerKind.CHARGE).update(net=F("net") + 1000)
+    changed = revenue(start=start, end=now)[0]
+    assert sum(r["amount"] for r in changed) == sum(r["amount"] for r in charges) + 3000
