@@ -594,12 +594,16 @@ ON CONFLICT (at, kind, currency, period_id) DO NOTHING
 # open on this database (another session's), whichever is earlier. A write's holdings start
 # no earlier than its own statement's clock (`core.db.db_now`, inside its transaction), so a
 # booking not yet committed adds only to steps from its transaction's start on; an idle
-# session's open transaction holds the horizon back until it ends.
+# session's open transaction holds the horizon back until it ends. A session of another role
+# whose activity this role may not see (without pg_read_all_stats) could be anywhere in a
+# transaction: while one is connected there is no horizon (NULL), and nothing closes. Such a
+# row shows its database and role but not its kind (a background process has no role).
 STEPS_HORIZON = """
-SELECT least(%(now)s::timestamptz, min(xact_start))
+SELECT CASE WHEN bool_or(query = '<insufficient privilege>') THEN NULL
+            ELSE least(%(now)s::timestamptz, min(xact_start)) END
 FROM pg_stat_activity
-WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
-  AND backend_type = 'client backend'
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND usesysid IS NOT NULL
+  AND coalesce(backend_type, 'client backend') = 'client backend'
 """
 
 # What each model has booked on each of the 30 days from `day0`, as a step function over

@@ -1,6 +1,7 @@
 """The staff dashboard's closed steps, each written once (`rentals.models.AllocatedStep`,
 `rentals.models.LedgerDay`)."""
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
@@ -9,6 +10,8 @@ from django.db.models import Max
 from core.db import db_now
 from rentals import sql
 from rentals.models import AllocatedStep, Step
+
+logger = logging.getLogger(__name__)
 
 STEP = {Step.HOUR: timedelta(hours=1), Step.DAY: timedelta(days=1)}
 
@@ -37,6 +40,12 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(sql.STEPS_HORIZON, {"now": now or db_now()})
         horizon = cursor.fetchone()[0]
+        if horizon is None:
+            logger.warning(
+                "Dashboard steps not closed: a session of another database role is connected, "
+                "and this role cannot see its transactions (grant it pg_read_all_stats)."
+            )
+            return dict.fromkeys(STEP, 0)
         for bucket, step in STEP.items():
             newest = AllocatedStep.objects.filter(bucket=bucket).aggregate(at=Max("at"))["at"]
             first = newest + step if newest else step_floor(horizon - CLOSED_STEPS_BACK, bucket)

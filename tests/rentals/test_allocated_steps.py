@@ -1,6 +1,7 @@
 """The dashboard's closed steps: written once, read as the holdings count them, and never
 written while a booking that could still add to them is open."""
 
+import uuid
 from datetime import datetime, timedelta
 
 import psycopg
@@ -68,11 +69,7 @@ def test_a_step_is_not_closed_while_a_transaction_begun_in_it_is_open(catalog, a
     """Another session's open transaction (a booking between reading the clock and its
     commit) may still add holdings from its start on: the steps up to its start close, the
     one it began in waits for it to end."""
-    db = connection.settings_dict
-    other = psycopg.connect(
-        dbname=db["NAME"], user=db["USER"] or None, password=db["PASSWORD"] or None,
-        host=db["HOST"] or None, port=db["PORT"] or None,
-    )  # fmt: skip
+    other = _other_session()
     try:
         began = other.execute("SELECT transaction_timestamp()").fetchone()[0]
         later = began + timedelta(hours=3)
@@ -85,6 +82,33 @@ def test_a_step_is_not_closed_while_a_transaction_begun_in_it_is_open(catalog, a
         other.close()
     newest = AllocatedStep.objects.filter(bucket=Step.HOUR).latest("at").at
     assert newest == step_floor(later, Step.HOUR) - timedelta(hours=1)
+
+
+def _other_session():
+    db = connection.settings_dict
+    return psycopg.connect(
+        dbname=db["NAME"], user=db["USER"] or None, password=db["PASSWORD"] or None,
+        host=db["HOST"] or None, port=db["PORT"] or None,
+    )  # fmt: skip
+
+
+def test_nothing_closes_while_a_session_this_role_cannot_see_is_connected(catalog, caplog):
+    """Without pg_read_all_stats a role sees only its own sessions' transactions: another
+    role's session could be a booking about to commit, so no step closes while it is there."""
+    role = f"anchorgpu_stranger_{uuid.uuid4().hex[:8]}"
+    now = timezone.now()
+    other = _other_session()  # the superuser's: this role cannot see what it is doing
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f'CREATE ROLE "{role}"')  # the test's transaction drops it again
+            cursor.execute(f'SET LOCAL ROLE "{role}"')
+        assert allocated_steps_close(now=now) == {Step.HOUR: 0, Step.DAY: 0}
+        assert "grant it pg_read_all_stats" in caplog.text
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+        assert allocated_steps_close(now=now) == {Step.HOUR: 91 * 24, Step.DAY: 91}
+    finally:
+        other.close()
 
 
 def test_kept_steps_are_read_only_as_far_as_they_run_unbroken_from_the_first(catalog, alice):
