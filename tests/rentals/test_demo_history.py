@@ -1,6 +1,6 @@
 """A new demo is populated: 30 days of believable history behind the first screen."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -10,7 +10,8 @@ from catalog.models import Gpu
 from rentals.allocation_usage import allocation_usage
 from rentals.dashboard import fleet_dashboard
 from rentals.demo import seed_history, seed_rentals
-from rentals.models import Allocation, AllocationState, LedgerEntry
+from rentals.models import Allocation, AllocationGpu, AllocationState, LedgerEntry
+from rentals.services import allocated_steps_close
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +21,7 @@ def test_a_new_demo_has_thirty_days_of_history(settings, client, django_user_mod
     seed_users(password="pw-demo-123456")
     seed_rentals()
     now = timezone.now()
+    allocated_steps_close(now=now)  # beat's task, before the past below was written
     assert seed_history(now=now) is True
     assert seed_history(now=now) is False  # once: a second run adds nothing
 
@@ -35,9 +37,17 @@ def test_a_new_demo_has_thirty_days_of_history(settings, client, django_user_mod
     # Today is not closed: read from its newest rolled-up minute, none before the first run.
     assert points[-1]["busy"] is None and points[-1]["busy_until"] is None
     assert max(p["allocated"] for p in points) >= 16
+    holdings = list(AllocationGpu.objects.filter(released=False, allocation__isnull=False))
+    for p in points:  # each day as its holdings count it, whatever beat's task closed before
+        day = datetime.fromisoformat(p["t"])
+        held = sum(1 for g in holdings if g.starts_at < day + timedelta(days=1) and g.ends_at > day)
+        assert (p["allocated"] or 0) == held, p
     assert {row["name"] for row in dashboard["by_model"]} >= {"NVIDIA H200 SXM", "NVIDIA L4"}
     assert all(row["hours"] > 0 for row in dashboard["by_model"])
     assert dashboard["revenue"] and any(r["amount"] > 0 for r in dashboard["revenue"])
+    allocated_steps_close(now=now)  # the past's steps, closed again: the same figures
+    again = fleet_dashboard(days=30, now=now)
+    assert (again["over_time"], again["revenue"]) == (points, dashboard["revenue"])
 
     # GPU-hours run to thousands: grouped as the reader's language writes numbers
     hours = max(row["hours"] for row in dashboard["by_model"])
