@@ -721,4 +721,5 @@ def _telemetry(now, days, hourly_days, raw_hours, step) -> dict:
         )
         counts["polls"] = cursor.rowcount
         step(f"polls ({cursor.rowcount} rows)")
+    step("commit")
     return counts

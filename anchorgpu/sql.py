@@ -11,7 +11,8 @@ from psycopg.sql import SQL, Identifier, Literal
 TABLES = (
     "rentals_notice", "rentals_ledgerentry", "rentals_allocationevent", "rentals_allocationkey",
     "rentals_allocationgpu", "rentals_impairedspan", "rentals_allocation", "rentals_cluster",
-    "rentals_quoteline", "rentals_quote", "rentals_idempotencykey", "telemetry_flag",
+    "rentals_quoteline", "rentals_quote", "rentals_idempotencykey", "rentals_allocatedstep",
+    "rentals_ledgerday", "telemetry_flag",
     "telemetry_gpurollup", "telemetry_gpubusy", "telemetry_fleetrollup", "telemetry_fleetsize",
     "telemetry_poll", "telemetry_gpusample", "catalog_gpu", "catalog_node", "accounts_membership",
     "accounts_team",

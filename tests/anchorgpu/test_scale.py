@@ -5,7 +5,8 @@ import pytest
 
 from anchorgpu.scale import CUSTOMER, fleet_gpu_identity, generate_scale
 from catalog.models import Gpu
-from rentals.models import Allocation, LedgerEntry
+from rentals.dashboard import fleet_dashboard
+from rentals.models import AllocatedStep, Allocation, LedgerDay, LedgerEntry
 
 
 def test_generated_gpus_have_distinct_identities_at_100k():
@@ -35,3 +36,20 @@ def test_a_small_generated_year_is_written_whole():
     )
     assert LedgerEntry.objects.filter(team__personal_for__username=CUSTOMER).count() == 50_000
     assert rows["minute rollups"] > 0
+
+
+@pytest.mark.django_db
+def test_a_generated_world_replaces_the_dashboards_closed_steps_of_the_one_before():
+    """The closed steps are derived from the holdings and the ledger: a reset that kept the
+    last world's would show its figures on the new one."""
+    generate_scale(gpus=60, days=10, hourly_days=1, raw_hours=0.25, log=lambda line: None)
+    generated = generate_scale(gpus=120, days=10, hourly_days=1, raw_hours=0.25, reset=True,
+                               log=lambda line: None)  # fmt: skip
+    now = generated["now"]
+    assert AllocatedStep.objects.exists() and LedgerDay.objects.exists()
+    kept = [fleet_dashboard(days=days, now=now) for days in (7, 30)]
+    AllocatedStep.objects.all().delete()
+    counted = [fleet_dashboard(days=days, now=now) for days in (7, 30)]
+    for one, other in zip(kept, counted, strict=True):
+        assert one["over_time"] == other["over_time"] and one["revenue"] == other["revenue"]
+    assert any(p["allocated"] for p in kept[1]["over_time"][:-1])
