@@ -573,22 +573,32 @@ ORDER BY k
 # The same count written once for each closed step from `start` (a step's start) to `end`
 # (the last step's start), for `rentals.services.usage.allocated_steps_close`. A step already
 # written keeps its row: two runs at once write it once, and its count is final.
-ALLOCATED_STEPS_CLOSE = f"""
+ALLOCATED_STEPS_CLOSE = (
+    SQL(
+        """
 INSERT INTO rentals_allocatedstep (bucket, at, gpus)
-SELECT %(unit)s, steps.at, steps.n FROM ({ALLOCATED_PER_STEP}) AS steps (at, n)
+SELECT %(unit)s, steps.at, steps.n FROM ({per_step}) AS steps (at, n)
 ON CONFLICT (bucket, at) DO NOTHING
 """
+    )
+    .format(per_step=SQL(ALLOCATED_PER_STEP))
+    .as_string()
+)
 
 # The ledger's rows of the days from `start` to `end` (whole days), summed per day, kind,
 # currency and period, for the days `allocated_steps_close` closes in the same transaction.
 LEDGER_DAYS_CLOSE = """
 INSERT INTO rentals_ledgerday (at, kind, currency, period_id, net, entries)
-SELECT date_trunc('day', l.at), l.kind, l.currency, l.period_id, sum(l.net), count(*)
+SELECT date_trunc(%(unit)s, l.at), l.kind, l.currency, l.period_id, sum(l.net), count(*)
 FROM rentals_ledgerentry l
 WHERE l.at >= %(start)s AND l.at < %(end)s
 GROUP BY 1, 2, 3, 4
 ON CONFLICT (at, kind, currency, period_id) DO NOTHING
 """
+
+# Forget this transaction's copy of the sessions' activity (taken at its first read of
+# pg_stat_activity), so STEPS_HORIZON sees them as they are now.
+ACTIVITY_FRESH = "SELECT pg_stat_clear_snapshot()"
 
 # Up to when every step is closed for good: `now`, or the start of the oldest transaction
 # open on this database (another session's), whichever is earlier. A write's holdings start

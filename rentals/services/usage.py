@@ -36,8 +36,7 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
     add to it."""
     written = {}
     with connection.cursor() as cursor:
-        # The sessions as they are now, not as an earlier read in this transaction saw them.
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(sql.ACTIVITY_FRESH)
         cursor.execute(sql.STEPS_HORIZON, {"now": now or db_now()})
         horizon = cursor.fetchone()[0]
         if horizon is None:
@@ -58,5 +57,7 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
                 )
                 written[bucket] = cursor.rowcount
                 if bucket == Step.DAY:
-                    cursor.execute(sql.LEDGER_DAYS_CLOSE, {"start": first, "end": end})
+                    cursor.execute(
+                        sql.LEDGER_DAYS_CLOSE, {"unit": bucket, "start": first, "end": end}
+                    )
     return written
