@@ -1,9 +1,11 @@
 import uuid
+from datetime import datetime, timedelta
 
 from django.db import connection
+from django.utils import timezone
 
 from accounts.access import acting_as
-from rentals.services import allocation_book, quote_create
+from rentals.services import allocation_book, allocation_cancel, quote_create
 
 
 def book(
@@ -17,6 +19,20 @@ def book(
         starts_at=starts_at, options=options, now=now,
     )  # fmt: skip
     return allocation_book(acting=acting, quote=quote, now=now)
+
+
+def book_around_three_days(user) -> datetime:
+    """Bookings on both sides of the three days from the next midnight (back: that midnight),
+    one of them cancelled before its start: what the dashboard's steps are counted on. From
+    the next midnight, so which holdings reach the last step does not depend on the time of
+    day a test runs at."""
+    base = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    book(user, model="h100", count=1, period="day")
+    for hours, period in [(5, "day"), (30, "day"), (50, "week"), (71.5, "day")]:
+        book(user, model="h100", count=1, period=period, starts_at=base + timedelta(hours=hours))
+    cancelled = book(user, model="h100", count=2, period="day", starts_at=base + timedelta(hours=2))
+    allocation_cancel(acting=acting_as(user), allocation=cancelled)
+    return base
 
 
 def key():

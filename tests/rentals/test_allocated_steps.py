@@ -23,7 +23,7 @@ from rentals.models import (
 )
 from rentals.services import allocated_steps_close, allocation_cancel
 from rentals.services.usage import step_floor
-from tests.rentals.helpers import book
+from tests.rentals.helpers import book, book_around_three_days
 
 pytestmark = pytest.mark.django_db
 
@@ -32,14 +32,7 @@ pytestmark = pytest.mark.django_db
 def test_closed_steps_are_read_as_the_holdings_count_them_and_only_the_open_one_live(
     catalog, alice, days
 ):
-    base = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
-    book(alice, model="h100", count=1, period="day")
-    for hours, period in [(5, "day"), (30, "day"), (50, "week"), (71.5, "day")]:
-        book(alice, model="h100", count=1, period=period, starts_at=base + timedelta(hours=hours))
-    cancelled = book(
-        alice, model="h100", count=2, period="day", starts_at=base + timedelta(hours=2)
-    )
-    allocation_cancel(acting=acting_as(alice), allocation=cancelled)
+    base = book_around_three_days(alice)
     end = base + timedelta(days=3, minutes=30)
     step = step_for(days)
     bucket = Step.HOUR if step == timedelta(hours=1) else Step.DAY

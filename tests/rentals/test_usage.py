@@ -21,7 +21,7 @@ from rentals.services import allocation_cancel, allocation_start, allocation_sto
 from rentals.templatetags.heatmap import heat_cells
 from telemetry.models import Flag, FlagKind, FleetRollup, FleetSize, GpuSample, Severity
 from telemetry.rollup import telemetry_rollup
-from tests.rentals.helpers import book
+from tests.rentals.helpers import book, book_around_three_days
 
 pytestmark = pytest.mark.django_db
 
@@ -123,16 +123,7 @@ def test_allocated_per_step_counts_the_holdings_that_overlap_each_step(catalog, 
     """Hourly and daily steps: the GPUs held at some time in each step, from its start
     (truncated) to the live one, against a count of every holding in Python. The range
     ends three days ahead, so holdings booked now lie on both sides of its steps."""
-    # From the next midnight, so which holdings reach the last step does not depend on the
-    # time of day the test runs at.
-    base = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
-    book(alice, model="h100", count=1, period="day")
-    for hours, period in [(5, "day"), (30, "day"), (50, "week"), (71.5, "day")]:
-        book(alice, model="h100", count=1, period=period, starts_at=base + timedelta(hours=hours))
-    cancelled = book(
-        alice, model="h100", count=2, period="day", starts_at=base + timedelta(hours=2)
-    )
-    allocation_cancel(acting=acting_as(alice), allocation=cancelled)
+    base = book_around_three_days(alice)
     end = base + timedelta(days=3)
     step = step_for(days)
     points = fleet_over_time(start=end - timedelta(days=days), end=end, step=step)
