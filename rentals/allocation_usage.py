@@ -24,7 +24,8 @@ def stopped_spans(*, allocation: Allocation, now: datetime) -> list[tuple[dateti
         if event.to_state == AllocationState.STOPPED:
             since = event.at
         elif since is not None and event.from_state == AllocationState.STOPPED:
-            spans.append((since, event.at))
+            # Expiry leaves "stopped" when enforcement runs, at or after the paid period's end.
+            spans.append((since, min(event.at, allocation.paid_until)))
             since = None
     if since is not None:
         spans.append((since, min(now, allocation.paid_until)))

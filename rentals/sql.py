@@ -661,12 +661,13 @@ GROUP BY model, i0, i1
 
 # The page's top line in one statement (but GPUs allocated now, which BOOKED_AHEAD counts):
 # GPUs in the fleet, GPU-hours paid but stopped within the range (each stop to the next event
-# leaving "stopped", or to the end of the paid period; clipped to the range), impaired
+# leaving "stopped" or the end of the paid period, whichever is first: an expiry leaves it
+# when enforcement runs, after that end; clipped to the range), impaired
 # GPU-hours within the range (the impaired spans' GPUs) and nodes per health.
 DASHBOARD_NOW = """
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
        (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
-                    least(coalesce(back.at, a.paid_until), %(now)s) - greatest(stop.at, %(start)s))),
+                    least(back.at, a.paid_until, %(now)s) - greatest(stop.at, %(start)s))),
                 0) / 3600
         FROM rentals_allocation a
         JOIN rentals_allocationevent stop ON stop.allocation_id = a.id AND stop.to_state = %(stopped)s
@@ -678,7 +679,7 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
         ) AS back ON true
         WHERE (a.state = ANY(%(started)s) OR a.paid_until >= %(start)s)
           AND a.paid_from <= %(now)s
-          AND least(coalesce(back.at, a.paid_until), %(now)s) > greatest(stop.at, %(start)s)),
+          AND least(back.at, a.paid_until, %(now)s) > greatest(stop.at, %(start)s)),
        (SELECT coalesce(sum(cardinality(s.gpus) * extract(epoch FROM
                     least(coalesce(s.ended_at, %(now)s), %(now)s) - greatest(s.started_at, %(start)s))),
                 0) / 3600

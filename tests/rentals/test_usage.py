@@ -17,7 +17,12 @@ from rentals.dashboard import (
     step_for,
 )
 from rentals.models import AllocationGpu
-from rentals.services import allocation_cancel, allocation_start, allocation_stop
+from rentals.services import (
+    allocation_cancel,
+    allocation_start,
+    allocation_stop,
+    allocations_enforce,
+)
 from rentals.templatetags.heatmap import heat_cells
 from telemetry.models import Flag, FlagKind, FleetRollup, FleetSize, GpuSample, Severity
 from telemetry.rollup import telemetry_rollup
@@ -50,6 +55,25 @@ def test_stopped_time_is_paid_time_in_the_usage_summary(catalog, alice):
     assert summary["hours_left"] == 18.0
     dashboard = fleet_dashboard(now=start + timedelta(hours=6))
     assert dashboard["stopped_gpu_hours"] == 3.0
+
+
+def test_stopped_time_ends_with_the_paid_period_when_expiry_runs_late(catalog, alice):
+    """Enforcement expires a stopped allocation when it runs, after the paid period's end:
+    the time between is neither paid nor stopped."""
+    allocation = book(alice, model="l4", count=2, period="day")
+    start, end = allocation.paid_from, allocation.paid_until
+    allocation_stop(acting=acting_as(alice), allocation=allocation, now=start + timedelta(hours=2))
+    allocations_enforce(now=end + timedelta(hours=3))  # the workers were down for three hours
+    allocation.refresh_from_db()
+    assert allocation.state == "expired"
+    later = end + timedelta(hours=4)
+    summary = allocation_usage(allocation=allocation, now=later)
+    assert (summary["paid_hours"], summary["stopped_hours"], summary["running_hours"]) == (
+        24.0,
+        22.0,
+        2.0,
+    )
+    assert fleet_dashboard(now=later)["stopped_gpu_hours"] == 44.0  # 2 GPUs × 22 h
 
 
 def test_list_pages_have_pinned_query_counts(catalog, alice, client, django_assert_max_num_queries):
