@@ -21,8 +21,8 @@ from core.money import quantize
 from core.words import in_language
 from rentals import sql
 from rentals.models import AllocatedStep, AllocationState, LedgerKind, Step
-from rentals.services.usage import STEP, step_floor
 from telemetry.models import FleetRollup, FleetSize, GpuRollup
+from telemetry.rollup import STEP, bucket_floor
 from telemetry.selectors import (
     fleet_busy_by_bucket,
     fleet_newest_minute,
@@ -96,6 +96,21 @@ def fleet_over_time(
     return rows
 
 
+def _kept_steps(*, bucket: str, first: datetime, last: datetime) -> dict[datetime, int]:
+    """The GPUs allocated per step kept for `bucket` (`AllocatedStep`), from the step at
+    `first` on as far as they run unbroken, none starting after `last`."""
+    kept = dict(
+        AllocatedStep.objects.filter(bucket=bucket, at__gte=first, at__lte=last).values_list(
+            "at", "gpus"
+        )
+    )
+    run, at = {}, first
+    while at in kept:
+        run[at] = kept[at]
+        at += STEP[bucket]
+    return run
+
+
 @reporting_reads()
 def allocated_per_step(
     *, bucket: str, start: datetime, end: datetime, counted: dict[datetime, int] | None = None
@@ -105,16 +120,8 @@ def allocated_per_step(
     run on unbroken from the first, the rest counted from the holdings, but a last step left
     alone that is in `counted` (the dashboard counts its open step in the booked-ahead read)."""
     step = STEP[bucket]
-    first = step_floor(start, bucket)
-    closed = dict(
-        AllocatedStep.objects.filter(bucket=bucket, at__gte=first, at__lte=end).values_list(
-            "at", "gpus"
-        )
-    )
-    allocated, at = {}, first
-    while at in closed:
-        allocated[at] = closed[at]
-        at += step
+    allocated = _kept_steps(bucket=bucket, first=bucket_floor(start, bucket), last=end)
+    at = bucket_floor(start, bucket) + len(allocated) * step  # the first step not kept
     if at <= end and at + step > end and at in (counted or {}):
         allocated[at] = counted[at]
     elif at <= end:
@@ -135,16 +142,10 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
     and after them. Amounts of two currencies are never added."""
     charges, refunds, credits = [], {}, {}
     kinds = [LedgerKind.CHARGE, LedgerKind.REFUND, LedgerKind.CREDIT]
-    first = step_floor(start, Step.DAY)
-    first = min(first if first == start else first + STEP[Step.DAY], end)  # the first whole
-    kept_until = first
-    closed = set(
-        AllocatedStep.objects.filter(bucket=Step.DAY, at__gte=first, at__lt=end).values_list(
-            "at", flat=True
-        )
-    )
-    while kept_until in closed and kept_until + STEP[Step.DAY] <= end:
-        kept_until += STEP[Step.DAY]
+    day = STEP[Step.DAY]
+    first = bucket_floor(start, Step.DAY)
+    first = min(first if first == start else first + day, end)  # the first whole day
+    kept_until = first + len(_kept_steps(bucket=Step.DAY, first=first, last=end - day)) * day
     params = {"start": start, "end": end, "kinds": kinds, "kept_from": first,
               "kept_until": kept_until}  # fmt: skip
     for row in read_rows(sql.REVENUE, params):
@@ -257,7 +258,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     idle_from, idle_until = idle_window(now=now)
     by_model, by_region, use_span = use_by_model_and_region(start=start, end=now, rolled_only=True)
     step = step_for(days)
-    open_step = step_floor(now, bucket_of(step))
+    open_step = bucket_floor(now, bucket_of(step))
     heatmap, allocated_now, allocated_open = held_ahead(now=now, step=(open_step, open_step + step))
     over_time = fleet_over_time(
         start=start, end=now, step=step, counted={open_step: allocated_open}

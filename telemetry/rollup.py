@@ -5,7 +5,7 @@ a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent. H
 are aggregated again only where a minute (an hour) under them was written or changed.
 """
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -50,9 +50,9 @@ def _earliest(*ats):
     return min(present) if present else None
 
 
-def _floor(at: datetime, bucket: str) -> datetime:
+def bucket_floor(at: datetime, bucket: str) -> datetime:
     """The start of `at`'s bucket (minute, hour or day, from midnight UTC)."""
-    at = at.replace(second=0, microsecond=0)
+    at = at.astimezone(UTC).replace(second=0, microsecond=0)
     if bucket == RollupBucket.MINUTE:
         return at
     return BUCKET_START[bucket](at)
@@ -81,7 +81,7 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
         since = _earliest(first, rewritten)
         counts["minute"], written[RollupBucket.MINUTE] = 0, None
         if since is not None:
-            since = _floor(since, RollupBucket.MINUTE)  # a minute is rolled whole
+            since = bucket_floor(since, RollupBucket.MINUTE)  # a minute is rolled whole
             threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
             # The samples come out of their window sorted per GPU, and a minute's are
             # grouped as they come (an incremental sort). The planner cannot count the
@@ -103,7 +103,7 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
             pending = last + STEP[bucket] if last is not None else _oldest(source)
             since = _earliest(pending, written[source])
             counts[bucket], written[bucket] = 0, None
-            if since is not None and start(since) < _floor(now, bucket):
+            if since is not None and start(since) < bucket_floor(now, bucket):
                 cursor.execute(
                     sql.ROLLUP_COARSER,
                     {"bucket": bucket, "source": source, "step": STEP[bucket],
@@ -141,7 +141,7 @@ def fleet_rollups_refresh(
             else:
                 since = last or _oldest(bucket)
                 if since is not None and rewritten is not None:
-                    since = min(since, _floor(rewritten, bucket))
+                    since = min(since, bucket_floor(rewritten, bucket))
             if since is None:
                 continue
             FleetRollup.objects.filter(bucket=bucket, at__gte=since).delete()

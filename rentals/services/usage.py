@@ -2,7 +2,7 @@
 `rentals.models.LedgerDay`)."""
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import Max
@@ -10,21 +10,13 @@ from django.db.models import Max
 from core.db import db_now
 from rentals import sql
 from rentals.models import AllocatedStep, Step
+from telemetry.rollup import STEP, bucket_floor
 
 logger = logging.getLogger(__name__)
-
-STEP = {Step.HOUR: timedelta(hours=1), Step.DAY: timedelta(days=1)}
 
 # How far back a first run starts: the dashboard's longest range (90 days) and the step its
 # start falls in. Older steps are counted from the holdings when read, as before.
 CLOSED_STEPS_BACK = timedelta(days=91)
-
-
-def step_floor(at: datetime, bucket: str) -> datetime:
-    """The start of `at`'s step, an hour or a day from midnight UTC (the database's
-    `date_trunc` in the connection's zone, UTC)."""
-    at = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    return at.replace(hour=0) if bucket == Step.DAY else at
 
 
 @transaction.atomic
@@ -44,11 +36,12 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
                 "Dashboard steps not closed: a session of another database role is connected, "
                 "and this role cannot see its transactions (grant it pg_read_all_stats)."
             )
-            return dict.fromkeys(STEP, 0)
-        for bucket, step in STEP.items():
+            return dict.fromkeys(Step, 0)
+        for bucket in Step:
+            step = STEP[bucket]
             newest = AllocatedStep.objects.filter(bucket=bucket).aggregate(at=Max("at"))["at"]
-            first = newest + step if newest else step_floor(horizon - CLOSED_STEPS_BACK, bucket)
-            end = step_floor(horizon, bucket)  # the open step's start
+            first = newest + step if newest else bucket_floor(horizon - CLOSED_STEPS_BACK, bucket)
+            end = bucket_floor(horizon, bucket)  # the open step's start
             written[bucket] = 0
             if first < end:
                 cursor.execute(

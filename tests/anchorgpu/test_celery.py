@@ -8,12 +8,12 @@ import pytest
 from anchorgpu.celery import app
 from anchorgpu.schedule import beat_schedule
 from rentals.models import AllocatedStep, Allocation, Step
-from rentals.services.usage import step_floor
 from rentals.tasks import (
     allocated_steps_close_task,
     allocations_enforce_task,
     allocations_impairment_sync_task,
 )
+from telemetry.rollup import bucket_floor
 from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 
 
@@ -67,8 +67,8 @@ def test_the_dashboard_steps_close_on_a_real_worker(catalog, alice, worker):
 
     allocated_steps_close_task.delay()
 
-    first = step_floor(booked_at, Step.HOUR)
-    last = step_floor(now, Step.HOUR) - timedelta(hours=1)
+    first = bucket_floor(booked_at, Step.HOUR)
+    last = bucket_floor(now, Step.HOUR) - timedelta(hours=1)
     assert wait_for(lambda: AllocatedStep.objects.filter(bucket=Step.HOUR, at=last).exists())
     hours = AllocatedStep.objects.filter(
         bucket=Step.HOUR, at__gte=first - timedelta(hours=1), at__lte=last

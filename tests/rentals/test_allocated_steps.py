@@ -22,7 +22,7 @@ from rentals.models import (
     Step,
 )
 from rentals.services import allocated_steps_close, allocation_cancel
-from rentals.services.usage import step_floor
+from telemetry.rollup import bucket_floor
 from tests.rentals.helpers import book, book_around_three_days
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def test_closed_steps_are_read_as_the_holdings_count_them_and_only_the_open_one_
     counted = [q["sql"] for q in ctx.captured_queries if "generate_series" in q["sql"]]
     assert len(counted) == 1  # the holdings, for the open step alone
     closed = AllocatedStep.objects.filter(
-        bucket=bucket, at__gte=step_floor(end - timedelta(days=days), bucket), at__lte=end
+        bucket=bucket, at__gte=bucket_floor(end - timedelta(days=days), bucket), at__lte=end
     )
     assert closed.count() == len(kept) - 1
     holdings = list(AllocationGpu.objects.filter(released=False, allocation__isnull=False))
@@ -68,13 +68,13 @@ def test_a_step_is_not_closed_while_a_transaction_begun_in_it_is_open(catalog, a
         later = began + timedelta(hours=3)
         allocated_steps_close(now=later)
         newest = AllocatedStep.objects.filter(bucket=Step.HOUR).latest("at").at
-        assert newest == step_floor(began, Step.HOUR) - timedelta(hours=1)
+        assert newest == bucket_floor(began, Step.HOUR) - timedelta(hours=1)
         other.rollback()
         assert allocated_steps_close(now=later)[Step.HOUR] == 3
     finally:
         other.close()
     newest = AllocatedStep.objects.filter(bucket=Step.HOUR).latest("at").at
-    assert newest == step_floor(later, Step.HOUR) - timedelta(hours=1)
+    assert newest == bucket_floor(later, Step.HOUR) - timedelta(hours=1)
 
 
 def _other_session():
@@ -111,7 +111,7 @@ def test_kept_steps_are_read_only_as_far_as_they_run_unbroken_from_the_first(cat
     book(alice, model="h100", count=3, period="day")  # from now, in the open hour
     allocated_steps_close(now=now)
     start = now - timedelta(hours=6)
-    hours = [step_floor(start, Step.HOUR) + timedelta(hours=i) for i in range(7)]
+    hours = [bucket_floor(start, Step.HOUR) + timedelta(hours=i) for i in range(7)]
     kept = AllocatedStep.objects.filter(bucket=Step.HOUR)
     kept.filter(at=hours[1]).update(gpus=7)
     kept.filter(at__in=[hours[3], hours[5]]).update(gpus=9)
@@ -144,7 +144,7 @@ def test_revenue_reads_closed_days_as_summed_and_the_hours_around_them_from_the_
     catalog, alice
 ):
     now = timezone.now()
-    day0 = step_floor(now, Step.DAY)
+    day0 = bucket_floor(now, Step.DAY)
     start = day0 - timedelta(days=4) + timedelta(hours=5)  # not a midnight
     for _ in range(6):
         book(alice, model="h100", count=1, period="day")
