@@ -37,15 +37,18 @@ gettext:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq gettext >/dev/null; }
 
-# OpenSSH: the access tests log in with the real client; as root (CI) one also runs the
-# reference agent against a real sshd of its own, so the server is installed there too.
+# OpenSSH: the access tests log in with the real client; as root (CI) the isolation tests
+# also run the reference agent against a real sshd of their own, with at and cron present
+# (a tenant's queued jobs must never run), so those are installed there too.
 openssh:
 	@command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	    openssh-client >/dev/null; }
-	@[ "$$(id -u)" != 0 ] || test -x /usr/sbin/sshd || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; }
+	@[ "$$(id -u)" != 0 ] || { test -x /usr/sbin/sshd && test -x /usr/sbin/atd && \
+	  test -x /usr/bin/crontab; } || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    openssh-server at cron >/dev/null; }
 
 # Prometheus and VictoriaMetrics (Debian's): the remote telemetry source's tests and benchmark
 # run both real engines on loopback, scraping the simulator through our SD endpoint.

@@ -45,7 +45,7 @@ from django.db.models import Max
 from accounts.access import personal_team
 from accounts.models import Role, Team
 from anchorgpu import sql
-from catalog.demo import gpu_identity, seed_catalog
+from catalog.demo import HOST_SHARE, gpu_identity, seed_catalog
 from catalog.models import GpuModel, GpuPrice, Node, Region, RentalPeriod
 from core.db import db_now
 from core.vat import rate_for, treatment_for, vat_split
@@ -115,7 +115,8 @@ COLUMNS = {
                       ("total", "numeric"), ("currency", "text"), ("created_at", T),
                       ("valid_until", T), ("kind", "text"), ("extends_id", U), ("used_at", T),
                       ("tax_treatment", "text"), ("vat_rate", "numeric"), ("net_total", "numeric"),
-                      ("vat_total", "numeric")),
+                      ("vat_total", "numeric"), ("vcpus_per_gpu", "int2"),
+                      ("ram_gib_per_gpu", "int4")),
     "rentals_quoteline": (("quote_id", U), ("position", "int2"), ("kind", "text"),
                           ("option_id", "int8"), ("count", "int4"), ("periods", "int2"),
                           ("quantity", "int4"), ("unit_price", "numeric"), ("amount", "numeric"),
@@ -127,7 +128,8 @@ COLUMNS = {
                            ("cluster_id", U), ("gpu_model_id", "int8"), ("node_id", "int8"),
                            ("gpu_count", "int2"), ("period_id", "int8"), ("paid_from", T),
                            ("paid_until", T), ("state", "text"), ("created_at", T),
-                           ("warned_24h_at", T), ("warned_1h_at", T), ("impaired_since", T)),
+                           ("warned_24h_at", T), ("warned_1h_at", T), ("impaired_since", T),
+                           ("vcpus_per_gpu", "int2"), ("ram_gib_per_gpu", "int4")),
     "rentals_allocationgpu": (("allocation_id", U), ("gpu_id", "int8"), ("starts_at", T),
                               ("ends_at", T), ("released", "bool")),
     "rentals_allocationevent": (("allocation_id", U), ("at", T), ("actor_id", "int4"),
@@ -366,7 +368,7 @@ class _Booker:
             "rentals_quote", quote, None, None, model_id, total_gpus, node_count, period.pk,
             booked, None, paid_from, paid_from + period.duration * booked, created == paid_from,
             amount, price.currency, created - timedelta(minutes=2), created + timedelta(minutes=13),
-            QuoteKind.BOOKING, None, None,
+            QuoteKind.BOOKING, None, None, *HOST_SHARE[model_slug],
         )  # fmt: skip
         world.add("rentals_quoteline", quote, 0, QuoteLineKind.GPU, None, total_gpus, booked,
                   total_gpus * booked, price.unit_price, amount, None)  # fmt: skip
@@ -408,6 +410,7 @@ class _Booker:
             world.add(
                 "rentals_allocation", allocation, None, None, quote, cluster, model_id, node["id"],
                 gpu_count, period.pk, paid_from, until, state, created, warned_24h, warned_1h, None,
+                *HOST_SHARE[model_slug],
             )  # fmt: skip
             for gpu in node["lane"]:
                 world.add(
@@ -430,7 +433,7 @@ class _Booker:
                     "rentals_quote", ext, None, None, model_id, total_gpus, node_count, period.pk,
                     step, None, old_until, new_until, False, ext_amount, price.currency,
                     at - timedelta(minutes=1), at + timedelta(minutes=14), QuoteKind.EXTENSION,
-                    allocation, at,
+                    allocation, at, *HOST_SHARE[model_slug],
                 )  # fmt: skip
                 world.add("rentals_quoteline", ext, 0, QuoteLineKind.GPU, None, total_gpus, step,
                           total_gpus * step, price.unit_price, ext_amount, None)  # fmt: skip
@@ -514,7 +517,8 @@ def _assign_teams(world, teams, customer, customer_team):
         net = r[12]
         vat = vat_split([net], rate, r[13])[1]
         money[r[0]] = (net + vat, net, vat)
-        quotes.append((r[0], team, user, *r[3:12], net + vat, *r[13:19], treatment, rate, net, vat))
+        quotes.append((r[0], team, user, *r[3:12], net + vat, *r[13:19], treatment, rate, net, vat,
+                       *r[19:]))  # fmt: skip
     rows["rentals_quote"] = quotes
     rows["rentals_quoteline"] = [(*r[:9], money[r[0]][2]) for r in rows["rentals_quoteline"]]
     rows["rentals_cluster"] = [

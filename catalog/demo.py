@@ -49,6 +49,13 @@ MODELS = [
      "Infinity Fabric, 896 GB/s", "1.90"),
 ]  # fmt: skip
 
+# vCPUs and GiB of host memory per GPU: each model's 8-GPU cloud shape divided by 8 (AWS
+# p5e/p5 for H200/H100, p4de for A100, g6e for L40S, g6 for L4, Azure ND MI300X v5).
+HOST_SHARE = {
+    "h200": (24, 256), "h100-sxm": (24, 256), "a100-80gb": (12, 144), "l40s": (24, 192),
+    "l4": (24, 96), "mi300x": (12, 224),
+}  # fmt: skip
+
 NOTES = {
     "mi300x": (
         "FP8 is the FNUZ variant (e4m3fnuz/e5m2fnuz); check your checkpoints.",
@@ -143,6 +150,7 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
             defaults=dict(
                 name=name, vendor=vendor, memory_gb=gb, memory_reported_mib=mib,
                 bandwidth_gbps=bw, stack=stack, compute_target=target, fp8=fp8, bf16=bf16,
+                vcpus_per_gpu=HOST_SHARE[slug][0], ram_gib_per_gpu=HOST_SHARE[slug][1],
                 **_words("interconnect", link), **_words("notes", NOTES.get(slug, "")),
             ),
         )  # fmt: skip

@@ -49,11 +49,23 @@ class GpuModel(models.Model):
         models.CharField(_("GPU-to-GPU link"), max_length=80, blank=True)
     )
     notes = TranslatedFieldWithFallback(models.TextField(_("notes"), blank=True))
+    # The host's share that comes with each GPU: what a booking's quote snapshots and the
+    # node agent enforces (CPU time and a memory limit on the allocation's groups).
+    vcpus_per_gpu = models.PositiveSmallIntegerField(
+        _("vCPUs per GPU"), help_text="CPU time of this many CPUs with each GPU rented"
+    )
+    ram_gib_per_gpu = models.PositiveIntegerField(
+        _("RAM per GPU (GiB)"), help_text="the host memory that comes with each GPU rented"
+    )
     is_active = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["-memory_gb", "name"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(vcpus_per_gpu__gte=1, ram_gib_per_gpu__gte=1),
+                name="catalog_gpumodel_host_share_positive",
+            ),
             models.CheckConstraint(
                 condition=Q(stack="cuda", vendor="nvidia") | Q(stack="rocm", vendor="amd"),
                 name="catalog_gpumodel_stack_matches_vendor",

@@ -8,3 +8,7 @@ It imports nothing of the console's: it is the code that runs on the nodes (docs
 VERSION = "anchorgpu-agent/1.0"
 # The tenants' logins start with this; the console names them (rentals.access.tenant_login).
 TENANT_PREFIX = "agpu-"
+
+
+class HostError(Exception):
+    """What the host refused or failed to do, in words for the report."""

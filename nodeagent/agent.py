@@ -8,6 +8,7 @@ last state it read, and still takes access away at `paid_until` by its own clock
 """
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -20,8 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from nodeagent import TENANT_PREFIX, VERSION
-from nodeagent.hosts import FolderHost, Grant, HostError, LinuxHost
+from nodeagent import TENANT_PREFIX, VERSION, HostError, cgroups, node_config
+from nodeagent.devices import discover, inventory_from_file
+from nodeagent.hosts import FolderHost, Grant, Layout, LinuxHost
+from nodeagent.systemd import SystemdSlices
 
 logger = logging.getLogger("nodeagent")
 
@@ -132,25 +135,50 @@ class Agent:
                 self._step(result, None, self.host.revoke, login)
             return result
         wanted = {}
-        for entry in (state or {}).get("allocations", []):
+        for entry in state.get("allocations", []):
             if _when(entry["paid_until"]) > now:  # past paid_until it goes, whatever was said
                 wanted[entry["login"]] = entry
-        variable = (state or {}).get("gpu_variable", "CUDA_VISIBLE_DEVICES")
+        variable = state.get("gpu_variable", "CUDA_VISIBLE_DEVICES")
         for login in sorted(set(self.host.accounts()) - set(wanted)):
             self._step(result, None, self.host.wipe, login)
+        self._step(result, None, self.host.tidy)
+        short = self._beyond_capacity(wanted.values())
         for login, entry in sorted(wanted.items()):
             if not self._step(result, entry, self.host.create, login, entry["id"]):
                 continue
             live = entry["granted"] and _when(entry["paid_from"]) <= now
             if live:
-                grant = Grant(keys=entry["keys"], gpu_indices=[g["index"] for g in entry["gpus"]],
-                              variable=variable)  # fmt: skip
+                grant = Grant(
+                    keys=entry["keys"], gpus=[(g["index"], g["uuid"]) for g in entry["gpus"]],
+                    variable=variable, cpus=entry.get("cpus"), memory_mib=entry.get("memory_mib"),
+                )  # fmt: skip
                 done = self._step(result, entry, self.host.grant, login, grant)
             else:
                 done = self._step(result, entry, self.host.revoke, login)
-            if done:
+            if login in short:  # confined and let in, but short of what was sold
+                result.errors.append({"allocation": entry["id"], "detail": short[login]})
+            elif done:
                 result.applied.append(entry["id"])
         return result
+
+    def _beyond_capacity(self, entries) -> dict[str, str]:
+        """{login: why} for the allocations this node cannot give their CPU or memory share:
+        those that, taken by start (then id), pass what the node has."""
+        capacity = self.host.capacity()
+        if capacity is None:
+            return {}
+        cpus, memory = capacity
+        short, used_cpus, used_mib = {}, 0.0, 0
+        for entry in sorted(entries, key=lambda e: (e["paid_from"], e["id"])):
+            used_cpus += entry.get("cpus") or 0
+            used_mib += entry.get("memory_mib") or 0
+            if used_cpus > cpus or used_mib * 1024 * 1024 > memory:
+                short[entry["login"]] = (
+                    f"this node has {cpus} CPUs and {memory // 2**30} GiB of memory; its "
+                    f"allocations need {used_cpus:g} CPUs and {used_mib // 1024} GiB up to "
+                    "this one"
+                )
+        return short
 
     @staticmethod
     def _step(result: Round, entry, action, *args) -> bool:
@@ -160,7 +188,7 @@ class Agent:
         except (HostError, OSError) as exc:
             allocation = entry["id"] if entry else None
             result.errors.append({"allocation": allocation, "detail": str(exc)[:500]})
-            logger.error("%s %s: %s", action.__name__, args[0], exc)
+            logger.error("%s %s: %s", action.__name__, args[0] if args else "", exc)
             return False
 
     def run_once(self) -> Round:
@@ -186,6 +214,9 @@ class Agent:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["config"]:
+        return _config(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m nodeagent", description=__doc__)
     parser.add_argument("--url", required=True, help="AnchorGPU's address, https://console…")
     parser.add_argument("--credential-file", required=True, type=Path,
@@ -193,6 +224,14 @@ def main(argv=None) -> int:
     parser.add_argument("--state-dir", type=Path, default=Path("/var/lib/anchorgpu-agent"))
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--prefix", default=TENANT_PREFIX, help="the tenants' login prefix")
+    parser.add_argument("--cgroups", choices=["auto", "systemd", "v2", "v1"], default="auto",
+                        help="how sessions are confined (auto: systemd where it runs the "
+                             "host, else the cgroup kind the host mounts)")  # fmt: skip
+    parser.add_argument("--devices", type=Path,
+                        help="a file naming each GPU's device nodes, instead of asking the "
+                             "driver (nodeagent.devices.inventory_from_file)")  # fmt: skip
+    parser.add_argument("--vendor", choices=["nvidia", "amd"],
+                        help="the GPUs' driver (default: the one loaded)")  # fmt: skip
     parser.add_argument("--simulated-root", type=Path,
                         help="manage a simulated node in this folder instead of this machine")  # fmt: skip
     parser.add_argument("--once", action="store_true", help="one round, then exit")
@@ -201,7 +240,15 @@ def main(argv=None) -> int:
     host = (
         FolderHost(args.simulated_root, prefix=args.prefix)
         if args.simulated_root
-        else LinuxHost(prefix=args.prefix)
+        else LinuxHost(
+            confinement=confinement_for(args.cgroups),
+            inventory=functools.cache(
+                (lambda: inventory_from_file(args.devices))
+                if args.devices
+                else (lambda: discover(args.vendor))
+            ),
+            prefix=args.prefix,
+        )
     )
     agent = Agent(
         url=args.url, credential=args.credential_file.read_text().strip(), host=host,
@@ -211,6 +258,24 @@ def main(argv=None) -> int:
         result = agent.run_once()
         return 0 if not result.errors else 1
     agent.run(interval=args.interval)
+    return 0
+
+
+def confinement_for(kind: str):
+    """The host's confinement: systemd's slices where systemd runs the host, else cgroupfs."""
+    if kind == "auto":
+        kind = "systemd" if Path("/run/systemd/system").is_dir() else cgroups.preferred()
+    return SystemdSlices() if kind == "systemd" else cgroups.Cgroups(kind)
+
+
+def _config(argv) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m nodeagent config",
+        description="Print this node's configuration for confined sessions (docs/agent.md).",
+    )
+    parser.add_argument("part", choices=sorted(node_config.TEXTS))
+    args = parser.parse_args(argv)
+    sys.stdout.write(node_config.TEXTS[args.part](Layout()))
     return 0
 
 

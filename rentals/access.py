@@ -85,9 +85,11 @@ def _with_access_facts(allocations):
     return allocations.prefetch_related(*_ACCESS_FACTS)
 
 
-def entry(*, allocation_id, state, paid_from, paid_until, gpus, keys) -> dict:
+def entry(*, allocation_id, state, paid_from, paid_until, gpus, keys, vcpus_per_gpu,
+          ram_gib_per_gpu) -> dict:  # fmt: skip
     """What the node should make of one allocation: the one definition, whether its facts
-    came from the ORM (`desired_entry`) or from the agent's poll (`AGENT_POLL`)."""
+    came from the ORM (`desired_entry`) or from the agent's poll (`AGENT_POLL`). Its CPU
+    and memory share is counted on the GPUs it holds now."""
     granted = state == AllocationState.RUNNING
     return {
         "id": str(allocation_id),
@@ -98,6 +100,8 @@ def entry(*, allocation_id, state, paid_from, paid_until, gpus, keys) -> dict:
         "paid_until": _iso(paid_until),
         "gpus": [{"index": index, "uuid": uuid} for index, uuid in sorted(gpus)],
         "keys": sorted(set(keys)) if granted else [],
+        "cpus": vcpus_per_gpu * len(gpus),
+        "memory_mib": ram_gib_per_gpu * 1024 * len(gpus),
     }
 
 
@@ -110,6 +114,8 @@ def desired_entry(allocation: Allocation) -> dict:
         paid_until=allocation.paid_until,
         gpus=[(h.gpu.index, h.gpu.uuid) for h in allocation.live_gpus],
         keys=[k.ssh_key.public_key for k in allocation.member_keys],
+        vcpus_per_gpu=allocation.vcpus_per_gpu,
+        ram_gib_per_gpu=allocation.ram_gib_per_gpu,
     )
 
 
@@ -130,6 +136,7 @@ def _node_state(hostname: str, exporter: str, entries: list[dict]) -> dict:
     return state_with_generation(
         {
             "node": hostname,
+            "vendor": "amd" if exporter == ExporterKind.AMD else "nvidia",
             "gpu_variable": gpu_variable(exporter),
             "allocations": sorted(entries, key=lambda e: e["id"]),
         }
@@ -161,8 +168,9 @@ def agent_poll(*, key_hash: str) -> AgentPoll | None:
     agent_id, served, now, _node_id, hostname, exporter, allocations, _seen = row
     entries = [
         entry(allocation_id=uuid.UUID(str(pk)), state=state, paid_from=_when(start),
-              paid_until=_when(end), gpus=[tuple(g) for g in gpus], keys=keys)
-        for pk, state, start, end, gpus, keys in allocations
+              paid_until=_when(end), gpus=[tuple(g) for g in gpus], keys=keys,
+              vcpus_per_gpu=vcpus, ram_gib_per_gpu=gib)
+        for pk, state, start, end, gpus, keys, vcpus, gib in allocations
     ]  # fmt: skip
     return AgentPoll(agent_id, served, now, _node_state(hostname, exporter, entries))
 

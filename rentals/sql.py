@@ -390,9 +390,11 @@ FITTING_SPANS_IN_REGION = _FITTING_SPANS.format(region=_IN_REGION).as_string()
 BOOKING_WRITE = """
 WITH allocation AS (
     INSERT INTO rentals_allocation (id, team_id, user_id, quote_id, cluster_id, gpu_model_id,
-        node_id, gpu_count, period_id, paid_from, paid_until, state, created_at)
+        node_id, gpu_count, period_id, paid_from, paid_until, state, created_at,
+        vcpus_per_gpu, ram_gib_per_gpu)
     SELECT a.id, %(team)s, %(user)s, %(quote)s, %(cluster)s, %(model)s, a.node_id, a.gpus,
-           %(period)s, %(paid_from)s, %(paid_until)s, %(state)s, %(created_at)s
+           %(period)s, %(paid_from)s, %(paid_until)s, %(state)s, %(created_at)s,
+           %(vcpus_per_gpu)s, %(ram_gib_per_gpu)s
     FROM unnest(%(allocations)s::uuid[], %(nodes)s::int[], %(gpu_counts)s::int[])
         AS a (id, node_id, gpus)
 ), holding AS (
@@ -822,7 +824,8 @@ SELECT agent.id, agent.served_generation, agent.now, n.id, n.hostname, n.exporte
                        WHERE ak.allocation_id = al.id
                          AND (NOT t.require_second_factor OR EXISTS (
                                SELECT 1 FROM mfa_authenticator f
-                               WHERE f.user_id = k.user_id AND f.type = %(totp)s)))))
+                               WHERE f.user_id = k.user_id AND f.type = %(totp)s))),
+                      al.vcpus_per_gpu, al.ram_gib_per_gpu))
            FROM rentals_allocation al
            WHERE al.node_id = n.id AND al.state = ANY(%(live)s) AND al.paid_until > agent.now
              AND (al.state <> %(scheduled)s OR al.paid_from <= agent.now + %(lead)s)

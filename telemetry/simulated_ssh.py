@@ -1,9 +1,10 @@
 """A simulated node's SSH server (asyncssh, on loopback): it lets a tenant in with exactly
 the keys the node's agent wrote into that tenant's authorized_keys (nodeagent.hosts.
-FolderHost), and its shell answers as a GPU node's would: `nvidia-smi -L` (or `amd-smi
-list`) lists the GPUs the agent granted, `env` shows CUDA_VISIBLE_DEVICES (set by the
-key's `environment=` option, as sshd sets it), and files written to the home are there
-until the tenant is wiped. A revoke ends the tenant's sessions.
+FolderHost), and its shell answers as a confined session on a real node would: `nvidia-smi
+-L` (or `amd-smi list`) lists the GPUs the agent granted, numbered from 0, whatever the
+session's environment asks for; `env` shows the GPU variable by UUID as the agent's session
+wrapper sets it; `ps` shows the tenant's own sessions and `/tmp` is its own. Files written
+to the home are there until the tenant is wiped. A revoke ends the tenant's sessions.
 
 So the demo's customers can `ssh` into what they booked, and the tests can use a real
 OpenSSH client against it.
@@ -120,11 +121,14 @@ class SimulatedSshServer:
         process.exit(0)
 
     def run(self, login: str, command: str, env) -> str:
-        """One command line of the simulated shell."""
-        variable = "ROCR_VISIBLE_DEVICES" if self.node.vendor == "amd" else "CUDA_VISIBLE_DEVICES"
+        """One command line of the simulated shell. What it reaches is what the agent
+        granted (grant.json), whatever the session's environment says: on a real node the
+        kernel's device filter decides, and the GPU variable is the agent's, by UUID."""
+        grant = self.host.grant_of(login)
+        granted = grant.get("gpus", [])
+        variable, _, value = grant.get("environment", "").partition("=")
         environment = {"USER": login, "HOME": f"/home/{login}", "SHELL": "/bin/bash",
-                       **{k: v for k, v in dict(env).items()}}  # fmt: skip
-        visible = environment.get(variable)
+                       **dict(env), **({variable: value} if variable else {})}  # fmt: skip
         try:
             words = shlex.split(command)
         except ValueError as exc:
@@ -136,16 +140,16 @@ class SimulatedSshServer:
         if name == "nvidia-smi" and self.node.vendor != "amd":
             return (
                 "".join(
-                    f"GPU {n}: {self.node.model_name} (UUID: {gpu.uuid})\n"
-                    for n, gpu in enumerate(self._visible(visible))
+                    f"GPU {n}: {self.node.model_name} (UUID: {gpu['uuid']})\n"
+                    for n, gpu in enumerate(granted)
                 )
                 or "No devices were found\n"
             )
         if name == "amd-smi" and self.node.vendor == "amd":
             return (
                 "".join(
-                    f"GPU: {n}\n    UUID: {gpu.uuid}\n    KFD_ID: {gpu.index}\n\n"
-                    for n, gpu in enumerate(self._visible(visible))
+                    f"GPU: {n}\n    UUID: {gpu['uuid']}\n    KFD_ID: {gpu['index']}\n\n"
+                    for n, gpu in enumerate(granted)
                 )
                 or "No GPUs found\n"
             )
@@ -160,24 +164,30 @@ class SimulatedSshServer:
             return f"{login}\n"
         if name == "hostname":
             return f"{self.node.hostname}\n"
+        if name == "ps":  # the tenant's own sessions: /proc shows nobody else's
+            return "  PID USER     COMMAND\n" + "".join(
+                f"{1000 + n:>5} {login[:8]:<8} sshd: {login}\n"
+                for n in range(len(self._sessions.get(login, ())))
+            )
         if name == "touch" and args:
             for arg in args:
-                (home / Path(arg).name).touch()
+                self._path(login, arg).touch()
             return ""
         if name == "ls":
+            folder = self.host.tmp(login) if args and args[0].rstrip("/") == "/tmp" else home
             return "".join(
-                f"{p.name}\n" for p in sorted(home.iterdir()) if not p.name.startswith(".")
+                f"{p.name}\n" for p in sorted(folder.iterdir()) if not p.name.startswith(".")
             )
-        return f"{name}: command not found (a simulated node knows nvidia-smi, env, ls, touch)\n"
+        return (
+            f"{name}: command not found (a simulated node knows nvidia-smi, amd-smi, env, "
+            "echo, ps, ls and touch)\n"
+        )
 
-    def _visible(self, visible: str | None) -> list[SimulatedGpu]:
-        """The GPUs the session may use: those the variable names (by index, as the agent
-        writes them); none when it is unset, as for a tenant the agent did not grant."""
-        if not visible:
-            return []
-        wanted = [int(part) for part in visible.split(",") if part.strip().isdigit()]
-        by_index = {gpu.index: gpu for gpu in self.node.gpus}
-        return [by_index[i] for i in wanted if i in by_index]
+    def _path(self, login: str, name: str) -> Path:
+        """A file the shell may touch: in the home, or in the tenant's own /tmp."""
+        if name.startswith("/tmp/"):
+            return self.host.tmp(login) / Path(name).name
+        return self.host.home(login) / Path(name).name
 
 
 def _end(process) -> None:

@@ -37,11 +37,14 @@ class AgentAllocationSerializer(serializers.Serializer):
     paid_until = serializers.DateTimeField(help_text="revoke at this instant, reachable or not")
     gpus = AgentGpuSerializer(many=True)
     keys = serializers.ListField(child=serializers.CharField(), help_text="authorized_keys lines")
+    cpus = serializers.IntegerField(help_text="vCPUs sold with its GPUs: CPU time to allow")
+    memory_mib = serializers.IntegerField(help_text="host memory sold with its GPUs (MiB)")
 
 
 class AgentStateSerializer(serializers.Serializer):
     generation = serializers.CharField(help_text="the state's digest, also its ETag")
     node = serializers.CharField()
+    vendor = serializers.ChoiceField(choices=["nvidia", "amd"], help_text="the GPUs' driver")
     gpu_variable = serializers.CharField(help_text="CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES")
     allocations = AgentAllocationSerializer(many=True)
 

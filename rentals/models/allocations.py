@@ -86,10 +86,17 @@ class Allocation(models.Model):
     # A mark, not a state: since when some held GPU cannot work (rentals.services.impairments);
     # null while all work. The paid period never moves for it.
     impaired_since = models.DateTimeField(null=True, blank=True)
+    # The host's share sold with each GPU, as its quote had it (the node agent enforces it).
+    vcpus_per_gpu = models.PositiveSmallIntegerField(_("vCPUs per GPU"))
+    ram_gib_per_gpu = models.PositiveIntegerField(_("RAM per GPU (GiB)"))
 
     class Meta:
         ordering = ["-paid_from"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(vcpus_per_gpu__gte=1, ram_gib_per_gpu__gte=1),
+                name="rentals_allocation_host_share_positive",
+            ),
             models.CheckConstraint(
                 condition=Q(paid_from__lt=F("paid_until")),
                 name="rentals_allocation_period_not_empty",

@@ -59,10 +59,17 @@ class Quote(models.Model):
         related_name="extension_quotes",
     )
     used_at = models.DateTimeField(null=True, blank=True)  # an extension quote, charged once
+    # The host's share that comes with each GPU, as the catalog had it (snapshot).
+    vcpus_per_gpu = models.PositiveSmallIntegerField(_("vCPUs per GPU"))
+    ram_gib_per_gpu = models.PositiveIntegerField(_("RAM per GPU (GiB)"))
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(vcpus_per_gpu__gte=1, ram_gib_per_gpu__gte=1),
+                name="rentals_quote_host_share_positive",
+            ),
             choices_check("kind", QuoteKind, name="rentals_quote_kind_valid"),
             models.CheckConstraint(
                 condition=Q(kind=QuoteKind.EXTENSION, extends__isnull=False)

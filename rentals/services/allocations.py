@@ -287,6 +287,8 @@ def extension_quote_create(
             paid_from=paid_from,
             paid_until=paid_until,
             starts_now=False,
+            vcpus_per_gpu=lead.vcpus_per_gpu,  # the same GPUs keep the share they were sold
+            ram_gib_per_gpu=lead.ram_gib_per_gpu,
         ),
         lines=lines,
         total=total,

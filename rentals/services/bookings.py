@@ -74,7 +74,8 @@ def allocation_book(
             Allocation, team=acting.team, user=acting.user, quote=quote,
             gpu_model=quote.gpu_model, node=node, gpu_count=len(gpus), period=quote.period,
             paid_from=paid_from, paid_until=paid_until, state=state, cluster=cluster,
-            created_at=quote.clock,
+            created_at=quote.clock, vcpus_per_gpu=quote.vcpus_per_gpu,
+            ram_gib_per_gpu=quote.ram_gib_per_gpu,
         )
         for node, gpus in placed
     ]  # fmt: skip
@@ -183,6 +184,7 @@ def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, 
         "vat": quote.vat_total, "currency": quote.currency,
         "reason": LedgerReason.BOOKING, "period_count": quote.period_count,
         "booked": EventKind.BOOKED, "receipt": NoticeKind.BOOKED,
+        "vcpus_per_gpu": quote.vcpus_per_gpu, "ram_gib_per_gpu": quote.ram_gib_per_gpu,
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql.BOOKING_WRITE, params)

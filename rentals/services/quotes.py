@@ -246,6 +246,8 @@ def _quote_priced(*, now: datetime, **requested) -> tuple[Quote, list[QuoteLine]
         paid_from=paid_from,
         paid_until=paid_until,
         starts_now=request.starts_at is None,
+        vcpus_per_gpu=request.gpu_model.vcpus_per_gpu,
+        ram_gib_per_gpu=request.gpu_model.ram_gib_per_gpu,
     )
     return quote, lines, total
 

@@ -44,6 +44,8 @@ class GpuModelFactory(factory.django.DjangoModelFactory):
     stack = "cuda"
     compute_target = "9.0"
     fp8 = True
+    vcpus_per_gpu = 24
+    ram_gib_per_gpu = 256
 
 
 class NodeFactory(factory.django.DjangoModelFactory):

@@ -23,7 +23,8 @@ def entry(*, granted=True, until=NOW + timedelta(days=1), gpus=(0, 1), keys=(KEY
         "id": str(allocation), "login": f"agpu-{allocation.hex[:10]}", "state": "running",
         "granted": granted, "paid_from": _iso(NOW - timedelta(hours=1)),
         "paid_until": _iso(until), "gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in gpus],
-        "keys": list(keys) if granted else [],
+        "keys": list(keys) if granted else [], "cpus": 24 * len(gpus),
+        "memory_mib": 256 * 1024 * len(gpus),
     }  # fmt: skip
 
 
@@ -38,16 +39,46 @@ def _agent(tmp_path, at=NOW):
                  clock=lambda: at.timestamp()), host  # fmt: skip
 
 
-def test_a_granted_allocation_gets_an_account_with_its_keys_pinned_to_its_gpus(tmp_path):
+def test_a_granted_allocation_gets_an_account_with_restricted_keys_and_its_gpus(tmp_path):
     agent, host = _agent(tmp_path)
     running = entry()
     result = agent.reconcile(state(running))
     assert result.applied == [running["id"]] and result.errors == []
     assert host.accounts() == {running["login"]: running["id"]}
-    assert host.authorized_keys(running["login"]) == [
-        f'environment="CUDA_VISIBLE_DEVICES=0,1" {KEY}'
-    ]
+    # No option of the key's sets the GPUs (a tenant could set them otherwise): the session
+    # wrapper does, by UUID, and the kernel holds the devices.
+    assert host.authorized_keys(running["login"]) == [f"restrict,pty,port-forwarding {KEY}"]
     assert host.granted() == {running["login"]: [0, 1]}
+    grant = host.grant_of(running["login"])
+    assert grant["environment"] == "CUDA_VISIBLE_DEVICES=GPU-0,GPU-1"
+    assert (grant["cpus"], grant["memory_mib"]) == (48, 512 * 1024)
+
+
+def test_a_key_line_with_options_of_its_own_never_reaches_the_node(tmp_path):
+    agent, host = _agent(tmp_path)
+    sneaky = entry(keys=(f'command="/bin/sh" {KEY}', f"{KEY}\nssh-ed25519 AAAA second"))
+    result = agent.reconcile(state(sneaky))
+    assert result.applied == [] and "not a public key line" in result.errors[0]["detail"]
+    assert host.authorized_keys(sneaky["login"]) == [] and host.granted() == {}
+
+
+def test_a_node_too_small_for_the_shares_sold_says_so_for_the_allocation_past_it(tmp_path):
+    class SmallNode(FolderHost):
+        def capacity(self):
+            return 64, 600 * 2**30  # 64 CPUs, 600 GiB
+
+    host = SmallNode(tmp_path / "node")
+    agent = Agent(url="http://unused", credential="x", host=host, state_dir=tmp_path / "agent",
+                  clock=lambda: NOW.timestamp())  # fmt: skip
+    first, second = entry(gpus=(0,)), entry(gpus=(1, 2))  # 24 CPUs and 256 GiB a GPU
+    second["paid_from"] = _iso(NOW - timedelta(minutes=30))
+    result = agent.reconcile(state(first, second))
+    assert result.applied == [first["id"]]
+    assert result.errors == [
+        {"allocation": second["id"], "detail": "this node has 64 CPUs and 600 GiB of memory; "
+         "its allocations need 72 CPUs and 768 GiB up to this one"}
+    ]  # fmt: skip
+    assert host.granted()[second["login"]] == [1, 2]  # still let in, confined, and reported
 
 
 def test_revoked_takes_the_keys_away_and_wiped_leaves_nothing(tmp_path):
@@ -95,10 +126,8 @@ def test_with_no_state_at_all_access_goes_and_nothing_is_wiped(tmp_path):
     assert host.authorized_keys(running["login"]) == [] and host.granted() == {}
 
 
-def test_amd_nodes_pin_rocr_visible_devices(tmp_path):
+def test_amd_nodes_set_rocr_visible_devices_by_uuid(tmp_path):
     agent, host = _agent(tmp_path)
     running = entry(gpus=(3,))
     agent.reconcile({**state(running), "gpu_variable": "ROCR_VISIBLE_DEVICES"})
-    assert host.authorized_keys(running["login"])[0].startswith(
-        'environment="ROCR_VISIBLE_DEVICES=3" '
-    )
+    assert host.grant_of(running["login"])["environment"] == "ROCR_VISIBLE_DEVICES=GPU-3"

@@ -34,13 +34,13 @@ def keypair(tmp_path, name):
     return path, path.with_suffix(".pub").read_text().strip()
 
 
-def ssh(key, port, login, command):
+def ssh(key, port, login, command, *options):
     """The real OpenSSH client: (exit status, output)."""
     done = subprocess.run(
         ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
          "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
          "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
-         f"{login}@127.0.0.1", command],
+         *options, f"{login}@127.0.0.1", command],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     return done.returncode, done.stdout
@@ -119,7 +119,9 @@ def test_the_booked_key_reaches_exactly_the_booked_gpus_and_no_longer(
         status == 0
         and sorted(line.split("UUID: ")[1].rstrip(")") for line in listed.splitlines()) == booked
     )
-    assert ssh(alice_key, port, login, "env")[1].count("CUDA_VISIBLE_DEVICES=") == 1
+    assert (
+        ssh(alice_key, port, login, "env")[1].count(f"CUDA_VISIBLE_DEVICES={','.join(booked)}") == 1
+    )
     assert ssh(bob_key, port, login, "whoami")[0] == 255  # another team's key
     ssh(alice_key, port, login, "touch results.txt")
 
@@ -143,6 +145,24 @@ def test_the_booked_key_reaches_exactly_the_booked_gpus_and_no_longer(
     assert ssh(spare_key, port, login, "whoami")[0] == 255
     assert not h100_node.host.home(login).exists() and h100_node.host.accounts() == {}
     assert api.get(f"/api/v1/allocations/{allocation.pk}/").json()["access"]["state"] == "revoked"
+
+
+def test_a_session_asking_for_every_gpu_of_the_node_lists_only_its_own(h100_node, alice, tmp_path):
+    key, public = keypair(tmp_path, "alice")
+    ssh_key_add(user=alice, public_key=public)
+    api = APIClient()
+    api.force_authenticate(alice)
+    allocation = _book(api)
+    h100_node.round()
+    login, port = tenant_login(allocation.pk), h100_node.port
+    every = ",".join(str(gpu.index) for gpu in h100_node.node.gpus.all())
+    asking = ("-o", f"SetEnv=CUDA_VISIBLE_DEVICES={every}")
+    own = sorted(allocation.held.values_list("gpu__uuid", flat=True))
+    status, listed = ssh(key, port, login, "nvidia-smi -L", *asking)
+    assert status == 0 and listed == "".join(
+        f"GPU {n}: {h100_node.node.gpu_model.name} (UUID: {uuid})\n" for n, uuid in enumerate(own)
+    )  # numbered from 0, as inside a device filter
+    assert ssh(key, port, login, "echo $CUDA_VISIBLE_DEVICES", *asking) == (0, f"{','.join(own)}\n")
 
 
 def test_a_booking_lets_in_only_the_keys_chosen(h100_node, alice, tmp_path):
