@@ -166,7 +166,8 @@ class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
 
 @admin.register(GpuModel)
 class GpuModelAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
-    list_display = ["name", "vendor", "memory_gb", "stack", "compute_target", "fp8", "is_active"]
+    list_display = ["name", "vendor", "memory_gb", "vcpus_per_gpu", "ram_gib_per_gpu", "stack",
+                    "compute_target", "fp8", "is_active"]  # fmt: skip
     list_filter = ["vendor", "stack", "fp8", "is_active"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}

@@ -223,6 +223,19 @@ def maintenance_get(*, pk) -> MaintenanceWindow | None:
     return maintenance_list().filter(pk=pk).first()
 
 
+def node_neighbours(*, allocation: Allocation, at: datetime) -> int:
+    """How many of the allocation's node's GPUs other teams' allocations hold at `at`: the
+    node is shared with other customers when this is not 0."""
+    return (
+        AllocationGpu.objects.filter(
+            node_id=allocation.node_id, released=False, starts_at__lte=at, ends_at__gt=at,
+            allocation__isnull=False,
+        )
+        .exclude(allocation__team_id=allocation.team_id)
+        .count()
+    )  # fmt: skip
+
+
 def holdings_at(at: datetime) -> QuerySet[AllocationGpu]:
     """The live holdings at the instant `at` (starts_at ≤ at < ends_at): those overlapping
     the window of that one instant."""

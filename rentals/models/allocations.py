@@ -52,6 +52,14 @@ class Cluster(models.Model):
     def __str__(self):
         return f"{self.node_count} × {self.gpu_model} nodes ({self.network_group})"
 
+    @property
+    def vcpus(self) -> int:
+        return self.vcpus_per_gpu * self.gpu_count
+
+    @property
+    def ram_gib(self) -> int:
+        return self.ram_gib_per_gpu * self.gpu_count
+
 
 class Allocation(models.Model):
     """Specific GPUs on one node, held for [paid_from, paid_until).

@@ -106,6 +106,14 @@ class Quote(models.Model):
         return f"Quote {self.id}"
 
     @property
+    def vcpus(self) -> int:
+        return self.vcpus_per_gpu * self.gpu_count
+
+    @property
+    def ram_gib(self) -> int:
+        return self.ram_gib_per_gpu * self.gpu_count
+
+    @property
     def tax_note(self) -> str:
         """The words a treatment without VAT carries (reverse charge, not taxable here)."""
         return legal_note(self.tax_treatment)

@@ -137,6 +137,9 @@ def _detail_context(request, allocation, **extra):
         else [],
         "extend_range": range(1, limits.period_count_max() + 1),
         "impaired_time": impaired_time_of(allocation),
+        "neighbours": selectors.node_neighbours(allocation=allocation, at=now)
+        if allocation.is_live
+        else None,
         "nav": "allocations",
         **extra,
     }

@@ -119,3 +119,41 @@ def test_staff_reading_another_teams_allocation_see_whose_it_is(catalog, alice, 
     page = client.get(f"/allocations/{allocation.pk}/").content.decode()
     assert "Staff view: this allocation belongs to alice" in page
     assert 'id="stop-button"' not in page
+
+
+def test_the_allocation_page_says_what_is_its_alone_and_whether_the_node_is_shared(
+    catalog, alice, bob, client
+):
+    """The share it was sold (the quote's snapshot, not today's catalog), whether other
+    customers hold GPUs of its node now, and what stop ends."""
+    from catalog.models import GpuModel, Node, NodeState
+
+    node = Node.objects.filter(gpu_model=catalog.h100).order_by("hostname").first()
+    Node.objects.filter(gpu_model=catalog.h100).exclude(pk=node.pk).update(
+        state=NodeState.MAINTENANCE
+    )
+    mine = book(alice, count=2)
+    GpuModel.objects.filter(pk=catalog.h100.pk).update(vcpus_per_gpu=8, ram_gib_per_gpu=64)
+    client.force_login(alice)
+    page = client.get(f"/allocations/{mine.pk}/").content.decode()
+    assert "Yours alone: these GPUs, 48 vCPUs of CPU time and 512 GiB of memory." in page
+    assert 'id="node-not-shared"' in page and 'id="node-shared"' not in page
+    assert "Every process of this allocation ends now" in page
+    book(bob, count=3)  # another customer, on the same node
+    book(alice, count=1)  # her own team's: not another customer
+    page = client.get(f"/allocations/{mine.pk}/").content.decode()
+    assert "Other customers hold 3 GPUs of this node now." in page
+
+
+def test_the_catalog_and_the_quote_show_the_host_share_sold_with_each_gpu(catalog, alice, client):
+    quote = quote_create(acting=acting_as(alice), gpu_model="h100", gpu_count=2, period="day",
+                         period_count=1)  # fmt: skip
+    client.force_login(alice)
+    assert "24 vCPUs, 256 GiB RAM" in client.get("/").content.decode()
+    assert (
+        "With the GPUs, for you alone: 48 vCPUs and 512 GiB of host memory "
+        "(24 vCPUs and 256 GiB per GPU)." in client.get(f"/quotes/{quote.pk}/").content.decode()
+    )
+    api_model = client.get("/api/v1/gpu-models/").json()
+    h100 = next(m for m in api_model["results"] if m["slug"] == "h100")
+    assert (h100["vcpus_per_gpu"], h100["ram_gib_per_gpu"]) == (24, 256)
