@@ -36,8 +36,7 @@ class AccountAdapter(DefaultAccountAdapter):
     def login(self, request, user):
         """Every stage passed (the second factor included): the sign-in is recorded."""
         super().login(request, user)
-        method = SignInMethod.SECOND_FACTOR if has_second_factor(user) else SignInMethod.PASSWORD
-        sign_in_record(request, user=user, method=method)
+        sign_in_record(request, user=user, method=_method(request, user))
         profile = profile_for(user=user)
         preferences_remember(request, language=profile.language, time_zone=profile.time_zone)
 
@@ -65,6 +64,17 @@ class AccountAdapter(DefaultAccountAdapter):
         return _invitation_url(self.request) or super().get_email_verification_redirect_url(
             email_address
         )
+
+
+def _method(request, user) -> str:
+    """How this sign-in was made: with a second factor, through the link that confirmed the
+    address (ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION), or with the password."""
+    if has_second_factor(user):
+        return SignInMethod.SECOND_FACTOR
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.url_name == "account_confirm_email":
+        return SignInMethod.EMAIL_LINK
+    return SignInMethod.PASSWORD
 
 
 def _invitation_url(request) -> str | None:

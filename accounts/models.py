@@ -96,6 +96,7 @@ class SignInMethod(models.TextChoices):
     SECOND_FACTOR = "2fa", _("password and second factor")
     API = "api", _("password, for an API token")
     API_SECOND_FACTOR = "api_2fa", _("password and second factor, for an API token")
+    EMAIL_LINK = "email_link", _("e-mail confirmation link")
 
 
 class SignIn(models.Model):

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.access import acting_as
-from accounts.models import Profile
+from accounts.models import Profile, SignIn
 from rentals.models import Allocation
 from rentals.services import quote_create
 
@@ -42,6 +42,12 @@ def test_sign_up_confirms_the_address_before_the_first_sign_in(catalog, client):
     client.post(_link(mail.outbox[-1]))
     carol = User.objects.get(username="carol")
     assert client.session["_auth_user_id"] == str(carol.pk)
+    # Signed in by the link, and the history says so (not "password").
+    assert list(SignIn.objects.filter(user=carol).values_list("method", flat=True)) == [
+        "email_link"
+    ]
+    history = client.get("/account/profile/").content.decode()
+    assert "e-mail confirmation link" in history
     quote = quote_create(
         acting=acting_as(carol), gpu_model="l4", gpu_count=1, period="day", period_count=1
     )
