@@ -1,6 +1,8 @@
+from allauth.account.admin import EmailAddressAdmin
+from allauth.account.models import EmailAddress
 from django.contrib import admin
 
-from accounts.models import Invitation, Membership, SpendLimitChange, Team
+from accounts.models import EmailAddressRecord, Invitation, Membership, SpendLimitChange, Team
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
 
 
@@ -31,3 +33,10 @@ class TeamAdmin(admin.ModelAdmin):
 class InvitationAdmin(ReadOnlyAdmin):
     list_display = ["email", "team", "role", "created_at", "expires_at", "accepted_at"]
     search_fields = ["email", "team__name"]
+
+
+# One "Accounts" section: allauth's addresses move here (allauth.account's admin registered
+# them under its own app, also called Accounts; it is installed, and so loaded, before us).
+if admin.site.is_registered(EmailAddress):
+    admin.site.unregister(EmailAddress)
+admin.site.register(EmailAddressRecord, EmailAddressAdmin)

@@ -4,6 +4,7 @@ import hashlib
 import secrets
 import zoneinfo
 
+from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -276,3 +277,13 @@ class SshKey(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.fingerprint})"
+
+
+class EmailAddressRecord(EmailAddress):
+    """allauth's e-mail addresses, listed in the admin under Accounts beside the teams
+    (allauth's own app would add a second "Accounts" section for this one table)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("e-mail address")
+        verbose_name_plural = _("e-mail addresses")

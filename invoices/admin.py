@@ -1,31 +1,45 @@
 """Staff read issued documents, never change them (the database refuses it anyway); the
-exchange rates are the one thing staff maintain here."""
+exchange rates are the one thing staff maintain here. Amounts read as money ("25.20 USD"),
+rates as percentages, times with their zone."""
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
-from core.admin import ReadOnlyAdmin, ReadOnlyInline
+from core.admin import ReadOnlyAdmin, ReadOnlyInline, money_column, percent_column, when_column
 from invoices.models import ExchangeRate, Invoice, InvoiceCounter, InvoiceLine, KsefSubmission
+
+net = money_column("net", _("net"))
+vat = money_column("vat", _("VAT"))
+gross = money_column("gross", _("gross"))
+vat_rate = percent_column("vat_rate", _("VAT rate"))
 
 
 class InvoiceLineInline(ReadOnlyInline):
     model = InvoiceLine
-    fields = ["position", "facts", "quantity", "unit_price", "net", "vat_rate", "vat", "gross"]
+    fields = readonly_fields = [
+        "position", "facts", "quantity",
+        money_column("unit_price", _("unit price (net)"), currency="invoice__currency"),
+        money_column("net", _("net"), currency="invoice__currency"),
+        percent_column("vat_rate", _("VAT rate")),
+        money_column("vat", _("VAT"), currency="invoice__currency"),
+        money_column("gross", _("gross"), currency="invoice__currency"),
+    ]  # fmt: skip
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("invoice")
 
 
 @admin.register(Invoice)
 class InvoiceAdmin(ReadOnlyAdmin):
-    list_display = [
-        "display_number",
-        "kind",
-        "team",
-        "issued_on",
-        "currency",
-        "net",
-        "vat",
-        "gross",
-    ]
+    list_display = ["display_number", "kind", "team", "issued_on", net, vat, gross]
     list_filter = ["kind", "tax_treatment", "currency", "year"]
     search_fields = ["display_number", "team__name"]
+    fields = readonly_fields = [
+        "display_number", "kind", "team", "ledger_entry", "corrects",
+        when_column("issued_at", _("issued at")), "issued_on", "sold_on", "seller", "buyer",
+        "tax_treatment", vat_rate, net, vat, gross, "pln_rate", "pln_rate_on",
+        "pln_rate_table", "reason", "legal_note",
+    ]  # fmt: skip
     inlines = [InvoiceLineInline]
 
 
@@ -36,7 +50,10 @@ class InvoiceCounterAdmin(ReadOnlyAdmin):
 
 @admin.register(KsefSubmission)
 class KsefSubmissionAdmin(ReadOnlyAdmin):
-    list_display = ["invoice", "status", "ksef_number", "attempts", "sent_at", "updated_at"]
+    list_display = [
+        "invoice", "status", "ksef_number", "attempts", when_column("sent_at", _("sent at")),
+        when_column("updated_at", _("updated at")),
+    ]  # fmt: skip
     list_filter = ["status"]
 
 
