@@ -316,5 +316,20 @@ def _receipt_text(notice: Notice) -> str:
         f"{quote_line_text(line)}: {money_text(line.amount, quote.currency)}"
         for line in quote.lines.all()
     ]
-    total = _("Charged: %(total)s") % {"total": money_text(quote.total, quote.currency)}
-    return "\n".join([head, *lines, total])
+    return "\n".join([head, *lines, *_receipt_sums(quote)])
+
+
+def _receipt_sums(quote) -> list[str]:
+    """Net, the VAT line and the gross charged, as the quote showed them (the lines above
+    are net), with the legal words of a treatment that carries no VAT."""
+    currency = quote.currency
+    if quote.vat_rate:
+        vat = _("VAT %(rate)s %%") % {"rate": quote.vat_percent}
+    else:
+        vat = f"{_('VAT')} ({quote.get_tax_treatment_display()})"
+    sums = [
+        _("Net: %(net)s") % {"net": money_text(quote.net_total, currency)},
+        f"{vat}: {money_text(quote.vat_total, currency)}",
+        _("Charged (gross): %(total)s") % {"total": money_text(quote.total, currency)},
+    ]
+    return [*sums, quote.tax_note] if quote.tax_note else sums
