@@ -107,6 +107,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.teams",
                 "rentals.context_processors.notices",
+                "invoices.context_processors.held_invoices",
             ],
         },
     },

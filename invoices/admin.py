@@ -2,11 +2,15 @@
 exchange rates are the one thing staff maintain here. Amounts read as money ("25.20 USD"),
 rates as percentages, times with their zone."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.template.defaultfilters import linebreaksbr
+from django.utils.translation import gettext as gettext_now
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, money_column, percent_column, when_column
 from invoices.models import ExchangeRate, Invoice, InvoiceCounter, InvoiceLine, KsefSubmission
+from invoices.selectors import invoices_held
+from invoices.services import held_text, invoices_issue_missing
 
 net = money_column("net", _("net"))
 vat = money_column("vat", _("VAT"))
@@ -29,8 +33,18 @@ class InvoiceLineInline(ReadOnlyInline):
         return super().get_queryset(request).select_related("invoice")
 
 
+class HeldWarning:
+    """The invoices held for an exchange rate, said at the top of the list (staff pages)."""
+
+    def changelist_view(self, request, extra_context=None):
+        held = invoices_held()
+        if held:
+            messages.warning(request, linebreaksbr(held_text(held)))
+        return super().changelist_view(request, extra_context)
+
+
 @admin.register(Invoice)
-class InvoiceAdmin(ReadOnlyAdmin):
+class InvoiceAdmin(HeldWarning, ReadOnlyAdmin):
     list_display = ["display_number", "kind", "team", "issued_on", net, vat, gross]
     list_filter = ["kind", "tax_treatment", "currency", "year"]
     search_fields = ["display_number", "team__name"]
@@ -58,6 +72,17 @@ class KsefSubmissionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ExchangeRate)
-class ExchangeRateAdmin(admin.ModelAdmin):
+class ExchangeRateAdmin(HeldWarning, admin.ModelAdmin):
     list_display = ["currency", "effective_on", "rate", "table_no"]
     list_filter = ["currency"]
+
+    def save_model(self, request, obj, form, change):
+        """A rate entered issues the invoices that waited for it, at once."""
+        super().save_model(request, obj, form, change)
+        issued = invoices_issue_missing()
+        if issued:
+            self.message_user(
+                request,
+                gettext_now("%(count)s held documents issued with this rate.") % {"count": issued},
+                messages.SUCCESS,
+            )

@@ -93,8 +93,7 @@ TEST_PLN_RATES = {
 }
 
 
-@pytest.fixture
-def pln_rates(db):
+def pln_rates_create():
     """Exchange rates for the last ten days in the invoices' zone: a foreign-currency invoice
     with Polish VAT is issued only with the rate of a day before its sale (invoices app)."""
     import zoneinfo
@@ -114,6 +113,11 @@ def pln_rates(db):
         for currency, rate in TEST_PLN_RATES.items()
         for days in range(1, 11)
     )  # fmt: skip
+
+
+@pytest.fixture
+def pln_rates():
+    return pln_rates_create()
 
 
 @pytest.fixture
