@@ -206,7 +206,10 @@ class ConsoleCollector:
         impaired.add_metric([], Allocation.objects.filter(impaired_since__isnull=False).count())
         gpus.add_metric([], sum(len(g) for g in open_spans.values_list("gpus", flat=True)))
         waiting.add_metric(
-            [], ImpairedSpan.objects.filter(ended_at__isnull=False, credits__isnull=True).count()
+            [],
+            ImpairedSpan.objects.counted()
+            .filter(ended_at__isnull=False, credits__isnull=True)
+            .count(),
         )
         yield from (impaired, gpus, waiting)
 

@@ -448,6 +448,8 @@ ANCHORGPU = {
     "IMPAIRED_NODE_AFTER": timedelta(
         seconds=_read("IMPAIRED_NODE_AFTER_SECONDS", "float", default=120.0)
     ),
+    # A span shorter than this is not impaired time (not credited, not counted): a blip.
+    "IMPAIRED_MIN": timedelta(seconds=_read("IMPAIRED_MIN_SECONDS", "float", default=300.0)),
     "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
     "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),
     # Who issues the invoices (issue 31). The defaults are a fictional demo seller; a real
