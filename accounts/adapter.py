@@ -1,9 +1,11 @@
 """How allauth's flows meet ours: the one sign-in lockout for passwords and second factors,
 the sign-in history, and who may sign up."""
 
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 from allauth.account.adapter import DefaultAccountAdapter
+from allauth.core import context as allauth_context
 from allauth.mfa.adapter import DefaultMFAAdapter
 from django import forms
 from django.conf import settings
@@ -39,6 +41,19 @@ class AccountAdapter(DefaultAccountAdapter):
         sign_in_record(request, user=user, method=_method(request, user))
         profile = profile_for(user=user)
         preferences_remember(request, language=profile.language, time_zone=profile.time_zone)
+
+    def send_mail(self, template_prefix, email, context):
+        """Account mails name the product from the settings (SITE_NAME), not the host the
+        request came to ("127.0.0.1:18800"), and say where to write (SUPPORT_EMAIL)."""
+        request = getattr(allauth_context, "request", None)
+        domain = request.get_host() if request is not None else ""
+        context = {
+            **context,
+            "current_site": SimpleNamespace(name=settings.SITE_NAME, domain=domain),
+            "site_name": settings.SITE_NAME,
+            "support_email": settings.SUPPORT_EMAIL,
+        }
+        return super().send_mail(template_prefix, email, context)
 
     def is_safe_url(self, url):
         """Never back to the sign-in page itself: a signed-in user sent there would loop."""
