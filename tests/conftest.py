@@ -93,9 +93,9 @@ TEST_PLN_RATES = {
 }
 
 
-def pln_rates_create():
-    """Exchange rates for the last ten days in the invoices' zone: a foreign-currency invoice
-    with Polish VAT is issued only with the rate of a day before its sale (invoices app)."""
+def pln_rates_create(days: int = 10):
+    """Exchange rates for the last `days` days in the invoices' zone: a foreign-currency
+    invoice with Polish VAT is issued only with the rate of a day before its sale."""
     import zoneinfo
     from datetime import timedelta
     from decimal import Decimal
@@ -107,11 +107,11 @@ def pln_rates_create():
     today = timezone.now().astimezone(zoneinfo.ZoneInfo(settings.INVOICES["TIME_ZONE"])).date()
     return ExchangeRate.objects.bulk_create(
         ExchangeRate(
-            currency=currency, effective_on=today - timedelta(days=days), rate=Decimal(rate),
-            table_no=f"{days:03d}/A/NBP/TEST",
+            currency=currency, effective_on=today - timedelta(days=back), rate=Decimal(rate),
+            table_no=f"{back:03d}/A/NBP/TEST",
         )
         for currency, rate in TEST_PLN_RATES.items()
-        for days in range(1, 11)
+        for back in range(1, days + 1)
     )  # fmt: skip
 
 

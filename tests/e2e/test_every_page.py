@@ -98,7 +98,7 @@ def world(glossary, worlds):
 
 def _world_build() -> dict:
     seed_catalog()
-    pln_rates_create()  # as the demo keeps them: USD invoices carry their VAT in PLN
+    pln_rates_create(days=40)  # as the demo keeps them: USD invoices carry their VAT in PLN
     seed_users(password=PASSWORD)
     seed_rentals()
     seed_history()
