@@ -1,9 +1,11 @@
 """How allauth's flows meet ours: the one sign-in lockout for passwords and second factors,
 the sign-in history, and who may sign up."""
 
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 from allauth.account.adapter import DefaultAccountAdapter
+from allauth.core import context as allauth_context
 from allauth.mfa.adapter import DefaultMFAAdapter
 from django import forms
 from django.conf import settings
@@ -36,10 +38,22 @@ class AccountAdapter(DefaultAccountAdapter):
     def login(self, request, user):
         """Every stage passed (the second factor included): the sign-in is recorded."""
         super().login(request, user)
-        method = SignInMethod.SECOND_FACTOR if has_second_factor(user) else SignInMethod.PASSWORD
-        sign_in_record(request, user=user, method=method)
+        sign_in_record(request, user=user, method=_method(request, user))
         profile = profile_for(user=user)
         preferences_remember(request, language=profile.language, time_zone=profile.time_zone)
+
+    def send_mail(self, template_prefix, email, context):
+        """Account mails name the product from the settings (SITE_NAME), not the host the
+        request came to ("127.0.0.1:18800"), and say where to write (SUPPORT_EMAIL)."""
+        request = getattr(allauth_context, "request", None)
+        domain = request.get_host() if request is not None else ""
+        context = {
+            **context,
+            "current_site": SimpleNamespace(name=settings.SITE_NAME, domain=domain),
+            "site_name": settings.SITE_NAME,
+            "support_email": settings.SUPPORT_EMAIL,
+        }
+        return super().send_mail(template_prefix, email, context)
 
     def is_safe_url(self, url):
         """Never back to the sign-in page itself: a signed-in user sent there would loop."""
@@ -65,6 +79,17 @@ class AccountAdapter(DefaultAccountAdapter):
         return _invitation_url(self.request) or super().get_email_verification_redirect_url(
             email_address
         )
+
+
+def _method(request, user) -> str:
+    """How this sign-in was made: with a second factor, through the link that confirmed the
+    address (ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION), or with the password."""
+    if has_second_factor(user):
+        return SignInMethod.SECOND_FACTOR
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.url_name == "account_confirm_email":
+        return SignInMethod.EMAIL_LINK
+    return SignInMethod.PASSWORD
 
 
 def _invitation_url(request) -> str | None:

@@ -1,29 +1,44 @@
 """A team's buyer details as invoices name them: checked and put in their stored form.
 
-VAT IDs are checked offline with python-stdnum: the check digits of a Polish NIP and of
-every EU member state's VAT number (VIES, which would also say whether the number is
-registered, cannot be reached from here). A number outside the EU is kept as given.
+The country is one of ISO 3166-1's (`accounts.countries`). VAT IDs are checked offline with
+python-stdnum: the check digits of a Polish NIP and of every EU member state's VAT number
+(VIES, which would also say whether the number is registered, cannot be reached from here).
+A VAT ID of another country than the buyer's is refused: an EU prefix that is not the
+buyer's, or any other country's VAT number that passes that country's check. A number
+outside the EU that is neither is kept as given.
+
+Details stored before a rule was added (issue 54: made-up countries, another country's VAT
+ID) are checked again where they are used: a team whose details no longer pass is taxed as
+a consumer (`team_tax_treatment`) until an owner corrects them, and staff see it
+(`accounts.models.BuyerReview`).
 """
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from babel import Locale
 from django.core.exceptions import ValidationError
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
+from stdnum import vatin
 from stdnum.eu import vat as eu_vat
 from stdnum.exceptions import ValidationError as StdnumError
 
-from core.vat import EU_COUNTRIES, TaxTreatment, seller_country, treatment_for, vat_id_prefix
+from accounts.countries import ISO_3166_1
+from core.vat import EU_COUNTRIES, TaxTreatment, treatment_for, vat_id_prefix
+
+# VAT ID prefixes that are not their country's ISO code: Greece's EL, Northern Ireland's XI.
+PREFIX_COUNTRY = {"EL": "GR", "XI": "GB"}
+EU_PREFIXES = frozenset({vat_id_prefix(code) for code in EU_COUNTRIES} | {"XI"})
 
 
-@lru_cache(maxsize=1)
 def country_codes() -> frozenset[str]:
-    """ISO 3166-1 alpha-2 codes (babel's territories less its regions such as 001 or 150)."""
-    return frozenset(code for code in Locale("en").territories if len(code) == 2 and code.isalpha())
+    """The countries a buyer may name: ISO 3166-1 alpha-2 codes."""
+    return ISO_3166_1
 
 
-def country_name(code: str, language: str = "en") -> str:
+def country_name(code: str, language: str | None = None) -> str:
+    """The country's name in `language` (default: the active one)."""
+    language = language or get_language() or "en"
     return Locale.parse(language.replace("-", "_")).territories.get(code, code)
 
 
@@ -65,12 +80,21 @@ def buyer_check(*, legal_name: str, address: str, country: str, vat_id: str) -> 
 
 
 def _vat_id(country: str, vat_id: str) -> str:
+    other = _vat_id_country(vat_id)
+    if other is not None and other != country:
+        raise ValidationError(
+            _(
+                "%(vat_id)s is a VAT ID of %(other)s, not of %(country)s: choose %(other)s as "
+                "the country, or give the tax ID of %(country)s."
+            )
+            % {"vat_id": vat_id, "other": country_name(other), "country": country_name(country)}
+        )
     if country not in EU_COUNTRIES:
         if len(vat_id) > 20 or not vat_id.replace("-", "").isalnum():
             raise ValidationError(_("A tax ID has at most 20 letters, digits and dashes."))
         return vat_id
     prefix = vat_id_prefix(country)
-    if vat_id[:2].isdigit() or (country == seller_country() and not vat_id.startswith(prefix)):
+    if not vat_id[:2].isalpha():  # the number alone (a Polish NIP as printed): its prefix
         vat_id = prefix + vat_id
     if not vat_id.startswith(prefix):
         raise ValidationError(
@@ -86,6 +110,47 @@ def _vat_id(country: str, vat_id: str) -> str:
         ) from None
 
 
-def team_tax_treatment(team) -> TaxTreatment:
-    """How the team's quotes are taxed now."""
+def _vat_id_country(vat_id: str) -> str | None:
+    """The country whose VAT ID this is by its prefix, where that is sure: an EU VAT prefix
+    (EL: Greece, XI: the United Kingdom's Northern Ireland), or another country's prefix on a
+    number that passes that country's check; None otherwise (a number with no prefix, or
+    letters that only look like one, such as a Mexican RFC's)."""
+    prefix = vat_id[:2]
+    if not prefix.isalpha():
+        return None
+    country = PREFIX_COUNTRY.get(prefix, prefix)
+    if prefix in EU_PREFIXES:
+        return country
+    if country in ISO_3166_1 and vatin.is_valid(vat_id):
+        return country
+    return None
+
+
+def buyer_problems(team) -> dict[str, str]:
+    """Why the team's stored details would be refused today ({field: message}), or {}:
+    details saved before a check existed (a made-up country, another country's VAT ID)."""
+    if not team.is_business:
+        return {}
+    try:
+        buyer_check(
+            legal_name=team.legal_name, address=team.address, country=team.country,
+            vat_id=team.vat_id,
+        )  # fmt: skip
+    except ValidationError as exc:
+        return {field: " ".join(messages) for field, messages in exc.message_dict.items()}
+    return {}
+
+
+def stored_tax_treatment(team) -> TaxTreatment:
+    """The treatment the stored details earn as they are, checked or not (what quotes got
+    before the checks of issue 54)."""
     return treatment_for(country=team.country, vat_id=team.vat_id, is_business=team.is_business)
+
+
+def team_tax_treatment(team) -> TaxTreatment:
+    """How the team's quotes are taxed now: by its details, checked again each time; details
+    that no longer pass earn no reverse charge and no "not taxable here", only the standard
+    rate (as a consumer's) until an owner or billing member corrects them."""
+    if buyer_problems(team):
+        return TaxTreatment.CONSUMER
+    return stored_tax_treatment(team)

@@ -84,3 +84,10 @@ class EmailUnverified(DomainError):
     status = 403
     code = "email_unverified"
     title = gettext_lazy("Confirm your e-mail address first")
+
+
+class TooSoon(DomainError):
+    status = 429
+    code = "too_soon"
+    title = gettext_lazy("Too soon")
+    retry_after = 180  # seconds: accounts.services.CONFIRMATION_RESEND_SECONDS

@@ -4,14 +4,16 @@ import hashlib
 import secrets
 import zoneinfo
 
+from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from core.db import choices_check
 from core.money import MoneyField
+from core.vat import TaxTreatment
 
 
 def token_hash(raw: str) -> str:
@@ -96,6 +98,7 @@ class SignInMethod(models.TextChoices):
     SECOND_FACTOR = "2fa", _("password and second factor")
     API = "api", _("password, for an API token")
     API_SECOND_FACTOR = "api_2fa", _("password and second factor, for an API token")
+    EMAIL_LINK = "email_link", _("e-mail confirmation link")
 
 
 class SignIn(models.Model):
@@ -170,6 +173,51 @@ class Team(models.Model):
     @property
     def is_business(self) -> bool:
         return bool(self.legal_name)
+
+
+class BuyerProblem(models.TextChoices):
+    COUNTRY = "not_a_country", _("not a country of ISO 3166")
+    VAT_ID = "foreign_vat_id", _("a VAT ID of another country, or one that fails its check")
+    DETAILS = "incomplete", _("incomplete details")
+
+
+class BuyerReview(models.Model):
+    """A team whose stored buyer details stopped passing the checks (a made-up country or
+    another country's VAT ID, saved before issue 54 refused them): found once, with the
+    treatment its quotes had and the one they get now, for staff to follow up (issued
+    invoices may need correcting); closed when an owner or billing member saves details that
+    pass. Quotes never read it: they check the details themselves (accounts.buyer)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="buyer_reviews")
+    found_at = models.DateTimeField()
+    country = models.CharField(max_length=2, blank=True)  # the details as they were found
+    vat_id = models.CharField(max_length=20, blank=True)
+    problem = models.CharField(max_length=16, choices=BuyerProblem.choices)
+    treatment_before = models.CharField(max_length=16, choices=TaxTreatment.choices)
+    treatment_now = models.CharField(max_length=16, choices=TaxTreatment.choices)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-found_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team"],
+                condition=Q(resolved_at__isnull=True),
+                name="accounts_buyerreview_one_open",
+            ),  # fmt: skip
+            choices_check("problem", BuyerProblem, name="accounts_buyerreview_problem_valid"),
+            choices_check(
+                "treatment_before", TaxTreatment, name="accounts_buyerreview_before_valid"
+            ),
+            choices_check("treatment_now", TaxTreatment, name="accounts_buyerreview_now_valid"),
+            models.CheckConstraint(
+                condition=Q(resolved_at__isnull=True) | Q(resolved_at__gte=F("found_at")),
+                name="accounts_buyerreview_resolved_after_found",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.team}: {self.problem} ({self.found_at:%Y-%m-%d})"
 
 
 class Membership(models.Model):
@@ -275,3 +323,13 @@ class SshKey(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.fingerprint})"
+
+
+class EmailAddressRecord(EmailAddress):
+    """allauth's e-mail addresses, listed in the admin under Accounts beside the teams
+    (allauth's own app would add a second "Accounts" section for this one table)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("e-mail address")
+        verbose_name_plural = _("e-mail addresses")

@@ -23,13 +23,18 @@ def email_unverified_error() -> EmailUnverified:
     )
 
 
-def require_verified_email(*, user) -> None:
-    """Who signed up confirms an address before the first purchase. Accounts that staff
-    created have no address record to confirm and are trusted as they are."""
+def email_confirmed(*, user) -> bool:
+    """Whether the person confirmed an address, as the web sign-in requires. Accounts that
+    staff created have no address record to confirm and are trusted as they are."""
     counts = EmailAddress.objects.filter(user=user).aggregate(
         known=Count("id"), verified=Count("id", filter=Q(verified=True))
     )
-    if counts["known"] and not counts["verified"]:
+    return not counts["known"] or bool(counts["verified"])
+
+
+def require_verified_email(*, user) -> None:
+    """Who signed up confirms an address before the first purchase."""
+    if not email_confirmed(user=user):
         raise email_unverified_error()
 
 

@@ -1,14 +1,17 @@
-"""Personal API tokens: created (the secret shown once), listed and revoked by their owner."""
+"""Personal API tokens: created (the secret shown once), listed and revoked by their owner;
+a person's preferences; the confirmation link sent again."""
 
 from datetime import datetime
 
+from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import transaction
 from django.utils.translation import gettext as _
 
 from accounts.access import ALLOWED, acting_as
-from accounts.errors import NotAllowed, TooManyTokens
+from accounts.errors import NotAllowed, TooManyTokens, TooSoon
 from accounts.models import ApiToken, Profile, Role, Team, token_hash
 from core.db import db_now
 
@@ -80,3 +83,29 @@ def account_preferences_set(
     if names:
         get_user_model().objects.filter(pk=user.pk).update(**names)
     return profile
+
+
+CONFIRMATION_RESEND_SECONDS = 180
+
+
+def email_confirmation_resend(*, request, email: str) -> None:
+    """Send the link that confirms an address again, for someone who signed up and has no
+    mail (the "check your inbox" page). At most once per address every three minutes,
+    counted in Redis before anything is looked up, and the answer is the same whether or
+    not an unconfirmed account uses the address: nobody learns who has an account here.
+    The mail is allauth's own confirmation (the request builds its link)."""
+    email = (email or "").strip()
+    key = f"confirmation-resend:{email.lower()[:254]}"
+    if not cache.strict.add(key, 1, CONFIRMATION_RESEND_SECONDS):
+        raise TooSoon(
+            _("A link to %(email)s was asked for less than three minutes ago: look for it, in "
+              "the spam folder too, before asking again.") % {"email": email}
+        )  # fmt: skip
+    address = (
+        EmailAddress.objects.filter(email__iexact=email, verified=False)
+        .select_related("user")
+        .order_by("-primary", "pk")
+        .first()
+    )
+    if address is not None and address.user.is_active:
+        address.send_confirmation(request, signup=False)

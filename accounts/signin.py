@@ -20,8 +20,15 @@ from django.core.cache import cache
 from django.utils.translation import gettext as _
 from rest_framework.throttling import BaseThrottle
 
-from accounts.errors import BadCredentials, LockedOut, SecondFactorMissing, SecondFactorWrong
+from accounts.errors import (
+    BadCredentials,
+    EmailUnverified,
+    LockedOut,
+    SecondFactorMissing,
+    SecondFactorWrong,
+)
 from accounts.models import SignIn, SignInMethod
+from accounts.selectors import email_confirmed
 
 LOCKOUT_THRESHOLD = 5  # failures of one username from one address
 ADDRESS_THRESHOLD = 20  # failures from one address, whatever the usernames
@@ -125,9 +132,17 @@ def sign_in_record(request, *, user, method: str) -> None:
 
 
 def sign_in(request, *, username: str, password: str, otp: str | None = None):
-    """An API client's sign-in: the password, then the second factor for a user who has
-    one, each counted toward its lockout; the sign-in recorded once both held."""
+    """An API client's sign-in: the password, a confirmed address (as on the web), then the
+    second factor for a user who has one, each counted toward its lockout; the sign-in
+    recorded once all held."""
     user = password_check(request, username=username, password=password)
+    if not email_confirmed(user=user):  # as the web sign-in: no way in before confirming
+        raise EmailUnverified(
+            _(
+                "Confirm your e-mail address before you create an API token: open the link "
+                "we sent you, or sign in on the web to have it sent again."
+            )
+        )
     method = SignInMethod.API
     if has_second_factor(user):
         second_factor_check(request, user=user, code=otp)

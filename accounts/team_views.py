@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.access import TEAM_SESSION_KEY, Action, acting_as
 from accounts.adapter import INVITATION_SESSION_KEY
-from accounts.buyer import country_codes, country_name, team_tax_treatment
+from accounts.buyer import buyer_problems, country_codes, country_name, team_tax_treatment
 from accounts.models import Membership, Role, Team
 from accounts.teams import (
     email_mask,
@@ -169,6 +169,7 @@ def team_page(request, pk):
             "new_link": new_link,
             "changes": team.spend_limit_changes.select_related("by")[:10],
             "tax_treatment": team_tax_treatment(team),
+            "buyer_problems": list(buyer_problems(team).values()),
             "country_label": country_name(team.country, get_language() or "en"),
             "nav": "teams",
             **forms_,

@@ -13,12 +13,12 @@ from allauth.account.models import EmailAddress
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
-from accounts.buyer import buyer_check
+from accounts.buyer import buyer_check, buyer_problems, stored_tax_treatment, team_tax_treatment
 from accounts.errors import (
     AlreadyMember,
     InvitationInvalid,
@@ -29,6 +29,8 @@ from accounts.errors import (
 )
 from accounts.models import (
     ApiToken,
+    BuyerProblem,
+    BuyerReview,
     Invitation,
     Membership,
     Role,
@@ -285,7 +287,48 @@ def team_buyer_set(
     team.legal_name, team.address = buyer.legal_name, buyer.address
     team.country, team.vat_id = buyer.country, buyer.vat_id
     team.save(update_fields=["legal_name", "address", "country", "vat_id"])
+    # Details that pass (or none, a consumer's) close the review of the ones that did not.
+    BuyerReview.objects.filter(team=team, resolved_at__isnull=True).update(resolved_at=db_now())
     return team
+
+
+@transaction.atomic
+def teams_buyer_recheck() -> dict[str, list[int]]:
+    """Check every team's stored buyer details against today's rules (after an upgrade that
+    changed them: `manage.py teams_buyer_recheck`): open a review for each team whose
+    details no longer pass, with the treatment its quotes had and the one they get now, and
+    close the open reviews of teams whose details pass again. Their next quote is taxed by
+    the check whether or not this runs (accounts.buyer.team_tax_treatment); this tells staff.
+    Returns {"opened": [team ids], "closed": [team ids]}."""
+    now = db_now()
+    open_reviews = set(
+        BuyerReview.objects.filter(resolved_at__isnull=True).values_list("team_id", flat=True)
+    )
+    teams = (
+        Team.objects.select_for_update()
+        .filter(Q(pk__in=open_reviews) | ~Q(legal_name=""))
+        .order_by("pk")
+    )
+    opened, closed = [], []
+    for team in teams:
+        problems = buyer_problems(team)
+        if problems and team.pk not in open_reviews:
+            BuyerReview.objects.create(
+                team=team, found_at=now, country=team.country, vat_id=team.vat_id,
+                problem=_problem(problems), treatment_before=stored_tax_treatment(team),
+                treatment_now=team_tax_treatment(team),
+            )  # fmt: skip
+            opened.append(team.pk)
+        elif not problems and team.pk in open_reviews:
+            closed.append(team.pk)
+    BuyerReview.objects.filter(team_id__in=closed, resolved_at__isnull=True).update(resolved_at=now)
+    return {"opened": opened, "closed": closed}
+
+
+def _problem(problems: dict[str, str]) -> str:
+    if "country" in problems:
+        return BuyerProblem.COUNTRY
+    return BuyerProblem.VAT_ID if "vat_id" in problems else BuyerProblem.DETAILS
 
 
 _UNSET = object()

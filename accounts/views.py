@@ -18,11 +18,16 @@ from django.views import i18n
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
-from accounts.errors import TooManyTokens
+from accounts.errors import TooManyTokens, TooSoon
 from accounts.middleware import SESSION_KEY, preferences_remember
 from accounts.models import ApiToken, Profile, SshKey
 from accounts.selectors import profile_for, sign_in_history
-from accounts.services import account_preferences_set, api_token_create, api_token_revoke
+from accounts.services import (
+    account_preferences_set,
+    api_token_create,
+    api_token_revoke,
+    email_confirmation_resend,
+)
 from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
 
 
@@ -203,3 +208,32 @@ def ssh_keys_page(request):
          "nav": "account"},
         status=status,
     )  # fmt: skip
+
+
+class ConfirmationResendForm(forms.Form):
+    email = forms.EmailField(label=gettext_lazy("E-mail"), max_length=254)
+
+
+@require_POST
+def confirmation_resend_page(request):
+    """ "Send the link again" on the "check your inbox" page: the same answer for any
+    address (accounts.services.email_confirmation_resend)."""
+    form = ConfirmationResendForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Give the e-mail address you signed up with."))
+        return redirect("account_email_verification_sent")
+    email = form.cleaned_data["email"]
+    try:
+        email_confirmation_resend(request=request, email=email)
+    except TooSoon as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(
+            request,
+            _(
+                "If an account that is not confirmed yet uses %(email)s, we have sent it a new "
+                "link. It may take a minute or two; look in the spam folder too."
+            )
+            % {"email": email},
+        )
+    return redirect("account_email_verification_sent")

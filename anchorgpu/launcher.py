@@ -291,6 +291,7 @@ def _serve(children, env, port):
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "collectstatic", "--noinput", "-v", "0")
     manage(env, "seed_demo", "--simulator", f"http://127.0.0.1:{sim_port}")
+    manage(env, "exchange_rates_demo")  # the demo's currencies have their PLN rates
     manage(env, "invoices_issue_missing")  # the demo's history gets its invoices too
     py = sys.executable
     children.start(

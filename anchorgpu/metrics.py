@@ -22,6 +22,7 @@ from rest_framework import authentication, exceptions
 
 from accounts.auth import BearerTokenAuthentication
 from catalog.models import Node, NodeState
+from invoices.selectors import invoices_held
 from rentals import sql as rentals_sql
 from rentals.models import Allocation, ImpairedSpan, LedgerEntry, LedgerKind
 from telemetry.agents import agent_silent_after
@@ -40,6 +41,7 @@ class ConsoleCollector:
         yield from self._health()
         yield from self._money()
         yield from self._impaired()
+        yield from self._invoices_held()
         yield from self._polls(now)
         yield from self._agents(now)
         yield from self._engine(now)
@@ -204,9 +206,27 @@ class ConsoleCollector:
         impaired.add_metric([], Allocation.objects.filter(impaired_since__isnull=False).count())
         gpus.add_metric([], sum(len(g) for g in open_spans.values_list("gpus", flat=True)))
         waiting.add_metric(
-            [], ImpairedSpan.objects.filter(ended_at__isnull=False, credits__isnull=True).count()
+            [],
+            ImpairedSpan.objects.counted()
+            .filter(ended_at__isnull=False, credits__isnull=True)
+            .count(),
         )
         yield from (impaired, gpus, waiting)
+
+    @staticmethod
+    def _invoices_held():
+        """Invoices held for want of an exchange rate, per currency: alert on any above 0."""
+        held = GaugeMetricFamily(
+            "anchorgpu_invoices_held",
+            "Charges whose invoice waits for an exchange rate of a day before the sale",
+            labels=["currency"],
+        )
+        totals: dict[str, int] = {}
+        for day in invoices_held():
+            totals[day.currency] = totals.get(day.currency, 0) + day.invoices
+        for currency, count in sorted(totals.items()):
+            held.add_metric([currency], count)
+        yield held
 
     @staticmethod
     def _polls(now):

@@ -89,6 +89,19 @@ def beat_schedule():
             "options": {"expires": 3600},
         },
     }
+    # Invoices held for an exchange rate: issued once the rate exists (staff entering it in
+    # the admin issues them at once; this catches any other way in), staff told of new ones.
+    schedule["issue-held-invoices"] = {
+        "task": "invoices.tasks.invoices_catch_up_task",
+        "schedule": crontab(minute=12),
+        "options": {"expires": 3600},
+    }
+    if conf["DEMO"]:  # the demo keeps made-up rates for its currencies
+        schedule["keep-demo-exchange-rates"] = {
+            "task": "invoices.tasks.exchange_rates_demo_task",
+            "schedule": crontab(minute=2),
+            "options": {"expires": 3600},
+        }
     if conf["TELEMETRY_SOURCE"] == "prometheus":  # the closed minutes from the operator's engine
         schedule["ingest-telemetry"] = {
             "task": "telemetry.tasks.telemetry_ingest_task",

@@ -107,6 +107,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.teams",
                 "rentals.context_processors.notices",
+                "invoices.context_processors.held_invoices",
             ],
         },
     },
@@ -203,7 +204,11 @@ ACCOUNT_PREVENT_ENUMERATION = True
 ACCOUNT_CONFIRM_EMAIL_ON_GET = False
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_LOGOUT_ON_GET = False
-ACCOUNT_EMAIL_SUBJECT_PREFIX = "[AnchorGPU] "
+# Who the product is to people (mails, account pages) and where they write to; the
+# confirmation mail said "Hello from 127.0.0.1:18800" with no name set (issue 54).
+SITE_NAME = _read("SITE_NAME", "str", default="AnchorGPU")
+SUPPORT_EMAIL = _read("SUPPORT_EMAIL", "str", default="support@anchorgpu.example")
+ACCOUNT_EMAIL_SUBJECT_PREFIX = f"[{SITE_NAME}] "
 # Failed sign-ins are counted by accounts.signin (one lockout for the form and the API);
 # allauth's own limits stay on for sign-up, password reset and confirmation mails.
 ACCOUNT_RATE_LIMITS = {"login_failed": False}
@@ -215,7 +220,7 @@ MFA_FORMS = {
     "reauthenticate": "accounts.forms.SecondFactorReauthenticateForm",
     "activate_totp": "accounts.forms.TotpActivateForm",
 }
-MFA_TOTP_ISSUER = "AnchorGPU"
+MFA_TOTP_ISSUER = SITE_NAME
 SIGNUP_MODE = _read("ANCHORGPU_SIGNUP", "str", default="open")
 if SIGNUP_MODE not in ("open", "invite"):
     raise ImproperlyConfigured("ANCHORGPU_SIGNUP must be open or invite.")
@@ -447,6 +452,8 @@ ANCHORGPU = {
     "IMPAIRED_NODE_AFTER": timedelta(
         seconds=_read("IMPAIRED_NODE_AFTER_SECONDS", "float", default=120.0)
     ),
+    # A span shorter than this is not impaired time (not credited, not counted): a blip.
+    "IMPAIRED_MIN": timedelta(seconds=_read("IMPAIRED_MIN_SECONDS", "float", default=300.0)),
     "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
     "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),
     # Who issues the invoices (issue 31). The defaults are a fictional demo seller; a real

@@ -66,6 +66,11 @@ urlpatterns = [
     path("account/ssh-keys/", accounts.ssh_keys_page, name="ssh-keys"),
     path("account/webhooks/", webhooks.webhooks_page, name="webhooks"),
     path("account/profile/", accounts.account_page, name="account"),
+    path(
+        "account/confirm-email-again/",
+        accounts.confirmation_resend_page,
+        name="confirmation-resend",
+    ),  # fmt: skip
     path("teams/", teams.team_list_page, name="teams"),
     path("teams/switch/", teams.team_switch, name="team-switch"),
     path("teams/<int:pk>/", teams.team_page, name="team"),

@@ -26,7 +26,8 @@ from catalog.models import (
 )
 from catalog.selectors import price_rows_with_status, price_status
 from catalog.services import fleet_import, gpu_price_set, option_price_set, price_start_check
-from core.admin import ReadOnlyAdmin, ReadOnlyInline
+from core.admin import ReadOnlyAdmin, ReadOnlyInline, when_column
+from core.dates import when_text
 from core.money import money_text
 
 
@@ -36,16 +37,23 @@ def price(obj):
     return money_text(obj.unit_price, obj.currency)
 
 
+# Times in the admin's time zone, named ("Dec. 5, 2026, 10 a.m. CET"), as the pages show them.
+effective_from = when_column("effective_from", _("effective from"))
+created_at = when_column("created_at", _("created at"))
+
+
 class GpuPriceHistoryInline(ReadOnlyInline):
     model = GpuPrice
-    fields = ["period", price, "effective_from", "created_by", "created_at"]
+    fields = ["period", price, effective_from, "created_by", created_at]
     readonly_fields = fields
     ordering = ["period__duration", "-effective_from"]
     verbose_name_plural = _("price history and scheduled changes")
 
 
 class PricesAtForm(forms.Form):
-    at = forms.DateTimeField(required=False, label=_("At (UTC)"))
+    at = forms.DateTimeField(
+        required=False, label=_("At"), help_text=_("In your time zone (account page).")
+    )
 
 
 class LabelledSplitDateTime(AdminSplitDateTime):
@@ -105,8 +113,8 @@ class PriceAdminMixin:
         in_force = [row for row in rows.order_by("-effective_from") if not row.superseded]
         context = {
             **self.admin_site.each_context(request),
-            "title": _("%(prices)s in force at %(at)s UTC")
-            % {"prices": self.model._meta.verbose_name_plural, "at": f"{at:%Y-%m-%d %H:%M}"},
+            "title": _("%(prices)s in force at %(at)s")
+            % {"prices": self.model._meta.verbose_name_plural, "at": when_text(at)},
             "form": form,
             "rows": in_force,
             "opts": self.model._meta,
@@ -129,7 +137,7 @@ class PriceAdminMixin:
 @admin.register(GpuPrice)
 class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
     list_display = [
-        "gpu_model", "period", price, "effective_from", "status", "created_by"
+        "gpu_model", "period", price, effective_from, "status", "created_by"
     ]  # fmt: skip
     list_filter = ["gpu_model", "period", "currency"]
     fields = ["gpu_model", "period", "unit_price", "effective_from"]
@@ -148,7 +156,7 @@ class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
 @admin.register(OptionPrice)
 class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
     list_display = [
-        "option", "period", price, "effective_from", "status", "created_by"
+        "option", "period", price, effective_from, "status", "created_by"
     ]  # fmt: skip
     list_filter = ["option", "period"]
     fields = ["option", "period", "unit_price", "effective_from"]
@@ -176,7 +184,7 @@ class GpuModelAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
 
 class OptionPriceHistoryInline(ReadOnlyInline):
     model = OptionPrice
-    fields = ["period", "unit_price", "currency", "effective_from", "created_by"]
+    fields = ["period", price, effective_from, "created_by"]
     readonly_fields = fields
 
 
@@ -191,7 +199,9 @@ class OptionAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
 
 @admin.register(PriceChange)
 class PriceChangeAdmin(ReadOnlyAdmin):
-    list_display = ["at", "user", "subject", "old_price", "new_price", "effective_from"]
+    list_display = [
+        when_column("at", _("at")), "user", "subject", "old_price", "new_price", effective_from
+    ]  # fmt: skip
     list_filter = ["user"]
     search_fields = ["subject"]
 

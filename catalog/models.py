@@ -306,6 +306,11 @@ class Node(models.Model):
     )  # fmt: skip
     last_poll_at = models.DateTimeField(null=True, blank=True)
     last_good_poll_at = models.DateTimeField(null=True, blank=True)
+    # The start of the node's current unbroken run of polls (none missed for longer than a
+    # staleness window): staleness is judged only from polls made since, never from a gap
+    # the console itself caused (stopped, restarted, no worker polling). Written with its
+    # health (telemetry.sql.NODES_HEALTH).
+    polled_since = models.DateTimeField(null=True, blank=True)
     # Where tenants reach the node's SSH server (the connection details an allocation shows).
     ssh_host = models.CharField(
         _("SSH host"), max_length=255, blank=True, default="", db_default="",

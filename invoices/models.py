@@ -66,6 +66,35 @@ class ExchangeRate(models.Model):
         return f"{self.currency} {self.effective_on}: {self.rate} PLN"
 
 
+# How far back a day's exchange rate may be from the sale it converts: NBP publishes table A
+# each business day, and the longest run without one (Christmas and a weekend) is under a
+# week; an older rate is no rate "of the last business day before the sale".
+RATE_MAX_AGE_DAYS = 7
+
+
+class HeldInvoice(models.Model):
+    """A charge whose invoice waits for its exchange rate: Polish VAT in a foreign currency
+    is also stated in PLN (FA(3)'s P_14_1W) at the rate of the last business day before the
+    sale, and no such rate was entered. Written by the issuing statement instead of the
+    invoice, deleted by the statement that issues it once staff enter the rate; staff are
+    told once (`alerted_at`)."""
+
+    ledger_entry = models.OneToOneField(
+        LedgerEntry, on_delete=models.PROTECT, related_name="+", primary_key=True
+    )
+    currency = CurrencyField()
+    sold_on = models.DateField()  # in the invoices' zone: a rate of a day before it is needed
+    held_at = models.DateTimeField()
+    alerted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["sold_on", "currency", "ledger_entry"]
+        indexes = [models.Index(fields=["sold_on", "currency"], name="invoices_held_day")]
+
+    def __str__(self):
+        return f"{self.ledger_entry_id}: {self.currency} sold on {self.sold_on}"
+
+
 class Invoice(models.Model):
     """An invoice for one charge, or a credit note for a refund or a credit that names the
     invoice it corrects. Written once by `invoices.sql.ISSUE`, in the ledger's transaction."""

@@ -128,11 +128,13 @@ def invoice_pdf(invoice: Invoice) -> bytes:
         )
     ]
     rows = [[_p(h, s["small"]) for h in header]]
-    for line in invoice.lines.all():
+    # Numbered from 1 in their order, as the FA(3) XML numbers them (NrWierszaFa): the
+    # stored position is the quote line's, which counts from 0.
+    for number, line in enumerate(invoice.lines.all(), 1):
         pl, en = line_both(line.facts)
         rows.append(
             [
-                _p(line.position, s["cell"]),
+                _p(number, s["cell"]),
                 _p(pl if pl == en else f"{pl}\n{en}", s["cell"]),
                 _p(f"{line.quantity.normalize():f}", s["num"]),
                 _p(_money(line.unit_price, cur), s["num"]),

@@ -1,17 +1,19 @@
-"""Reads of the acting team's invoices and credit notes."""
+"""Reads of the acting team's invoices and credit notes, and of the invoices held for an
+exchange rate."""
 
 import re
 import zoneinfo
-from datetime import date
+from dataclasses import dataclass
+from datetime import date, timedelta
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from invoices.errors import BadMonth, InvoiceNotFound
-from invoices.models import Invoice, InvoiceLine
+from invoices.models import RATE_MAX_AGE_DAYS, HeldInvoice, Invoice, InvoiceLine
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -71,3 +73,41 @@ def invoice_get(*, acting: Acting, pk: int) -> Invoice:
     if invoice is None:
         raise InvoiceNotFound(_("There is no such invoice in this team."))
     return invoice
+
+
+@dataclass(frozen=True)
+class HeldDay:
+    """Invoices held for one currency's rate: the sale day, and the days whose NBP rate
+    would do (the last business day before the sale is one of them)."""
+
+    currency: str
+    sold_on: date
+    invoices: int
+    rate_from: date
+    rate_until: date
+
+
+def invoices_held() -> list[HeldDay]:
+    """Charges whose invoice waits for an exchange rate, by currency and sale day, oldest
+    first: what staff are told (the admin, the staff dashboard, mails, /metrics)."""
+    rows = (
+        HeldInvoice.objects.values("currency", "sold_on")
+        .annotate(invoices=Count("pk"))
+        .order_by("sold_on", "currency")
+    )
+    return [
+        HeldDay(
+            currency=row["currency"],
+            sold_on=row["sold_on"],
+            invoices=row["invoices"],
+            rate_from=row["sold_on"] - timedelta(days=RATE_MAX_AGE_DAYS),
+            rate_until=row["sold_on"] - timedelta(days=1),
+        )  # fmt: skip
+        for row in rows
+    ]
+
+
+def invoices_held_for(*, acting: Acting) -> int:
+    """How many of the team's charges still wait for their invoice (an exchange rate)."""
+    acting.require(Action.READ_INVOICES)
+    return HeldInvoice.objects.filter(ledger_entry__team=acting.team).count()

@@ -8,19 +8,39 @@ writes every document and its lines. Sending to KSeF is a separate step after co
 
 import json
 import logging
+import math
+import zoneinfo
 from datetime import timedelta
+from decimal import Decimal
 
 import httpx
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.core.mail import send_mail
 from django.db import connection, transaction
+from django.db.models import Q
+from django.utils.translation import gettext as _
 
+from catalog.models import GpuPrice, OptionPrice
 from core.db import db_now
+from core.money import default_currency
 from invoices import sql
 from invoices.errors import XmlInvalid
 from invoices.fa3 import invoice_xml
-from invoices.models import Invoice, InvoiceKind, KsefStatus, KsefSubmission
+from invoices.models import (
+    RATE_MAX_AGE_DAYS,
+    ExchangeRate,
+    HeldInvoice,
+    Invoice,
+    InvoiceKind,
+    KsefStatus,
+    KsefSubmission,
+)
+from invoices.selectors import HeldDay, invoices_held
 from invoices.texts import legal_notes
 from rentals.models import LedgerEntry, LedgerKind, LedgerReason
+from rentals.texts import reader_preferences
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +88,8 @@ def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[
                 "booking": LedgerReason.BOOKING,
                 "extension": LedgerReason.EXTENSION,
                 "pln": "PLN",
+                "needs_rate": seller_is_polish(),
+                "rate_days": RATE_MAX_AGE_DAYS,
                 "from_quote": sql.FROM_QUOTE,
                 "mirrored": sql.MIRRORED,
                 "credited": sql.CREDITED,
@@ -80,10 +102,19 @@ def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[
 
 @transaction.atomic
 def invoices_issue_missing() -> int:
-    """Documents for ledger rows that have none (rows older than this app, a demo's history):
-    charges first, then what corrects them. How many were issued."""
+    """Documents for ledger rows that have none (rows older than this app, a demo's history,
+    charges held for an exchange rate that now exists): charges first, then what corrects
+    them. How many were issued. Staff adding a rate in the admin runs it, and the hourly
+    `invoices_catch_up_task`."""
     with connection.cursor() as cursor:
-        cursor.execute(sql.UNDOCUMENTED, {"charge": LedgerKind.CHARGE})
+        cursor.execute(
+            sql.UNDOCUMENTED,
+            {
+                "charge": LedgerKind.CHARGE,
+                "refund": LedgerKind.REFUND,
+                "invoice": InvoiceKind.INVOICE,
+            },
+        )
         entry_ids = [row[0] for row in cursor.fetchall()]
     charges = set(
         LedgerEntry.objects.filter(pk__in=entry_ids, kind=LedgerKind.CHARGE).values_list(
@@ -93,6 +124,92 @@ def invoices_issue_missing() -> int:
     issued = invoices_issue(entry_ids=sorted(charges))
     rest = [pk for pk in entry_ids if pk not in charges]
     return len(issued) + len(invoices_issue(entry_ids=rest))
+
+
+# --- Invoices held for an exchange rate -------------------------------------------------
+
+
+def invoices_held_among(*, entry_ids: list[int]) -> bool:
+    """Whether any of these ledger rows' invoices was held and staff were not told yet."""
+    return HeldInvoice.objects.filter(ledger_entry_id__in=entry_ids, alerted_at=None).exists()
+
+
+def invoices_held_alert() -> int:
+    """Tell the staff who keep the exchange rates (staff with `invoices.add_exchangerate`,
+    superusers) which invoices are held, once per held charge; how many were told of. The
+    rows are claimed in a short transaction and the mail sent after it; a mail that fails
+    gives them back for the next run."""
+    now = db_now()
+    with transaction.atomic():
+        claimed = list(
+            HeldInvoice.objects.select_for_update(skip_locked=True)
+            .filter(alerted_at=None)
+            .values_list("pk", flat=True)
+        )
+        HeldInvoice.objects.filter(pk__in=claimed).update(alerted_at=now)
+    if not claimed:
+        return 0
+    days = invoices_held()
+    recipients = _rate_keepers()
+    if not recipients:
+        log.error("%s invoices are held for an exchange rate and no staff member keeps the rates",
+                  len(claimed))  # fmt: skip
+        return len(claimed)
+    try:
+        for user in recipients:
+            with reader_preferences(user):
+                send_mail(
+                    _("AnchorGPU: invoices held for want of an exchange rate"),
+                    held_text(days), None, [user.email],
+                )  # fmt: skip
+    except Exception:
+        HeldInvoice.objects.filter(pk__in=claimed, alerted_at=now).update(alerted_at=None)
+        raise
+    return len(claimed)
+
+
+def _rate_keepers():
+    permission = Permission.objects.filter(
+        content_type__app_label="invoices", codename="add_exchangerate"
+    ).first()
+    who = Q(is_superuser=True)
+    if permission is not None:
+        who |= Q(user_permissions=permission) | Q(groups__permissions=permission)
+    return list(
+        get_user_model()
+        .objects.filter(who, is_active=True, is_staff=True)
+        .exclude(email="")
+        .distinct()
+        .order_by("pk")
+    )
+
+
+def held_text(days: list[HeldDay]) -> str:
+    """What staff read of the held invoices, in the active language."""
+    head = _(
+        "These invoices are not issued yet: their VAT must also be stated in PLN at the NBP "
+        "rate (table A) of the last business day before the sale, and no such rate has been "
+        "entered."
+    )
+    lines = [
+        _(
+            "%(currency)s, sold on %(sold_on)s: %(count)s held; a rate of a day from "
+            "%(rate_from)s to %(rate_until)s is needed."
+        )
+        % {
+            "currency": d.currency,
+            "sold_on": d.sold_on.isoformat(),
+            "count": d.invoices,
+            "rate_from": d.rate_from.isoformat(),
+            "rate_until": d.rate_until.isoformat(),
+        }  # fmt: skip
+        for d in days
+    ]
+    tail = _(
+        "Enter the rates in the admin (Invoices → Exchange rates, /admin/invoices/"
+        "exchangerate/add/): the held invoices are issued at once."
+    )
+    return "\n\n".join([head, "\n".join(f"- {line}" for line in lines), tail])
 
 
 # --- KSeF ---------------------------------------------------------------------------------
@@ -187,3 +304,56 @@ def _ksef_record(*, invoice_id: int, status: str, number: str = "", error: str =
 def ksef_retry_in(attempts: int) -> timedelta:
     """Back off: 30 s, 1 min, 2 min … (the task's countdown)."""
     return timedelta(seconds=30 * 2 ** max(attempts - 1, 0))
+
+
+# --- The demo's exchange rates --------------------------------------------------------------
+
+# PLN per unit, about NBP's table A of late 2026; the demo's rates wander a little around them.
+DEMO_RATES = {
+    "USD": Decimal("3.65"), "EUR": Decimal("4.22"), "GBP": Decimal("4.86"),
+    "CHF": Decimal("4.55"), "JPY": Decimal("0.0239"), "CZK": Decimal("0.171"),
+    "SEK": Decimal("0.385"), "NOK": Decimal("0.36"), "DKK": Decimal("0.566"),
+    "CAD": Decimal("2.62"), "AUD": Decimal("2.38"), "KWD": Decimal("11.9"),
+}  # fmt: skip
+
+
+def exchange_rates_demo_keep(*, days: int = 40) -> int:
+    """The demo only (ANCHORGPU_DEMO): a made-up rate for each business day of the last
+    `days` and today, for every currency the catalog prices in (PLN aside), so the demo's
+    foreign-currency invoices carry their VAT in PLN rather than wait for staff. Rates staff
+    entered are kept. Marked "(demo)" in their table number, which the PDF prints. How many
+    were added."""
+    if not settings.ANCHORGPU["DEMO"]:
+        return 0
+    currencies = sorted(
+        (set(GpuPrice.objects.values_list("currency", flat=True).distinct())
+         | set(OptionPrice.objects.values_list("currency", flat=True).distinct())
+         | {default_currency()}) - {"PLN"}
+    )  # fmt: skip
+    today = db_now().astimezone(zoneinfo.ZoneInfo(settings.INVOICES["TIME_ZONE"])).date()
+    rows = []
+    for currency in currencies:
+        base = DEMO_RATES.get(currency)
+        if base is None:
+            log.warning("the demo has no exchange rate for %s: its invoices are held", currency)
+            continue
+        for back in range(days, -1, -1):
+            day = today - timedelta(days=back)
+            if day.weekday() >= 5:  # NBP publishes on business days
+                continue
+            wander = Decimal(math.sin(day.toordinal() / 5)).quantize(Decimal("0.0001"))
+            rows.append(
+                ExchangeRate(
+                    currency=currency, effective_on=day,
+                    rate=(base * (1 + wander / 100)).quantize(Decimal("0.000001")),
+                    table_no=f"{_business_day_of_year(day):03d}/A/NBP/{day.year} (demo)",
+                )
+            )  # fmt: skip
+    before = ExchangeRate.objects.count()
+    ExchangeRate.objects.bulk_create(rows, ignore_conflicts=True)
+    return ExchangeRate.objects.count() - before
+
+
+def _business_day_of_year(day) -> int:
+    first = day.replace(month=1, day=1)
+    return sum(1 for n in range((day - first).days + 1) if (first + timedelta(n)).weekday() < 5)

@@ -31,22 +31,27 @@ _BUYER = SQL(
 
 
 # The documents each kind of ledger row calls for, and their lines.
-_CHARGED_DOCS = SQL(
+_CHARGED = SQL(
     """
     SELECT e.id AS entry_id, %(invoice)s::varchar AS kind, NULL::bigint AS corrects_id,
            %(from_quote)s AS src, e.team_id, q.tax_treatment, q.vat_rate, e.currency,
            e.net, e.vat, e.amount AS gross, e.reason,
            (e.at AT TIME ZONE %(tz)s)::date AS sold_on,
-           x.rate AS pln_rate, x.effective_on AS pln_rate_on, coalesce(x.table_no, '') AS pln_table
+           x.rate AS pln_rate, x.effective_on AS pln_rate_on, coalesce(x.table_no, '') AS pln_table,
+           -- Held: Polish VAT in a foreign currency needs the rate of a day before the sale.
+           (%(needs_rate)s AND e.currency <> %(pln)s AND e.vat <> 0 AND x.rate IS NULL) AS held
     FROM entry e
     JOIN rentals_quote q ON q.id = e.quote_id
     LEFT JOIN LATERAL (
         SELECT r.rate, r.effective_on, r.table_no FROM invoices_exchangerate r
         WHERE r.currency = e.currency AND e.currency <> %(pln)s AND e.vat <> 0
           AND r.effective_on < (e.at AT TIME ZONE %(tz)s)::date
+          AND r.effective_on >= (e.at AT TIME ZONE %(tz)s)::date - %(rate_days)s
         ORDER BY r.effective_on DESC LIMIT 1
     ) x ON true
     WHERE e.kind = %(charge)s
+      AND NOT EXISTS (SELECT 1 FROM invoices_invoice k
+                      WHERE k.ledger_entry_id = e.id AND k.kind = %(invoice)s)
 """
 )
 _REFUNDED_DOCS = SQL(
@@ -58,6 +63,8 @@ _REFUNDED_DOCS = SQL(
     JOIN rentals_ledgerentry c ON c.allocation_id = e.allocation_id AND c.kind = %(charge)s
     JOIN invoices_invoice i ON i.ledger_entry_id = c.id AND i.kind = %(invoice)s
     WHERE e.kind = %(refund)s
+      AND NOT EXISTS (SELECT 1 FROM invoices_invoice k
+                      WHERE k.ledger_entry_id = e.id AND k.corrects_id = i.id)
 """
 )
 _CREDITED_DOCS = SQL(
@@ -69,13 +76,14 @@ _CREDITED_DOCS = SQL(
     CROSS JOIN LATERAL (
         -- The invoice of the charge that paid for the time the span starts in: an
         -- extension's where it starts inside one's window, else the booking's (a cluster's,
-        -- for a node of a cluster).
+        -- for a node of a cluster). That charge's invoice held for its exchange rate holds
+        -- the credit note too (no other invoice is corrected instead).
         SELECT i.* FROM rentals_allocation a
         JOIN rentals_allocation ca
           ON ca.id = a.id OR (a.cluster_id IS NOT NULL AND ca.cluster_id = a.cluster_id)
         JOIN rentals_ledgerentry c ON c.allocation_id = ca.id AND c.kind = %(charge)s
         JOIN rentals_quote q ON q.id = c.quote_id
-        JOIN invoices_invoice i ON i.ledger_entry_id = c.id AND i.kind = %(invoice)s
+        LEFT JOIN invoices_invoice i ON i.ledger_entry_id = c.id AND i.kind = %(invoice)s
         LEFT JOIN rentals_impairedspan s ON s.id = e.impaired_span_id
         WHERE a.id = e.allocation_id
         ORDER BY (c.reason = %(extension)s AND s.started_at >= q.paid_from
@@ -83,7 +91,8 @@ _CREDITED_DOCS = SQL(
                  (c.reason = %(booking)s) DESC, (ca.id = a.id) DESC, c.id
         LIMIT 1
     ) i
-    WHERE e.kind = %(credit)s
+    WHERE e.kind = %(credit)s AND i.id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM invoices_invoice k WHERE k.ledger_entry_id = e.id)
 """
 )
 _QUOTE_LINES = SQL(
@@ -131,6 +140,15 @@ _CREDITED_LINES = SQL(
 """
 )
 
+# Charges that can be invoiced now (not held for an exchange rate), as documents.
+_CHARGED_DOCS = SQL(
+    """
+    SELECT entry_id, kind, corrects_id, src, team_id, tax_treatment, vat_rate, currency, net,
+           vat, gross, reason, sold_on, pln_rate, pln_rate_on, pln_table
+    FROM charged WHERE NOT held
+"""
+)
+
 _ISSUE = SQL(
     """
 WITH clock AS (
@@ -138,6 +156,14 @@ WITH clock AS (
            (statement_timestamp() AT TIME ZONE %(tz)s)::date AS day
 ), entry AS (
     SELECT e.* FROM rentals_ledgerentry e WHERE e.id = ANY(%(entries)s)
+), charged AS (
+{charged}
+), held AS (
+    -- Charges whose invoice waits for its exchange rate: staff are told (invoices.services).
+    INSERT INTO invoices_heldinvoice (ledger_entry_id, currency, sold_on, held_at)
+    SELECT c.entry_id, c.currency, c.sold_on, clock.at FROM charged c CROSS JOIN clock
+    WHERE c.held
+    ON CONFLICT (ledger_entry_id) DO NOTHING
 ), docs AS (
 {docs}
 ), numbered AS (
@@ -169,6 +195,8 @@ WITH clock AS (
     JOIN accounts_team t ON t.id = d.team_id
     CROSS JOIN clock
     RETURNING id, ledger_entry_id, corrects_id, vat_rate
+), released AS (
+    DELETE FROM invoices_heldinvoice h USING invoice v WHERE h.ledger_entry_id = v.ledger_entry_id
 ), lines AS (
     INSERT INTO invoices_invoiceline (invoice_id, position, facts, quantity, unit_price, net,
         vat_rate, vat, gross)
@@ -180,6 +208,7 @@ SELECT id FROM invoice ORDER BY id
 
 _UNION = SQL("\n    UNION ALL\n")
 ISSUE = _ISSUE.format(
+    charged=_CHARGED,
     docs=_UNION.join([_CHARGED_DOCS, _REFUNDED_DOCS, _CREDITED_DOCS]),
     lines=_UNION.join([_QUOTE_LINES, _MIRRORED_LINES, _CREDITED_LINES]),
     buyer=_BUYER,
@@ -187,14 +216,24 @@ ISSUE = _ISSUE.format(
 # The booking path's: charges only. The same statement less the refund and credit branches,
 # which PostgreSQL would still plan on every booking (planning the whole took 5.5 ms of its
 # 6.9, with the counter row locked until the commit).
-ISSUE_CHARGES = _ISSUE.format(docs=_CHARGED_DOCS, lines=_QUOTE_LINES, buyer=_BUYER).as_string()
+ISSUE_CHARGES = _ISSUE.format(
+    charged=_CHARGED, docs=_CHARGED_DOCS, lines=_QUOTE_LINES, buyer=_BUYER
+).as_string()
 
 # Charges, refunds and credits that have no document yet (rows the ledger recorded before
-# this app, or by a path that sent no signal): what `invoices_issue_missing` catches up on.
+# this app, by a path that sent no signal, or held for an exchange rate), and refunds that
+# have not yet corrected every invoice of their allocation (one was held): what
+# `invoices_issue_missing` catches up on.
 UNDOCUMENTED = """
 SELECT e.id FROM rentals_ledgerentry e
-WHERE NOT EXISTS (SELECT 1 FROM invoices_invoice i WHERE i.ledger_entry_id = e.id)
-  AND (e.kind <> %(charge)s OR e.quote_id IS NOT NULL)
+WHERE (NOT EXISTS (SELECT 1 FROM invoices_invoice i WHERE i.ledger_entry_id = e.id)
+       AND (e.kind <> %(charge)s OR e.quote_id IS NOT NULL))
+   OR (e.kind = %(refund)s AND EXISTS (
+        SELECT 1 FROM rentals_ledgerentry c
+        JOIN invoices_invoice i ON i.ledger_entry_id = c.id AND i.kind = %(invoice)s
+        WHERE c.allocation_id = e.allocation_id AND c.kind = %(charge)s
+          AND NOT EXISTS (SELECT 1 FROM invoices_invoice k
+                          WHERE k.ledger_entry_id = e.id AND k.corrects_id = i.id)))
 ORDER BY e.at, e.id
 """
 

@@ -59,6 +59,7 @@ def invoices_page(request):
             "query": query.urlencode(),
             "month": filters.get("month") or "",
             "xml": xml_enabled(),
+            "held": selectors.invoices_held_for(acting=acting),
             "nav": "invoices",
         },
         status=400 if form.errors else 200,

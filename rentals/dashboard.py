@@ -20,7 +20,7 @@ from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
 from rentals import sql
-from rentals.models import AllocatedStep, AllocationState, LedgerKind, Step
+from rentals.models import AllocatedStep, AllocationState, LedgerKind, Step, impaired_minimum
 from telemetry.models import FleetRollup, FleetSize, GpuRollup
 from telemetry.rollup import STEP, bucket_floor
 from telemetry.selectors import (
@@ -249,7 +249,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
             sql.DASHBOARD_NOW,
             {"now": now, "start": start, "active": NodeState.ACTIVE,
              "retired": NodeState.RETIRED, "stopped": AllocationState.STOPPED,
-             "started": _STARTED},
+             "started": _STARTED, "impaired_min": impaired_minimum()},
         )  # fmt: skip
         total, stopped_hours, impaired_hours, health = cursor.fetchone()
     health = health or {}

@@ -40,6 +40,7 @@ from rentals.models import (
     MaintenanceWindow,
     Notice,
     Quote,
+    span_counts,
 )
 from rentals.texts import ledger_text
 
@@ -428,7 +429,9 @@ def impaired_allocations(*, limit: int = 100) -> list[Allocation]:
     """Allocations marked impaired now or with impaired time not yet credited (staff's
     remedies page), the longest impaired first; each with `spans` (its spans, oldest
     first) and `credited` (the ids of the spans already credited)."""
-    spans = ImpairedSpan.objects.filter(Q(ended_at__isnull=True) | Q(credits__isnull=True))
+    spans = ImpairedSpan.objects.counted().filter(
+        Q(ended_at__isnull=True) | Q(credits__isnull=True)
+    )
     found = list(
         Allocation.objects.filter(pk__in=spans.values("allocation_id"))
         .select_related("gpu_model", "node", "user", "team", "quote__period")
@@ -436,6 +439,9 @@ def impaired_allocations(*, limit: int = 100) -> list[Allocation]:
         .order_by(F("impaired_since").asc(nulls_last=True), "pk")[:limit]
     )
     for allocation in found:
-        allocation.spans = sorted(allocation.impaired_spans.all(), key=lambda s: s.started_at)
+        allocation.spans = sorted(
+            (s for s in allocation.impaired_spans.all() if span_counts(s)),
+            key=lambda s: s.started_at,
+        )
         allocation.credited = {s.pk for s in allocation.spans if s.credits.all()}
     return found

@@ -686,7 +686,9 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
                     least(coalesce(s.ended_at, %(now)s), %(now)s) - greatest(s.started_at, %(start)s))),
                 0) / 3600
         FROM rentals_impairedspan s  -- impaired GPU-hours within the range
-        WHERE s.started_at < %(now)s AND coalesce(s.ended_at, %(now)s) > %(start)s),
+        WHERE s.started_at < %(now)s AND coalesce(s.ended_at, %(now)s) > %(start)s
+          -- a span shorter than IMPAIRED_MIN_SECONDS is not impaired time
+          AND (s.ended_at IS NULL OR s.ended_at - s.started_at >= %(impaired_min)s)),
        (SELECT json_object_agg(health, n ORDER BY health)
         FROM (SELECT health, count(*) AS n FROM catalog_node WHERE state <> %(retired)s
               GROUP BY health) AS h)
@@ -889,17 +891,25 @@ ORDER BY g.index
 
 
 def node_down_long(node: Composable) -> Composed:
-    """`node` has answered nothing (unreachable or stale) for longer than IMPAIRED_NODE_AFTER:
-    since its last good poll, or, never polled well, since its unreachable flag opened.
-    Parameters: `down` (health words), `node_flag` (the unreachable flag's kind), `cutoff`."""
+    """`node` has answered nothing (unreachable or stale) for longer than IMPAIRED_NODE_AFTER,
+    judged only from the polls made in its current run of polls: since its last good poll
+    or, when that is older, since the run began (`polled_since`: after the console's own
+    gap, a stop or a restart, the time before counts for nothing), and only while it is
+    being polled (`watched`: its last poll is recent). A node nobody polls is not down; it
+    is not watched. Parameters: `down` (health words), `cutoff`, `watched`."""
     return SQL(
-        """({node}.health = ANY(%(down)s) AND coalesce(
-        {node}.last_good_poll_at,
-        (SELECT min(nf.opened_at) FROM telemetry_flag nf
-         WHERE nf.node_id = {node}.id AND nf.gpu_id IS NULL AND nf.kind = %(node_flag)s
-           AND nf.closed_at IS NULL),
-        'infinity'::timestamptz) <= %(cutoff)s)"""
+        """({node}.health = ANY(%(down)s) AND {node}.last_poll_at >= %(watched)s
+        AND greatest(coalesce({node}.last_good_poll_at, '-infinity'::timestamptz),
+                     coalesce({node}.polled_since, 'infinity'::timestamptz)) <= %(cutoff)s)"""
     ).format(node=node)
+
+
+def node_unwatched(node: Composable) -> Composed:
+    """`node` is not being polled now (its last poll is older than `watched`, or none): what
+    it does is unknown, so a mark for its being down is neither set nor cleared."""
+    return SQL("""({node}.last_poll_at IS NULL OR {node}.last_poll_at < %(watched)s)""").format(
+        node=node
+    )
 
 
 # The one rule of an impaired allocation: each live allocation holding, now, a GPU that

@@ -29,6 +29,8 @@ from rentals.models import (
     NoticeKind,
     QuoteLine,
     QuoteLineKind,
+    impaired_minimum,
+    span_counts,
 )
 
 # The fixed periods get real plurals (Polish has three forms); an admin's own period is
@@ -173,6 +175,8 @@ def notice_subject(notice: Notice) -> str:
         return _("Maintenance: your AnchorGPU booking was cancelled and refunded")
     if notice.kind == NoticeKind.IMPAIRED:
         return _("Some GPUs of your AnchorGPU allocation cannot work")
+    if notice.kind == NoticeKind.RECOVERED:
+        return _("The GPUs of your AnchorGPU allocation work again")
     if notice.kind == NoticeKind.CREDITED:
         return _("AnchorGPU credited the impaired time of your allocation")
     return _("Your AnchorGPU allocation ends at %(at)s") % {"at": when_text(notice.ends_at)}
@@ -268,6 +272,8 @@ def _span_text(notice: Notice, facts: dict) -> str:
             "until": when_text(span.ended_at),
             "amount": money_text(credit.amount, credit.currency) if credit else "",
         }
+    if notice.kind == NoticeKind.RECOVERED:
+        return _recovered_text(notice, span, facts)
     return (
         _(
             "Since %(since)s, %(n)s of the %(count)s %(model)s GPUs of your allocation cannot "
@@ -276,6 +282,42 @@ def _span_text(notice: Notice, facts: dict) -> str:
         )
         % facts
     )
+
+
+def minutes_text(duration) -> str:
+    """ "5 minutes", "90 seconds": a setting's duration in words."""
+    seconds = int(duration.total_seconds())
+    if seconds % 60 == 0:
+        return ngettext("%(n)s minute", "%(n)s minutes", seconds // 60) % {"n": seconds // 60}
+    return ngettext("%(n)s second", "%(n)s seconds", seconds) % {"n": seconds}
+
+
+def _recovered_text(notice: Notice, span, facts: dict) -> str:
+    """The all-clear: since when the GPUs work again, and whether the span is impaired time
+    (spans shorter than IMPAIRED_MIN_SECONDS are not)."""
+    facts = {
+        **facts, "until": when_text(span.ended_at), "node": notice.allocation.node.hostname,
+        "minutes": minutes_text(impaired_minimum()),
+    }  # fmt: skip
+    head = (
+        _(
+            "The GPUs of your %(count)s × %(model)s allocation work again since %(until)s, on "
+            "%(node)s; %(n)s of them could not work from %(since)s. The paid period stays as it "
+            "is (until %(at)s)."
+        )
+        % facts
+    )
+    if not span_counts(span):
+        tail = (
+            _(
+                "It lasted less than %(minutes)s, which is not counted as impaired time: "
+                "there is nothing to credit."
+            )
+            % facts
+        )
+    else:
+        tail = _("We credit the impaired time and tell you when we have.")
+    return f"{head} {tail}"
 
 
 def _refund_text(notice: Notice) -> str:
@@ -316,5 +358,20 @@ def _receipt_text(notice: Notice) -> str:
         f"{quote_line_text(line)}: {money_text(line.amount, quote.currency)}"
         for line in quote.lines.all()
     ]
-    total = _("Charged: %(total)s") % {"total": money_text(quote.total, quote.currency)}
-    return "\n".join([head, *lines, total])
+    return "\n".join([head, *lines, *_receipt_sums(quote)])
+
+
+def _receipt_sums(quote) -> list[str]:
+    """Net, the VAT line and the gross charged, as the quote showed them (the lines above
+    are net), with the legal words of a treatment that carries no VAT."""
+    currency = quote.currency
+    if quote.vat_rate:
+        vat = _("VAT %(rate)s %%") % {"rate": quote.vat_percent}
+    else:
+        vat = f"{_('VAT')} ({quote.get_tax_treatment_display()})"
+    sums = [
+        _("Net: %(net)s") % {"net": money_text(quote.net_total, currency)},
+        f"{vat}: {money_text(quote.vat_total, currency)}",
+        _("Charged (gross): %(total)s") % {"total": money_text(quote.total, currency)},
+    ]
+    return [*sums, quote.tax_note] if quote.tax_note else sums

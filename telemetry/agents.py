@@ -22,6 +22,7 @@ from core.authentication import authorization_credential
 from core.db import db_now
 from telemetry.flags import flags_sync
 from telemetry.models import FlagKind, NodeAgent
+from telemetry.poll import console_watching_since
 
 PREFIX = "agpn_"  # AnchorGPU node
 INVALID_CREDENTIAL = gettext_lazy("Invalid agent credential.")
@@ -99,9 +100,14 @@ def agent_silent_after() -> timedelta:
 @transaction.atomic
 def agents_flag_silent(*, now: datetime | None = None) -> int:
     """A flag on each node whose agent (one with a live credential) has not asked for its
-    state lately, or never since its credential was issued; closed when it asks again."""
+    state lately, or never since its credential was issued; closed when it asks again.
+    Judged only once the console has been up (polling, `console_watching_since`) for that
+    long: agents unheard while the console itself was down or starting are not silent."""
     now = now or db_now()
     cutoff = now - agent_silent_after()
+    watching = console_watching_since(now=now)
+    if watching is None or watching > cutoff:
+        return 0
     silent = {
         (agent.node_id, None, FlagKind.AGENT_SILENT): (
             _("the node's agent last asked for its state at %(at)s UTC")

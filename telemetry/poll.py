@@ -17,7 +17,7 @@ from typing import NamedTuple
 import httpx
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Q
+from django.db.models import Min, Q
 
 from catalog.models import Gpu, Node, NodeHealth, NodeState
 from core.db import db_now
@@ -164,7 +164,13 @@ def poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
     nodes = {
         n.pk: n
         for n in Node.objects.filter(pk__any=node_ids, state=NodeState.ACTIVE).only(
-            "id", "telemetry_url", "exporter", "metric_prefix", "last_good_poll_at"
+            "id",
+            "telemetry_url",
+            "exporter",
+            "metric_prefix",
+            "last_good_poll_at",
+            "last_poll_at",
+            "polled_since",
         )
     }
     if not nodes:
@@ -223,8 +229,10 @@ def node_poll_of(
         health = NodeHealth.HEALTHY
     elif outcome == PollOutcome.DEGRADED:
         health = NodeHealth.DEGRADED
-    elif last_good is None or now - last_good >= stale_after:
-        health = NodeHealth.STALE if last_good else NodeHealth(outcome)
+    elif last_good is not None and now - max(last_good, polled_since(node, now)) >= stale_after:
+        # Stale from the polls made since its run of polls began, not from a gap before it
+        # (the console stopped or restarted: the node was not watched, not silent).
+        health = NodeHealth.STALE
     else:
         health = NodeHealth(outcome)
     if health == NodeHealth.STALE:
@@ -286,12 +294,10 @@ def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
     """Store a shard's polls in one transaction. Should the database refuse something one
     node sent, each node is stored on its own instead, and the refused ones are marked
     malformed: one bad exporter never blanks the others."""
-    conf = settings.ANCHORGPU
-    stale_after = timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
     results = [
         _node_poll(
             nodes[item.node_id], gpus_by_node.get(item.node_id, []), item,
-            now=now, stale_after=stale_after,
+            now=now, stale_after=stale_window(),
         )
         for item in fetched
     ]  # fmt: skip
@@ -320,7 +326,7 @@ def nodes_health_update(updates, now):
         cursor.execute(
             sql.NODES_HEALTH,
             {"ids": ids, "health": [str(h) for h in health], "detail": detail,
-             "last_good": last_good, "now": now},
+             "last_good": last_good, "now": now, "gap": stale_window()},
         )  # fmt: skip
 
 
@@ -339,15 +345,47 @@ def fleet_size_record(*, now: datetime | None = None) -> FleetSize:
     return FleetSize(id=pk, at=at, gpus=gpus, reporting=reporting)
 
 
-def nodes_mark_stale(*, now: datetime | None = None) -> int:
-    """Nodes with no good poll for N intervals (for example, no worker polled them) are stale."""
-    now = now or db_now()
+def stale_window() -> timedelta:
+    """How long without a good poll makes a node stale; polls of a node further apart than
+    this break its run of polls (`Node.polled_since`)."""
     conf = settings.ANCHORGPU
-    cutoff = now - timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
+    return timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
+
+
+def polled_since(node, now: datetime) -> datetime:
+    """When the node's unbroken run of polls began, counting a poll at `now`: `now` itself
+    after a gap (never polled, or not for longer than a staleness window), as
+    NODES_HEALTH writes it."""
+    last = node.last_poll_at
+    if last is None or now - last > stale_window() or node.polled_since is None:
+        return now
+    return node.polled_since
+
+
+def console_watching_since(*, now: datetime) -> datetime | None:
+    """Since when the console has been polling the fleet without a gap: the earliest start
+    of the runs of polls still going on (None: nothing is being polled now). Whatever went
+    unheard before it is the console's gap, judged for nobody (derived from the nodes' rows,
+    so it holds for every web and worker process alike)."""
+    return Node.objects.filter(
+        state=NodeState.ACTIVE, last_poll_at__gte=now - stale_window()
+    ).aggregate(since=Min("polled_since"))["since"]
+
+
+def nodes_mark_stale(*, now: datetime | None = None) -> int:
+    """Nodes with no good poll for N intervals (for example, no worker polled them) are stale,
+    once the console itself has been polling for that long: right after a start (or a gap
+    of its own) nobody is stale for not having been polled."""
+    now = now or db_now()
+    cutoff = now - stale_window()
+    watching = console_watching_since(now=now)
+    if watching is None or watching > cutoff:
+        return 0
     return (
         Node.objects.filter(state=NodeState.ACTIVE)
         .exclude(health__in=[NodeHealth.STALE, NodeHealth.UNKNOWN])
         .filter(Q(last_good_poll_at__lt=cutoff) | Q(last_good_poll_at__isnull=True))
+        .exclude(last_poll_at__gte=cutoff, polled_since__gt=cutoff)  # polled, but not long
         .update(
             health=NodeHealth.STALE,
             health_detail=f"no good poll since before {cutoff:%H:%M:%S} UTC",

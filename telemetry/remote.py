@@ -59,6 +59,7 @@ from telemetry.poll import (
     samples_copy,
     scrape_outcome,
     scrape_samples,
+    stale_window,
 )
 from telemetry.promapi import Engine, EngineError, at_ms, label_value, regex_alternatives
 
@@ -97,7 +98,14 @@ class Shard:
         nodes = {
             n.pk: n
             for n in Node.objects.filter(pk__any=list(node_ids), state=NodeState.ACTIVE).only(
-                "id", "hostname", "exporter", "metric_prefix", "last_good_poll_at", "gpu_model_id"
+                "id",
+                "hostname",
+                "exporter",
+                "metric_prefix",
+                "last_good_poll_at",
+                "gpu_model_id",
+                "last_poll_at",
+                "polled_since",
             )
         }
         gpus_by_node: dict[int, list[PolledGpu]] = {}
@@ -363,7 +371,7 @@ def remote_poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> di
         logger.warning("telemetry engine: live read of %s nodes failed: %s", len(shard.nodes), exc)
         engine_state_record(error=str(exc)[:200], now=now)
         return {"nodes": 0, "samples": 0, "engine": str(exc)}
-    stale_after = timedelta(seconds=conf["POLL_INTERVAL"] * conf["STALE_AFTER_POLLS"])
+    stale_after = stale_window()
     results, judged = [], {}
     partial = partial_scrapes(
         {n: scrapes[(n, ms)] for n, ms in newest.items() if n not in failed}, shard.nodes

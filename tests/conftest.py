@@ -83,6 +83,43 @@ def catalog(db):
     return catalog_setup()
 
 
+# PLN per unit, as NBP's table A might have it: enough for the tests' invoices.
+TEST_PLN_RATES = {
+    "USD": "3.6512",
+    "EUR": "4.2512",
+    "GBP": "4.8931",
+    "CHF": "4.5123",
+    "JPY": "0.024371",
+}
+
+
+def pln_rates_create(days: int = 10):
+    """Exchange rates for the last `days` days in the invoices' zone: a foreign-currency
+    invoice with Polish VAT is issued only with the rate of a day before its sale."""
+    import zoneinfo
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from invoices.models import ExchangeRate
+
+    today = timezone.now().astimezone(zoneinfo.ZoneInfo(settings.INVOICES["TIME_ZONE"])).date()
+    return ExchangeRate.objects.bulk_create(
+        ExchangeRate(
+            currency=currency, effective_on=today - timedelta(days=back), rate=Decimal(rate),
+            table_no=f"{back:03d}/A/NBP/TEST",
+        )
+        for currency, rate in TEST_PLN_RATES.items()
+        for back in range(1, days + 1)
+    )  # fmt: skip
+
+
+@pytest.fixture
+def pln_rates():
+    return pln_rates_create()
+
+
 @pytest.fixture
 def glossary(db):
     """The glossary rows come from a data migration; transactional tests flush them."""

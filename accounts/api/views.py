@@ -14,7 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.access import Action, acting_for_request, acting_for_team
-from accounts.buyer import team_tax_treatment
+from accounts.buyer import buyer_problems, team_tax_treatment
 from accounts.errors import NotAllowed
 from accounts.models import ApiToken, Membership, Role, SshKey, Team
 from accounts.services import api_token_create, api_token_revoke
@@ -139,8 +139,16 @@ class TeamSerializer(serializers.Serializer):
         help_text="how quotes tax this team: domestic, reverse_charge, outside_eu, consumer"
     )
 
+    invoice_details_problems = serializers.SerializerMethodField(
+        help_text="why the stored details no longer pass the checks, by field (empty: they "
+        "do); while any is given, quotes tax the team as a consumer"
+    )
+
     def get_tax_treatment(self, membership) -> str:
         return team_tax_treatment(membership.team)
+
+    def get_invoice_details_problems(self, membership) -> dict[str, str]:
+        return buyer_problems(membership.team)
 
     def get_personal(self, membership) -> bool:
         return membership.team.personal_for_id is not None

@@ -9,7 +9,7 @@ from rentals.models.allocations import (
     EventKind,
 )
 from rentals.models.idempotency import IdempotencyKey
-from rentals.models.impairments import ImpairedSpan
+from rentals.models.impairments import ImpairedSpan, impaired_minimum, span_counts
 from rentals.models.ledger import CREDITS, LedgerEntry, LedgerKind, LedgerReason
 from rentals.models.maintenance import MaintenanceWindow
 from rentals.models.notices import (
@@ -50,4 +50,6 @@ __all__ = [
     "QuoteLine",
     "QuoteLineKind",
     "Step",
+    "impaired_minimum",
+    "span_counts",
 ]

@@ -1,10 +1,33 @@
 """Impaired spans: the time a provider's fault kept some of an allocation's GPUs from working."""
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 
 from rentals.models.allocations import Allocation
+
+
+def impaired_minimum() -> timedelta:
+    """A span shorter than this (IMPAIRED_MIN_SECONDS) is not impaired time: not credited,
+    not counted on the dashboard or in the metrics, though it was marked and told while it
+    lasted."""
+    return settings.ANCHORGPU["IMPAIRED_MIN"]
+
+
+def span_counts(span) -> bool:
+    """Whether the span is impaired time: still open, or at least the minimum long."""
+    return span.ended_at is None or span.ended_at - span.started_at >= impaired_minimum()
+
+
+class ImpairedSpanQuerySet(models.QuerySet):
+    def counted(self):
+        """The spans that are impaired time (`span_counts`), as a query."""
+        return self.filter(
+            Q(ended_at__isnull=True) | Q(ended_at__gte=F("started_at") + impaired_minimum())
+        )
 
 
 class ImpairedSpan(models.Model):
@@ -22,6 +45,8 @@ class ImpairedSpan(models.Model):
     gpus = ArrayField(models.BigIntegerField())
     # Why, in facts: "gpu" (a flag on the GPU) or "node" (the node answered nothing).
     cause = models.CharField(max_length=10, default="gpu")
+
+    objects = ImpairedSpanQuerySet.as_manager()
 
     class Meta:
         ordering = ["allocation", "started_at"]

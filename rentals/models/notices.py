@@ -22,6 +22,7 @@ class NoticeKind(models.TextChoices):
     MAINTENANCE_MOVED = "maint_moved", _("moved for maintenance")
     MAINTENANCE_CANCELLED = "maint_cancelled", _("cancelled for maintenance")
     IMPAIRED = "impaired", _("GPUs impaired")
+    RECOVERED = "recovered", _("GPUs work again")
     CREDITED = "credited", _("impaired time credited")
     REFUNDED = "refunded", _("cancellation refunded")
 
@@ -31,7 +32,7 @@ RECEIPTS = (NoticeKind.BOOKED, NoticeKind.EXTENDED, NoticeKind.REFUNDED)
 # A maintenance window's notices: one per window and allocation, naming the window.
 MAINTENANCE_NOTICES = (NoticeKind.MAINTENANCE_MOVED, NoticeKind.MAINTENANCE_CANCELLED)
 # An impaired span's notices: one per span and kind, naming the span.
-SPAN_NOTICES = (NoticeKind.IMPAIRED, NoticeKind.CREDITED)
+SPAN_NOTICES = (NoticeKind.IMPAIRED, NoticeKind.RECOVERED, NoticeKind.CREDITED)
 
 
 class Notice(models.Model):
@@ -61,7 +62,7 @@ class Notice(models.Model):
         "rentals.MaintenanceWindow", null=True, blank=True, on_delete=models.CASCADE,
         related_name="+",
     )  # fmt: skip
-    # An impaired span's notice (impaired, credited): the span's times are its words.
+    # An impaired span's notice (impaired, recovered, credited): the span's times are its words.
     impaired_span = models.ForeignKey(
         "rentals.ImpairedSpan", null=True, blank=True, on_delete=models.CASCADE,
         related_name="+",

@@ -34,6 +34,7 @@ from rentals.models import (
     NoticeKind,
     QuoteKind,
     QuoteLineKind,
+    span_counts,
 )
 from rentals.selectors import CREDIT_PREFETCH
 from rentals.services.events import ledger_announce
@@ -118,7 +119,10 @@ def _line(allocation: Allocation, span: ImpairedSpan, rates: list[Rate], currenc
 
 
 def _creditable(allocation: Allocation, span_id: int | None) -> list[ImpairedSpan]:
-    spans = sorted(allocation.impaired_spans.all(), key=lambda s: s.started_at)
+    # A span shorter than IMPAIRED_MIN_SECONDS is not impaired time: nothing to credit.
+    spans = sorted(
+        (s for s in allocation.impaired_spans.all() if span_counts(s)), key=lambda s: s.started_at
+    )
     if span_id is not None:
         spans = [s for s in spans if s.pk == span_id]
         if not spans:
@@ -258,10 +262,13 @@ def credit_note_issue(
 
 
 def impaired_time_of(allocation: Allocation) -> dict | None:
-    """What the owner's page shows of the impaired time: the spans, each with its credit
-    when issued, and the note that staff would issue now (read before it is issued); None
-    for an allocation that was never impaired (one query)."""
-    spans = sorted(allocation.impaired_spans.all(), key=lambda s: s.started_at)
+    """What the owner's page shows of the impaired time: the spans (those that are impaired
+    time: not the ones shorter than IMPAIRED_MIN_SECONDS), each with its credit when issued,
+    and the note that staff would issue now (read before it is issued); None for an
+    allocation that was never impaired (one query)."""
+    spans = sorted(
+        (s for s in allocation.impaired_spans.all() if span_counts(s)), key=lambda s: s.started_at
+    )
     if not spans:
         return None
     try:

@@ -37,7 +37,7 @@ from rentals.models import (
 from rentals.services.events import event_record, events_announce
 from rentals.services.notices import notices_queue
 from rentals.services.swaps import broken_params, gpus_swap, spare_find
-from telemetry.models import FlagKind
+from telemetry.poll import stale_window
 
 STARTED = (AllocationState.RUNNING, AllocationState.STOPPED)
 TICK = timedelta(microseconds=1)
@@ -48,12 +48,21 @@ def impaired_now(*, now: datetime, only: UUID | None = None) -> dict[UUID, tuple
     params = {
         **broken_params(), "now": now, "only": only, "started": list(STARTED),
         "down": [NodeHealth.UNREACHABLE, NodeHealth.STALE],
-        "node_flag": FlagKind.NODE_UNREACHABLE,
         "cutoff": now - settings.ANCHORGPU["IMPAIRED_NODE_AFTER"],
+        "watched": watched_after(now),
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql.IMPAIRED_NOW, params)
         return {row[0]: (list(row[1]), bool(row[2])) for row in cursor.fetchall()}
+
+
+def watched_after(now: datetime) -> datetime:
+    """A node polled since this instant is being watched; one that is not, is unknown."""
+    return now - stale_window()
+
+
+def _unwatched(node, now: datetime) -> bool:
+    return node.last_poll_at is None or node.last_poll_at < watched_after(now)
 
 
 def _gpu_names(allocation: Allocation, gpu_ids) -> str:
@@ -62,8 +71,8 @@ def _gpu_names(allocation: Allocation, gpu_ids) -> str:
     return f"{allocation.node.hostname} {', '.join(names)}"
 
 
-def _span_close(allocation: Allocation, *, now: datetime, actor=None) -> AllocationEvent | None:
-    """End the open span (at least a tick long) and clear the mark, with its event."""
+def _span_close(allocation: Allocation, *, now: datetime) -> ImpairedSpan | None:
+    """End the open span (at least a tick long) and clear the mark; the span it ended."""
     span = ImpairedSpan.objects.filter(allocation=allocation, ended_at__isnull=True).first()
     allocation.impaired_since = None
     allocation.save(update_fields=["impaired_since"])
@@ -71,7 +80,15 @@ def _span_close(allocation: Allocation, *, now: datetime, actor=None) -> Allocat
         return None
     span.ended_at = max(now, span.started_at + TICK)
     span.save(update_fields=["ended_at"])
-    return AllocationEvent(allocation=allocation, at=now, actor=actor, kind=EventKind.RECOVERED)
+    return span
+
+
+def _recovered_notice(allocation: Allocation, span: ImpairedSpan, now: datetime) -> Notice:
+    """The all-clear, as the impairment had its notice (and its webhook, from the event)."""
+    return Notice(
+        user=allocation.user, allocation=allocation, kind=NoticeKind.RECOVERED,
+        impaired_span=span, ends_at=allocation.paid_until, created_at=now,
+    )  # fmt: skip
 
 
 @retried_transaction
@@ -132,9 +149,16 @@ def _sync(now: datetime) -> dict:
         elif allocation.state not in STARTED or allocation.paid_until <= now:
             # Ended (expired) while impaired: the span ends with the paid period, quietly.
             _span_close(allocation, now=min(now, allocation.paid_until))
+        elif span is not None and span.cause == "node" and _unwatched(allocation.node, now):
+            # Marked for its node, and nobody polls the node now (the console stopped or is
+            # starting again): unknown, not recovered. The mark stays until a poll tells.
+            done["still"].append(allocation.pk)
         elif allocation.impaired_since is not None or span is not None:
-            if (event := _span_close(allocation, now=now)) is not None:
-                events.append(event)
+            if (closed := _span_close(allocation, now=now)) is not None:
+                events.append(
+                    AllocationEvent(allocation=allocation, at=now, kind=EventKind.RECOVERED)
+                )
+                notices.append(_recovered_notice(allocation, closed, now))
             done["recovered"].append(allocation.pk)
     if events:
         events_announce(AllocationEvent.objects.bulk_create(events))
@@ -200,9 +224,13 @@ def _replace(allocation_id, *, actor, now: datetime) -> Allocation:
         actor=actor, final=refusal,
     )  # fmt: skip
     # The spare GPUs work (spare_find takes no broken one): the span ends at the swap.
-    event = _span_close(allocation, now=now, actor=actor)
-    if event is not None:
+    closed = _span_close(allocation, now=now)
+    if closed is not None:
         event_record(allocation, kind=EventKind.RECOVERED, actor=actor, at=now)
+        notice = _recovered_notice(allocation, closed, now)
+        notice.save()
+        if allocation.user.email:
+            transaction.on_commit(lambda: notices_queue([notice.pk]))
     return allocation
 
 

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.access import acting_as
-from accounts.models import Profile
+from accounts.models import Profile, SignIn
 from rentals.models import Allocation
 from rentals.services import quote_create
 
@@ -42,6 +42,12 @@ def test_sign_up_confirms_the_address_before_the_first_sign_in(catalog, client):
     client.post(_link(mail.outbox[-1]))
     carol = User.objects.get(username="carol")
     assert client.session["_auth_user_id"] == str(carol.pk)
+    # Signed in by the link, and the history says so (not "password").
+    assert list(SignIn.objects.filter(user=carol).values_list("method", flat=True)) == [
+        "email_link"
+    ]
+    history = client.get("/account/profile/").content.decode()
+    assert "e-mail confirmation link" in history
     quote = quote_create(
         acting=acting_as(carol), gpu_model="l4", gpu_count=1, period="day", period_count=1
     )
@@ -89,7 +95,7 @@ def _without_tokens(page: str) -> str:
 def test_invite_only_sign_up_is_closed_without_an_invitation(client, settings, django_user_model):
     settings.SIGNUP_MODE = "invite"
     response = client.post("/account/signup/", SIGNUP)
-    assert "closed" in response.content.decode().lower()
+    assert "Sign-up is by invitation" in response.content.decode()
     assert not django_user_model.objects.filter(username="carol").exists()
 
 

@@ -29,7 +29,7 @@ from invoices.models import Invoice
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.catalog.factories import catalog_setup
-from tests.conftest import person
+from tests.conftest import person, pln_rates_create
 from tests.rentals.helpers import book
 
 # The observation is made once for the module (fixture `seen`); the mark has the test
@@ -73,6 +73,7 @@ def _world() -> World:
     stays and one who is removed after their credentials were made. Everyone has a second
     factor, so the one action that needs it of its actor is judged by the role alone."""
     catalog_setup()
+    pln_rates_create()  # the running allocation's USD invoice carries its VAT in PLN
     founder = person("founder", "pw-founder-1234")
     team = team_create(user=founder, name="Acme")
     spare = Membership.objects.create(

@@ -85,3 +85,29 @@ def test_a_key_rotation_without_the_old_key_ends_every_token(alice, api, setting
     settings.SECRET_KEY = "rotated-" + "k" * 50
     assert _bearer(api, secret).get("/api/v1/ledger/").status_code == 401
     assert ApiToken.objects.get().revoked_at is not None
+
+
+def test_an_unconfirmed_account_gets_no_token_until_its_address_is_confirmed(api):
+    from allauth.account.models import EmailAddress
+    from django.contrib.auth import get_user_model
+
+    from accounts.models import SignIn
+
+    dave = get_user_model().objects.create_user("dave", "dave@example.com", "pw-dave-1234567")
+    EmailAddress.objects.create(user=dave, email="dave@example.com", verified=False, primary=True)
+    credentials = {"username": "dave", "password": "pw-dave-1234567"}
+
+    refused = api.post("/api/v1/auth/token/", credentials)
+
+    assert refused.status_code == 403
+    assert refused["Content-Type"] == "application/problem+json"
+    body = refused.json()
+    assert body["code"] == "email_unverified"
+    assert "Confirm your e-mail address before you create an API token" in body["detail"]
+    assert not ApiToken.objects.exists() and not SignIn.objects.filter(user=dave).exists()
+    wrong = api.post("/api/v1/auth/token/", {**credentials, "password": "not-the-password"})
+    assert wrong.status_code == 401  # a wrong password still says only that
+
+    EmailAddress.objects.filter(user=dave).update(verified=True)
+    assert api.post("/api/v1/auth/token/", credentials).status_code == 201
+    assert ApiToken.objects.filter(user=dave).count() == 1

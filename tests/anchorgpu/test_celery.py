@@ -93,6 +93,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "partition-telemetry",
         "prune-audit-log",
         "close-usage-steps",
+        "issue-held-invoices",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)
@@ -118,3 +119,23 @@ def test_polling_has_its_own_queue_and_everything_else_the_default():
     for task in ("rentals.tasks.allocations_enforce_task", "webhooks.tasks.webhook_deliver_task",
                  "telemetry.tasks.telemetry_rollup_task"):  # fmt: skip
         assert queue(task) == "default"
+
+
+def test_a_held_invoice_is_told_to_staff_by_a_real_worker(catalog, alice, worker):
+    """The booking's commit queues the alert (invoices.receivers): no rate for USD here."""
+    from django.core import mail
+
+    from invoices.models import HeldInvoice
+    from tests.conftest import person
+
+    person("root", "pw-root-123456", is_staff=True, is_superuser=True)
+
+    book(alice, model="l4", count=1, period="day")
+
+    assert wait_for(lambda: HeldInvoice.objects.filter(alerted_at__isnull=False).exists())
+
+    def alerts():
+        return [m for m in mail.outbox if "held" in m.subject]
+
+    assert wait_for(lambda: len(alerts()) == 1)  # beside the booking's receipt to alice
+    assert alerts()[0].to == ["root@example.com"]

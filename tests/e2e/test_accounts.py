@@ -38,7 +38,7 @@ def test_sign_up_confirm_the_address_and_book(catalog, page, live_server):
     assert axe_serious(page) == []
     page.get_by_role("button", name="Create account").click()
     page.wait_for_load_state()
-    assert page.get_by_role("heading", name="Verify Your Email Address").is_visible()
+    assert page.get_by_role("heading", name="Check your inbox").is_visible()
     screenshot(page, "sign-up-verify")
 
     link = re.search(r"https?://\S+", mail.outbox[-1].body).group(0)

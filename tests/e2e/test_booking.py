@@ -134,7 +134,8 @@ def test_a_polish_customer_pages_the_statement_and_reads_notices(catalog, alice,
 
     page.goto(f"{live_server.url}/notices/")
     assert page.get_by_text("Rezerwacja potwierdzona").first.is_visible()
-    assert page.get_by_text("Pobrano:").first.is_visible()
+    assert page.get_by_text("Pobrano (brutto):").first.is_visible()
+    assert page.get_by_text("VAT 23 %:").first.is_visible()
     screenshot(page, "notices-pl")
     assert page.errors == []
     assert axe_serious(page) == []

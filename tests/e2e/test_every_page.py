@@ -24,6 +24,7 @@ from rentals.demo import seed_history, seed_rentals
 from rentals.models import Allocation, AllocationState, Cluster
 from rentals.services import allocation_cancel, quote_create
 from telemetry.models import Flag, FlagKind, Severity
+from tests.conftest import pln_rates_create
 from tests.e2e.conftest import ARTIFACTS, axe_serious, shared_world
 from tests.rentals.helpers import book
 
@@ -97,6 +98,7 @@ def world(glossary, worlds):
 
 def _world_build() -> dict:
     seed_catalog()
+    pln_rates_create(days=40)  # as the demo keeps them: USD invoices carry their VAT in PLN
     seed_users(password=PASSWORD)
     seed_rentals()
     seed_history()

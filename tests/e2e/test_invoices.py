@@ -28,7 +28,9 @@ def _png(pdf_path, name):
     return path
 
 
-def test_a_billing_member_downloads_an_invoice_and_a_credit_note(catalog, alice, page, live_server):
+def test_a_billing_member_downloads_an_invoice_and_a_credit_note(
+    catalog, alice, page, live_server, pln_rates
+):
     team = team_create(user=alice, name="Łódź Compute")
     bea = person("bea", "pw-bea-12345678")
     Membership.objects.create(team=team, user=bea, role=Role.BILLING)

@@ -2,6 +2,7 @@
 an issued document refuses UPDATE and DELETE."""
 
 import io
+import re
 from decimal import Decimal
 
 import pytest
@@ -134,3 +135,29 @@ def test_an_issued_invoice_refuses_update_and_delete(allocation):
     fresh = Invoice.objects.get(pk=invoice.pk)
     assert fresh.gross == Decimal("246.00")
     assert InvoiceLine.objects.filter(invoice=invoice).count() == 1
+
+
+def test_the_pdf_numbers_lines_from_1_as_the_xml_does(catalog, alice, pln_rates):
+    """An invoice issued for a booking (its lines' positions are the quote's, from 0)."""
+    from accounts.access import acting_as
+    from rentals.services import allocation_book, quote_create
+
+    acting = acting_as(alice)
+    quote = quote_create(
+        acting=acting, gpu_model="h100", gpu_count=1, period="week", period_count=1,
+        options=[{"option": "nvme-scratch", "quantity": 1}],
+    )  # fmt: skip
+    allocation = allocation_book(acting=acting, quote=quote)
+    invoice = Invoice.objects.get(ledger_entry__allocation=allocation)
+    assert [line.position for line in invoice.lines.all()] == [0, 1]  # stored as quoted
+
+    numbers = [
+        r.findtext("fa:NrWierszaFa", namespaces=NS)
+        for r in _xml(invoice).findall("fa:Fa/fa:FaWiersz", NS)
+    ]
+    text = _text(invoice_pdf(invoice))
+
+    assert numbers == ["1", "2"]
+    assert re.search(r"\b1 1 × H100 SXM na 1 tydzień", text), text
+    assert re.search(r"\b2 Przestrzeń NVMe", text), text
+    assert not re.search(r"\b0 1 × H100", text)

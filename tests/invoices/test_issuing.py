@@ -25,6 +25,11 @@ class Refused(Exception):
     pass
 
 
+@pytest.fixture(autouse=True)
+def _rates(pln_rates):
+    """USD charges with Polish VAT are invoiced with the rate of a day before the sale."""
+
+
 @pytest.mark.django_db(transaction=True)
 def test_numbers_have_no_gap_and_no_duplicate_under_24_bookings_some_rolled_back(
     catalog, django_user_model

@@ -24,6 +24,7 @@ from telemetry.agents import agent_credential_issue, agents_flag_silent
 from telemetry.models import Flag, FlagKind, NodeAgent
 from tests.accounts.test_ssh_keys import ed25519_key, public_line
 from tests.rentals.helpers import book
+from tests.telemetry.conftest import watching
 
 pytestmark = pytest.mark.django_db
 
@@ -203,6 +204,7 @@ def test_a_silent_agent_gets_a_flag_that_closes_when_it_asks_again(catalog, alic
     agent.get("/api/v1/agent/state/")
     assert agents_flag_silent() == 0
     later = timezone.now() + timedelta(minutes=5)
+    watching(since=later - timedelta(minutes=10), now=later)  # the console has been up
     assert agents_flag_silent(now=later) == 1
     flag = Flag.objects.get(kind=FlagKind.AGENT_SILENT, closed_at__isnull=True)
     assert flag.node == node and "last asked for its state" in flag.detail

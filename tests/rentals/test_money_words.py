@@ -139,7 +139,7 @@ def test_a_polish_reader_reads_polish_lines_for_a_quote_an_english_script_made(
     assert receipt.subject.startswith("AnchorGPU: rezerwacja potwierdzona")
     assert "2 × H100 SXM na 3 tygodnie: " in receipt.body
     assert "Przestrzeń NVMe: 2 TB na 3 tygodnie: " in receipt.body
-    assert "Pobrano: " in receipt.body
+    assert "Pobrano (brutto): " in receipt.body and "VAT 23 %: " in receipt.body
     assert Notice.objects.get().kind == "booked"
 
 

@@ -13,6 +13,12 @@ from tests.rentals.helpers import key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def _rates(pln_rates):
+    """The booking's invoice is issued with the rate of a day before the sale (not held)."""
+
+
 QUOTE = {"gpu_model": "h100", "gpu_count": 1, "period": "day", "period_count": 1}
 
 

@@ -238,3 +238,39 @@ def test_the_ledger_api_and_csv_show_net_vat_and_gross(catalog, alice, alice_api
     content = b"".join(alice_api.get("/api/v1/ledger/csv/").streaming_content).decode()
     (line,) = list(csv.DictReader(io.StringIO(content)))
     assert (line["net"], line["vat"], line["amount"]) == ("362.88", "83.46", "446.34")
+
+
+@pytest.mark.parametrize(
+    "details, vat_line",
+    [
+        ({}, "VAT 23 %: 83.46 USD"),
+        (
+            {
+                "legal_name": "Acme GmbH",
+                "address": "Hauptstr. 1",
+                "country": "DE",
+                "vat_id": DE_VAT,
+            },
+            "VAT (reverse charge): 0.00 USD",
+        ),
+    ],
+    ids=["consumer", "reverse-charge"],
+)
+def test_the_booking_receipt_lists_net_the_vat_line_and_the_gross_charged(
+    catalog, alice, details, vat_line
+):
+    from rentals.models import Notice, NoticeKind
+    from rentals.texts import notice_text
+
+    if details:
+        _company(alice, **details)
+    allocation = book(alice)
+    quote = allocation.quote
+
+    text = notice_text(Notice.objects.get(allocation=allocation, kind=NoticeKind.BOOKED))
+
+    lines = text.splitlines()
+    assert lines[1] == "1 × H100 SXM for 1 week: 362.88 USD"  # the quote's net line
+    gross = f"{quote.total:,.2f} USD"
+    assert lines[2:5] == ["Net: 362.88 USD", vat_line, f"Charged (gross): {gross}"]
+    assert lines[5:] == ([quote.tax_note] if quote.tax_note else [])

@@ -43,3 +43,14 @@ def point_at(sim, nodes, states=None):
     for node in nodes:
         node.telemetry_url = sim.url_for(node.hostname)
         node.save(update_fields=["telemetry_url"])
+
+
+def watching(*, since, now, nodes=None):
+    """The console has polled these nodes (all active ones) without a gap from `since` to
+    `now`: what staleness is judged from (Node.polled_since)."""
+    from catalog.models import Node, NodeState
+
+    rows = Node.objects.filter(state=NodeState.ACTIVE)
+    if nodes is not None:
+        rows = rows.filter(pk__in=[n.pk for n in nodes])
+    rows.update(last_poll_at=now, polled_since=since)
