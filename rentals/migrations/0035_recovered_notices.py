@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rentals", "0033_dashboard_closed_steps"),
+        ("rentals", "0034_host_share_snapshot"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
