@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from django.db import connection, transaction
+from django.http import HttpRequest
 from django.utils.translation import gettext as _
 
 from accounts import sql
@@ -48,6 +49,7 @@ class Action(StrEnum):
     REQUIRE_SECOND_FACTOR = "require_second_factor"
     SET_BUYER = "set_buyer"  # the team's buyer details on invoices
     READ_AUDIT = "read_audit"  # the team's audit log (page and API)
+    DELETE_TEAM = "delete_team"  # a team without history (accounts.teams.team_delete)
 
 
 # The role matrix: who may do what. Tests generate every case from this table.
@@ -70,6 +72,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.REQUIRE_SECOND_FACTOR: (YES,  NO,    NO,     NO),
     Action.SET_BUYER:             (YES,  NO,    YES,    NO),
     Action.READ_AUDIT:            (YES,  NO,    YES,    NO),
+    Action.DELETE_TEAM:           (YES,  NO,    NO,     NO),
 }
 # fmt: on
 
@@ -207,10 +210,40 @@ def operator_acting(user, team: Team) -> Acting:
     return Acting(user=user, team=team, role=Role.OWNER, allowed=ALLOWED[Role.OWNER])
 
 
+# A page's form names the team it was made for in this field: what it posts acts for that
+# team, whatever the switcher says by then (another tab may have switched since).
+FORM_TEAM_FIELD = "acting_team"
+
+
 def acting_for_request(request) -> Acting:
-    """Whom a request acts for: an API token's team and role, else the team chosen with
-    the switcher (kept in the session), else the personal team. Cached on the request."""
+    """Whom a request acts for: an API token's team and role; else, for a page's form that
+    names the team it was made for (`FORM_TEAM_FIELD`), that team, if the person still
+    belongs to it; else the team chosen with the switcher (kept in the session), else the
+    personal team. Cached on the request."""
     cached = getattr(request, "_acting", None)
+    if cached is not None:
+        return cached
+    form_team = _form_team_id(request)
+    if form_team is None:
+        acting = acting_for_session(request)
+    else:
+        team = Team.objects.filter(pk=form_team, memberships__user=request.user).first()
+        if team is None:
+            raise NotAllowed(
+                _(
+                    "This form was made for a team you no longer belong to: nothing was "
+                    "done. Open the page again."
+                )
+            )
+        acting = acting_as(request.user, team)
+    request._acting = acting
+    return acting
+
+
+def acting_for_session(request) -> Acting:
+    """Whom the person acts for by the header's switcher (a token: its own team), whatever a
+    form says: the header shows it, and pages about another team's rentals compare with it."""
+    cached = getattr(request, "_acting_session", None)
     if cached is not None:
         return cached
     auth = getattr(request, "auth", None)
@@ -220,8 +253,32 @@ def acting_for_request(request) -> Acting:
         team_id = request.session.get(TEAM_SESSION_KEY) if hasattr(request, "session") else None
         team = Team.objects.filter(pk=team_id, memberships__user=request.user).first()
         acting = acting_as(request.user, team)
-    request._acting = acting
+    request._acting_session = acting
     return acting
+
+
+def _form_team_id(request) -> int | None:
+    """The team a page's posted form was made for, or None (an API request, a GET, a form
+    that names none). Only plain page requests: the API's body is never read here."""
+    if not isinstance(request, HttpRequest) or request.method != "POST":
+        return None
+    if isinstance(getattr(request, "auth", None), ApiToken):
+        return None
+    value = request.POST.get(FORM_TEAM_FIELD, "")
+    return int(value) if value.isdecimal() and len(value) < 12 else None
+
+
+def acting_for_team_of(request, team_id: int | None) -> Acting:
+    """Whom a page about one team's rental reads it as: the switcher's team when the rental
+    is that team's; else, for a member of the rental's team, that team, in their role
+    there (any page of a rental of a team one belongs to opens, and says whose it is);
+    anyone else, the switcher's team (staff read every team's rentals; others find
+    nothing)."""
+    acting = acting_for_request(request)
+    if team_id is None or acting.team.pk == team_id or acting.token is not None:
+        return acting
+    team = Team.objects.filter(pk=team_id, memberships__user=request.user).first()
+    return acting if team is None else acting_as(request.user, team)
 
 
 def acting_for_team(request, team_id: int) -> Acting:

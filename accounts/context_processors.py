@@ -1,6 +1,6 @@
 """The team switcher in the header: the signed-in person's teams and the one they act for."""
 
-from accounts.access import acting_for_request
+from accounts.access import acting_for_session
 from accounts.teams import teams_of
 
 
@@ -9,6 +9,6 @@ def teams(request):
     if user is None or not user.is_authenticated:
         return {}
     return {
-        "acting": acting_for_request(request),
+        "acting": acting_for_session(request),
         "my_teams": list(teams_of(user=user)),
     }

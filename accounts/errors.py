@@ -53,6 +53,11 @@ class LastOwner(Conflict):
     title = gettext_lazy("A team needs an owner")
 
 
+class TeamHasHistory(Conflict):
+    code = "team_has_history"
+    title = gettext_lazy("A team with rentals or money stays")
+
+
 class InvitationInvalid(DomainError):
     status = 410
     code = "invitation_invalid"

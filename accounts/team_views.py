@@ -28,6 +28,7 @@ from accounts.teams import (
     membership_role_set,
     team_buyer_set,
     team_create,
+    team_delete,
     team_ownership_transfer,
     team_second_factor_require,
     team_spend_limit_set,
@@ -35,6 +36,8 @@ from accounts.teams import (
 )
 from core.errors import DomainError
 from core.money import DECIMAL_PLACES, MAX_DIGITS
+
+NEW_LINK_SESSION_KEY = "new_invitation_link"
 
 
 class TeamForm(forms.Form):
@@ -106,6 +109,15 @@ def team_list_page(request):
         if form.is_valid():
             team = team_create(user=request.user, name=form.cleaned_data["name"])
             request.session[TEAM_SESSION_KEY] = team.pk
+            messages.success(
+                request,
+                _(
+                    "%(team)s is made, and you now act for it: quotes, bookings and API "
+                    "tokens you make from now on are its. The switcher in the header "
+                    "changes that."
+                )
+                % {"team": team.name},
+            )
             return redirect("team", pk=team.pk)
     return render(
         request,
@@ -146,21 +158,33 @@ def team_page(request, pk):
         ),
     }
     if request.method == "POST":
+        if "delete_team" in request.POST:
+            return _team_delete(request, acting)
         try:
             new_link = _team_post(request, acting, forms_)
         except DomainError as exc:
             messages.error(request, exc.detail)
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
-        if new_link is None and not any(f.errors for f in forms_.values()):
+        if not Membership.objects.filter(team=team, user=request.user).exists():
+            return redirect("teams")  # they left the team
+        if not any(f.errors for f in forms_.values()):
+            # Post/redirect/get: a reload sends nothing again. A new invitation's link is
+            # kept in the session for the next view of this page only.
+            if new_link is not None:
+                request.session[NEW_LINK_SESSION_KEY] = {"team": team.pk, "link": new_link}
             return redirect("team", pk=pk)
+    else:
+        shown = request.session.pop(NEW_LINK_SESSION_KEY, None)
+        if shown and shown.get("team") == team.pk:
+            new_link = shown.get("link")
     members = Membership.objects.filter(team=team).select_related("user").order_by("user__username")
     return render(
         request,
         "accounts/team.html",
         {
             "team": team,
-            "acting": acting,
+            "role_label": Role(acting.role).label,
             "may": {action.value: acting.can(action) for action in Action},
             "second_factor_missing": acting.second_factor_missing,
             "members": members,
@@ -182,13 +206,23 @@ def _team_post(request, acting, forms_):
     if "invite" in request.POST:
         form = forms_["invite"] = InvitationForm(request.POST)
         if form.is_valid():
-            _invitation, secret = invitation_create(
+            invitation, secret = invitation_create(
                 acting=acting,
                 email=form.cleaned_data["email"],
                 role=form.cleaned_data["role"],
                 accept_url=lambda s: request.build_absolute_uri(reverse("invitation", args=[s])),
             )
-            messages.success(request, _("Invitation sent."))
+            if invitation.renewed:
+                messages.success(
+                    request,
+                    _(
+                        "%(email)s already had an invitation: it is renewed with this role "
+                        "for 7 more days and sent again. Only the new link works."
+                    )
+                    % {"email": invitation.email},
+                )
+            else:
+                messages.success(request, _("Invitation sent."))
             return request.build_absolute_uri(reverse("invitation", args=[secret]))
     elif "set_role" in request.POST:
         form = RoleForm(request.POST)
@@ -248,6 +282,20 @@ def _team_post(request, acting, forms_):
     return None
 
 
+def _team_delete(request, acting):
+    """Delete the team (an owner, a team without history); back to the teams, acting for
+    the personal team if this was the one acted for."""
+    try:
+        name = team_delete(acting=acting)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return redirect("team", pk=acting.team.pk)
+    if request.session.get(TEAM_SESSION_KEY) == acting.team.pk:
+        request.session.pop(TEAM_SESSION_KEY, None)
+    messages.success(request, _("%(team)s is deleted.") % {"team": name})
+    return redirect("teams")
+
+
 def invitation_page(request, secret):
     """Shown to whoever follows the link: sign in or sign up (with the invited address)
     first, then accept. Only the confirmed owner of the invited address can join."""
@@ -270,7 +318,7 @@ def invitation_page(request, secret):
         request.session.pop(INVITATION_SESSION_KEY, None)
         messages.success(
             request,
-            _("You joined %(team)s as %(role)s.")
+            _("You joined %(team)s as %(role)s, and you now act for it.")
             % {"team": membership.team.name, "role": Role(membership.role).label},
         )
         return redirect("home")

@@ -13,7 +13,7 @@ from allauth.account.models import EmailAddress
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, ProtectedError, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -26,6 +26,7 @@ from accounts.errors import (
     LastOwner,
     PersonalTeam,
     SecondFactorRequired,
+    TeamHasHistory,
 )
 from accounts.models import (
     ApiToken,
@@ -63,10 +64,14 @@ def email_mask(email: str) -> str:
 def invitation_create(
     *, acting: Acting, email: str, role: str, accept_url
 ) -> tuple[Invitation, str]:
-    """An invitation and its secret (shown once, and mailed after commit)."""
+    """An invitation and its secret (shown once, and mailed after commit). Inviting an
+    address that has an invitation still open renews that one (`renewed` is set on it): its
+    role and validity are the new ones and only the new link works, so one address never
+    holds two invitations to a team, however often it is sent."""
     acting.require(Action.INVITE)
     if acting.team.personal_for_id is not None:
         raise PersonalTeam(_("Nobody joins a personal team; make a team to invite colleagues."))
+    Team.objects.select_for_update().filter(pk=acting.team.pk).first()  # one invite at a time
     if EmailAddress.objects.filter(
         email__iexact=email, verified=True, user__memberships__team=acting.team
     ).exists():
@@ -76,14 +81,28 @@ def invitation_create(
             field="email",
         )
     secret = secrets.token_urlsafe(32)
-    invitation = Invitation.objects.create(
-        team=acting.team,
-        email=email,
-        role=Role(role),
-        key_hash=token_hash(secret),
-        invited_by=acting.user,
-        expires_at=db_now() + INVITATION_LIFETIME,
+    fields = {
+        "email": email, "role": Role(role), "key_hash": token_hash(secret),
+        "invited_by": acting.user, "expires_at": db_now() + INVITATION_LIFETIME,
+    }  # fmt: skip
+    invitation = (
+        Invitation.objects.filter(
+            team=acting.team,
+            email__iexact=email,
+            accepted_at__isnull=True,
+            revoked_at__isnull=True,
+        )  # fmt: skip
+        .order_by("-created_at")
+        .first()
     )
+    if invitation is None:
+        invitation = Invitation.objects.create(team=acting.team, **fields)
+        invitation.renewed = False
+    else:
+        for name, value in fields.items():
+            setattr(invitation, name, value)
+        invitation.save(update_fields=list(fields))
+        invitation.renewed = True
     link = accept_url(secret)
     team_name, inviter = acting.team.name, acting.user.get_username()
 
@@ -180,6 +199,34 @@ def invitation_accept(*, user, secret: str) -> Membership:
         team=invitation.team, user=user, defaults={"role": invitation.role}
     )
     return membership
+
+
+@transaction.atomic
+def team_delete(*, acting: Acting) -> str:
+    """Delete a team that has no history, with what is only its own: memberships,
+    invitations, API tokens, webhook endpoints and quotes nobody booked. Returns its name.
+
+    A team with history stays: its allocations, ledger rows and invoices are the record
+    the statement, the invoices and the tax office need, and the database protects them
+    (on_delete=PROTECT), so deleting it is refused in words, changing nothing. Its owner
+    can still remove its members, or hand it over, and stop using it."""
+    acting.require(Action.DELETE_TEAM)
+    team = Team.objects.select_for_update().get(pk=acting.team.pk)
+    if team.personal_for_id is not None:
+        raise PersonalTeam(_("A personal team stays with its person; it cannot be deleted."))
+    name = team.name
+    try:
+        team.delete()
+    except ProtectedError as exc:
+        raise TeamHasHistory(
+            _(
+                "%(team)s has rentals, charges or invoices, and those are kept for the "
+                "statement, the invoices and the tax office, so the team cannot be deleted. "
+                "You can remove its members or hand it over instead."
+            )
+            % {"team": name}
+        ) from exc
+    return name
 
 
 def _owners_left(team: Team, *, without: Membership) -> int:

@@ -18,7 +18,7 @@ from django.views import i18n
 from django.views.decorators.http import require_POST
 
 from accounts.access import acting_for_request
-from accounts.errors import TooManyTokens, TooSoon
+from accounts.errors import TooSoon
 from accounts.middleware import SESSION_KEY, preferences_remember
 from accounts.models import ApiToken, Profile, SshKey
 from accounts.selectors import profile_for, sign_in_history
@@ -29,10 +29,24 @@ from accounts.services import (
     email_confirmation_resend,
 )
 from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
+from accounts.teams import teams_of
+from core.errors import DomainError
 
 
 class TokenForm(forms.Form):
     name = forms.CharField(label=gettext_lazy("Token name"), max_length=80)
+    team = forms.TypedChoiceField(
+        label=gettext_lazy("Acts for team"), coerce=int, required=False, empty_value=None
+    )
+
+    def __init__(self, *args, memberships, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [
+            (m.team_id, f"{m.team.name} · {m.get_role_display()}") for m in memberships
+        ]
+
+
+NEW_TOKEN_SESSION_KEY = "new_api_token"
 
 
 class RevokeForm(forms.Form):
@@ -41,8 +55,12 @@ class RevokeForm(forms.Form):
 
 @login_required
 def tokens_page(request):
-    new_secret = None
-    form = TokenForm()
+    """The person's tokens, and a new one for the team they choose (the team they act for
+    by default). Post/redirect/get: a new token's secret is kept in the session for the
+    next view of the page only, so a reload neither shows it again nor makes another."""
+    acting = acting_for_request(request)  # first: it makes the personal team on first need
+    memberships = list(teams_of(user=request.user))
+    form = TokenForm(memberships=memberships, initial={"team": acting.team.pk})
     status = 200
     if request.method == "POST":
         if "revoke" in request.POST:
@@ -52,26 +70,30 @@ def tokens_page(request):
             ):
                 messages.success(request, _("Token revoked."))
             return redirect("tokens")
-        form = TokenForm(request.POST)
+        form = TokenForm(request.POST, memberships=memberships)
         if form.is_valid():
+            chosen = form.cleaned_data["team"] or acting.team.pk  # none named: the acted-for
+            team = next(m.team for m in memberships if m.team_id == chosen)
             try:
-                new_secret = api_token_create(
-                    user=request.user,
-                    name=form.cleaned_data["name"],
-                    team=acting_for_request(request).team,
+                secret = api_token_create(
+                    user=request.user, name=form.cleaned_data["name"], team=team
                 )
-            except TooManyTokens as exc:
+            except DomainError as exc:
                 form.add_error("name", exc.detail)
                 status = exc.status
             else:
-                form = TokenForm()
+                request.session[NEW_TOKEN_SESSION_KEY] = {"secret": secret, "team": team.name}
+                return redirect("tokens")
         else:
             status = 400
+    new_token = (
+        request.session.pop(NEW_TOKEN_SESSION_KEY, None) if request.method == "GET" else None
+    )
     tokens = ApiToken.objects.filter(user=request.user).select_related("team")
     return render(
         request,
         "registration/tokens.html",
-        {"tokens": tokens, "form": form, "new_secret": new_secret, "now": timezone.now(),
+        {"tokens": tokens, "form": form, "new_token": new_token, "now": timezone.now(),
          "nav": "tokens"},
         status=status,
     )  # fmt: skip

@@ -192,6 +192,7 @@ AUTHENTICATION_BACKENDS = [
 # --- Accounts (django-allauth) ------------------------------------------------------------
 # Sign-in by username or e-mail; sign-up open, or only with a team invitation.
 ACCOUNT_ADAPTER = "accounts.adapter.AccountAdapter"
+ACCOUNT_FORMS = {"signup": "accounts.forms.InvitedSignupForm"}
 MFA_ADAPTER = "accounts.adapter.MfaAdapter"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]

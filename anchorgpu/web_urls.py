@@ -16,6 +16,7 @@ urlpatterns = [
     path("book/<slug:slug>/estimate/", booking.book_estimate_part, name="book-estimate"),
     path("quotes/<uuid:pk>/", booking.quote_page, name="quote"),
     path("quotes/<uuid:pk>/book/", booking.quote_book, name="quote-book"),
+    path("quotes/<uuid:pk>/requote/", booking.quote_requote, name="quote-requote"),
     path("allocations/", allocations.allocation_list_page, name="allocation-list"),
     path("allocations/<uuid:pk>/", allocations.allocation_detail_page, name="allocation-detail"),
     path("allocations/<uuid:pk>/live/", allocations.allocation_live_part, name="allocation-live"),

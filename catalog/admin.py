@@ -190,7 +190,10 @@ class OptionPriceHistoryInline(ReadOnlyInline):
 
 @admin.register(Option)
 class OptionAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
-    list_display = ["name_en", "name_pl", "billing", "unit_en", "max_quantity", "is_active"]
+    list_display = [
+        "name_en", "name_pl", "billing", "unit_en", "max_quantity", "input_label_en",
+        "lead_time", "is_active",
+    ]  # fmt: skip
     list_filter = ["billing", "is_active"]
     search_fields = ["name_en", "name_pl", "slug"]
     filter_horizontal = ["gpu_models"]

@@ -89,6 +89,15 @@ OPTIONS = [
      {None: "150.00"}, None),
 ]  # fmt: skip
 
+# Options that ask the customer something, and how long before the start they need.
+OPTION_INPUTS = {
+    "custom-image": (
+        ("Image to set up (a registry reference, e.g. ghcr.io/acme/train:1.4)",
+         "Obraz do przygotowania (adres w rejestrze, np. ghcr.io/acme/train:1.4)"),
+        timedelta(hours=24),
+    ),
+}  # fmt: skip
+
 REGIONS = [
     ("pl-waw", ("Warsaw", "Warszawa")),
     ("de-fra", ("Frankfurt", "Frankfurt nad Menem")),
@@ -134,6 +143,11 @@ def gpu_identity(hostname: str, index: int, vendor: str) -> str:
 
 
 @transaction.atomic
+def _option_input(slug: str) -> dict:
+    asks, lead_time = OPTION_INPUTS.get(slug, ("", timedelta(0)))
+    return {**_words("input_label", asks), "lead_time": lead_time}
+
+
 def seed_catalog(*, simulator_url: str | None = None) -> None:
     periods = {}
     for slug, name, duration in PERIODS:
@@ -174,6 +188,7 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
                 **_words("description", description),
                 billing=billing,
                 max_quantity=max_q,
+                **_option_input(slug),
             ),  # fmt: skip
         )
         if applies:

@@ -168,6 +168,21 @@ class Option(models.Model):
     )
     billing = models.CharField(max_length=12, choices=OptionBilling.choices)
     max_quantity = models.PositiveIntegerField(default=1)
+    # What the customer must say when choosing it (empty: nothing), e.g. which image to set
+    # up; the quote keeps the answer on its line.
+    input_label = TranslatedFieldWithFallback(
+        models.CharField(
+            _("asks for"), max_length=120, blank=True, default="", db_default="",
+            help_text=_("What the customer types when choosing it (empty: nothing), "
+                        "e.g. “Image to set up (registry reference)”."),
+        )
+    )  # fmt: skip
+    # How long before the start it must be booked (zero: it can start now).
+    lead_time = models.DurationField(
+        _("lead time"), default=timedelta(0), db_default=timedelta(0),
+        help_text=_("How long before the paid period's start it must be booked; "
+                    "zero: it can start at once."),
+    )  # fmt: skip
     gpu_models = models.ManyToManyField(
         GpuModel, blank=True, related_name="options", help_text=_("Empty: every model.")
     )
@@ -180,6 +195,10 @@ class Option(models.Model):
                 condition=Q(max_quantity__gte=1), name="catalog_option_max_quantity_positive"
             ),
             choices_check("billing", OptionBilling, name="catalog_option_billing_valid"),
+            models.CheckConstraint(
+                condition=Q(lead_time__gte=timedelta(0)),
+                name="catalog_option_lead_time_not_negative",
+            ),
         ]
 
     def __str__(self):

@@ -1,7 +1,7 @@
 """Reads of the catalog: prices in force at an instant, and the models on offer."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Exists, Max, OuterRef, Prefetch, QuerySet
 from django.utils import timezone
@@ -43,6 +43,26 @@ def current_gpu_prices(*, at: datetime | None = None) -> QuerySet[GpuPrice]:
         .order_by("gpu_model_id", "period_id", "-effective_from")
         .distinct("gpu_model_id", "period_id")
     )
+
+
+def current_option_prices(*, options, at: datetime | None = None) -> dict[int, list[OptionPrice]]:
+    """The price rows in force per option (one per active period, or one for a one-time
+    option), by option id, the periods shortest first: what the booking form shows beside
+    each option. One query (DISTINCT ON)."""
+    at = at or timezone.now()
+    rows = (
+        OptionPrice.objects.filter(option__in=options, effective_from__lte=at)
+        .exclude(period__is_active=False)
+        .select_related("period")
+        .order_by("option_id", "period_id", "-effective_from")
+        .distinct("option_id", "period_id")
+    )
+    prices: dict[int, list[OptionPrice]] = {}
+    for row in rows:
+        prices.setdefault(row.option_id, []).append(row)
+    for found in prices.values():
+        found.sort(key=lambda row: row.period.duration if row.period else timedelta(0))
+    return prices
 
 
 def gpu_model_list(*, filters: dict | None = None, at: datetime | None = None):

@@ -7,8 +7,17 @@ from django.core.validators import MaxValueValidator
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from catalog.models import NodeState, Option, Region, RentalPeriod, SoftwareStack, Vendor
-from core.money import DECIMAL_PLACES, MAX_DIGITS
+from catalog.models import (
+    NodeState,
+    Option,
+    OptionBilling,
+    Region,
+    RentalPeriod,
+    SoftwareStack,
+    Vendor,
+)
+from catalog.selectors import current_option_prices
+from core.money import DECIMAL_PLACES, MAX_DIGITS, money_text
 from rentals import limits
 from rentals.availability import max_gpus_per_node
 from rentals.models import AllocationState, LedgerKind
@@ -161,7 +170,12 @@ class QuoteForm(forms.Form):
             for o in Option.objects.filter(is_active=True).prefetch_related("gpu_models")
             if not o.gpu_models.all() or gpu_model in o.gpu_models.all()
         ]
+        self.option_prices = current_option_prices(options=self.options)
         for option in self.options:
+            if option.input_label:  # what it asks for (which image): sent with the option
+                self.fields[f"option_{option.slug}_input"] = forms.CharField(
+                    label=option.input_label, max_length=200, required=False,
+                )  # fmt: skip
             if option.max_quantity == 1:  # on or off: a checkbox, not a 0–1 number box
                 field = forms.BooleanField(
                     label=option.name, required=False, widget=OnOffInput,
@@ -199,12 +213,30 @@ class QuoteForm(forms.Form):
     def option_fields(self):
         return [self[f"option_{o.slug}"] for o in self.options]
 
+    def option_rows(self) -> list[dict]:
+        """Each option's field with its price in words (how it is charged: once, or each
+        period at each period's price), the field it asks for input in, and its lead time
+        in hours (zero: it can start now)."""
+        return [
+            {
+                "field": self[f"option_{o.slug}"],
+                "price": option_price_words(o, self.option_prices.get(o.pk, [])),
+                "input": self[f"option_{o.slug}_input"] if o.input_label else None,
+                "lead_hours": round(o.lead_time.total_seconds() / 3600),
+            }
+            for o in self.options
+        ]
+
     def clean(self):
         data = super().clean()
         data["shape"] = data.get("shape") or "gpus"
         count_field = "node_count" if data["shape"] == "nodes" else "gpu_count"
         if not data.get(count_field) and count_field not in self.errors:
             self.add_error(count_field, _("Choose how many."))
+        for option in self.options:
+            asked = f"option_{option.slug}_input"
+            if option.input_label and data.get(f"option_{option.slug}") and not data.get(asked):
+                self.add_error(asked, _("Say this to take the option."))
         if data.get("start") == "later":
             if not data.get("starts_at"):
                 self.add_error("starts_at", _("Choose the start date and time."))
@@ -224,12 +256,38 @@ class QuoteForm(forms.Form):
             "period_count": data["period_count"],
             "starts_at": data["starts_at"],
             "options": [
-                {"option": o.slug, "quantity": int(data[f"option_{o.slug}"])}  # True: 1
+                {
+                    "option": o.slug,
+                    "quantity": int(data[f"option_{o.slug}"]),  # True: 1
+                    **({"input": data.get(f"option_{o.slug}_input", "")} if o.input_label else {}),
+                }
                 for o in self.options
                 if data.get(f"option_{o.slug}")
             ],
             "region": data["region"].slug if data.get("region") else None,
         }
+
+
+def option_price_words(option: Option, prices: list) -> str:
+    """ "150.00 USD, charged once"; "4.00 USD a day · 25.00 USD a week, charged each
+    period, per TB": what an option costs and how it is charged, net."""
+    if not prices:
+        return ""
+    if option.billing == OptionBilling.ONE_TIME:
+        row = prices[0]
+        return _("%(price)s, charged once") % {"price": money_text(row.unit_price, row.currency)}
+    each = " · ".join(
+        _("%(price)s per %(period)s")
+        % {"price": money_text(row.unit_price, row.currency), "period": row.period.name}
+        for row in prices
+        if row.period is not None
+    )
+    if option.max_quantity > 1:
+        return _("%(prices)s, charged each period, per %(unit)s") % {
+            "prices": each,
+            "unit": option.unit,
+        }
+    return _("%(prices)s, charged each period") % {"prices": each}
 
 
 class LedgerFilterForm(forms.Form):

@@ -261,6 +261,33 @@ def quote_get(*, acting: Acting, pk) -> Quote | None:
     )
 
 
+def team_of_rental(model, *, pk) -> int | None:
+    """The team whose allocation, cluster or quote `pk` is, whoever asks: only to find which
+    of a person's teams to read it as (accounts.access.acting_for_team_of), never shown."""
+    return model.objects.filter(pk=pk).values_list("team_id", flat=True).first()
+
+
+@dataclass(frozen=True)
+class QuoteOutcome:
+    """What became of a quote: the allocation it booked (the first node of a cluster), or
+    for an extension quote the allocation it extended; else whether it expired."""
+
+    allocation: Allocation | None
+    extended: bool
+    expired: bool
+
+
+def quote_outcome(*, quote: Quote, now: datetime) -> QuoteOutcome:
+    if quote.extends_id:
+        if quote.used_at is not None:
+            return QuoteOutcome(allocation=quote.extends, extended=True, expired=False)
+    else:
+        booked = quote.allocations.order_by("node__hostname", "pk").first()
+        if booked is not None:
+            return QuoteOutcome(allocation=booked, extended=False, expired=False)
+    return QuoteOutcome(allocation=None, extended=False, expired=quote.valid_until <= now)
+
+
 def quote_options(*, quote: Quote) -> list[tuple]:
     """[(option, quantity)] as the customer chose them."""
     return [(line.option, line.count) for line in quote.lines.all() if line.option_id]

@@ -61,11 +61,13 @@ def quote_line_text(line: QuoteLine) -> str:
         }
     facts = {"option": line.option.name, "count": line.count, "unit": line.option.unit}
     if line.periods is None:
-        return _("%(option)s: %(count)s %(unit)s (one-time)") % facts
-    return _("%(option)s: %(count)s %(unit)s for %(periods)s") % {
-        **facts,
-        "periods": periods_text(quote.period, line.periods),
-    }
+        text = _("%(option)s: %(count)s %(unit)s (one-time)") % facts
+    else:
+        text = _("%(option)s: %(count)s %(unit)s for %(periods)s") % {
+            **facts,
+            "periods": periods_text(quote.period, line.periods),
+        }
+    return f"{text} — {line.note}" if line.note else text  # what the customer said
 
 
 def ledger_entry_text(entry: LedgerEntry) -> str:

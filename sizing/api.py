@@ -24,6 +24,11 @@ class ModelSerializer(serializers.Serializer):
     largest_layer_parameters = serializers.IntegerField(
         required=False, min_value=1, max_value=10**14
     )
+    has_vae = serializers.BooleanField(
+        required=False, default=False,
+        help_text="with `parameters`: the model is a diffusion pipeline with a VAE, whose "
+        "decode can peak on its own (the presets and config.json families are decoder LLMs)",
+    )  # fmt: skip
 
     def validate_config(self, value):
         if len(value) > CONFIG_MAX_KEYS:
@@ -36,6 +41,11 @@ class ModelSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 _("Give exactly one of `preset`, `config` or `parameters`.")
             )
+        if data.get("has_vae") and "parameters" not in data:
+            raise serializers.ValidationError(
+                {"has_vae": [_("A VAE goes with a parameter count: the presets and "
+                               "config.json families are language models.")]}
+            )  # fmt: skip
         if "config" in data:
             try:
                 model_from_request(data)

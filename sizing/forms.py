@@ -15,7 +15,38 @@ FORMAT_NAMES = {
 }  # fmt: skip
 
 
+INFERENCE_FIELDS = (
+    "context_tokens",
+    "concurrent_sequences",
+    "kv_cache_dtype",
+    "memory_utilization",
+)
+TRAINING_FIELDS = (
+    "method", "optimizer", "precision", "strategy", "offload", "micro_batch",
+    "sequence_length", "activation_checkpointing", "lora_rank",
+)  # fmt: skip
+
+
 class SizingForm(forms.Form):
+    """Bound from a page's query: what a shortened link leaves out is the form's default,
+    and the other workload's fields are never read (an inference link needs no training
+    field, and a stray one cannot fail it)."""
+
+    def __init__(self, data=None, *args, **kwargs):
+        super().__init__(None if data is None else self._completed(data), *args, **kwargs)
+
+    @classmethod
+    def _completed(cls, data) -> dict:
+        given = {key: data.get(key) for key in data}
+        fields = cls.base_fields
+        if given.get("workload") not in ("inference", "training"):
+            given["workload"] = fields["workload"].initial
+        unread = TRAINING_FIELDS if given["workload"] == "inference" else INFERENCE_FIELDS
+        for name in ("weights_dtype", *INFERENCE_FIELDS, *TRAINING_FIELDS):
+            if name in unread or given.get(name) in (None, ""):
+                given[name] = fields[name].initial
+        return given
+
     preset = forms.ChoiceField(
         label=_("Model"),
         choices=[("", _("— paste a config.json or give a parameter count —"))]
@@ -28,6 +59,9 @@ class SizingForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
     )  # fmt: skip
     parameters = forms.IntegerField(label=_("or a parameter count"), required=False, min_value=1)
+    has_vae = forms.BooleanField(
+        label=_("with a VAE (a diffusion pipeline; with a parameter count)"), required=False
+    )
     workload = forms.ChoiceField(
         label=_("Workload"),
         choices=[("inference", _("Inference")), ("training", _("Training"))],
@@ -96,7 +130,7 @@ class SizingForm(forms.Form):
                 self.add_error("config", _("This is not valid JSON."))
                 return data
         elif data.get("parameters"):
-            model = {"parameters": data["parameters"]}
+            model = {"parameters": data["parameters"], "has_vae": data.get("has_vae", False)}
         elif data.get("preset"):
             model = {"preset": data["preset"]}
         else:

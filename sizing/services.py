@@ -11,6 +11,8 @@ from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 
 from catalog.models import GpuModel, NodeState
+from catalog.selectors import current_gpu_prices
+from core.money import Money
 from glossary.content import disclaimer
 from sizing.estimator import (
     DEFAULT_OVERHEAD,
@@ -57,6 +59,7 @@ class Model:
     parameters: int
     active_parameters: int
     largest_layer: int | None
+    has_vae: bool = False  # a diffusion pipeline's (only a parameter count can say so)
 
 
 def model_from_request(data: dict) -> Model:
@@ -71,7 +74,8 @@ def model_from_request(data: dict) -> Model:
     else:
         count = data["parameters"]
         return Model(_("%(n)s parameters") % {"n": f"{count:,}"}, None, count, count,
-                     data.get("largest_layer_parameters"))  # fmt: skip
+                     data.get("largest_layer_parameters"),
+                     has_vae=bool(data.get("has_vae")))  # fmt: skip
     return Model(
         str(name), arch, arch.parameters(), arch.parameters(active=True),
         arch.largest_layer_parameters(),
@@ -181,7 +185,8 @@ def size(
         general.append("moe_experts_resident")
     if workload == "training" and training.strategy == "ddp":
         general.append("ddp_not_pooled")
-    general.append("vae_decode_peak")
+    if model.has_vae:  # a diffusion pipeline: its VAE decode peaks on its own
+        general.append("vae_decode_peak")
     codes = [*general, *(c for c in seen_codes if c not in general)]
     kv_per_token = None
     if model.arch and workload == "inference":
@@ -224,6 +229,27 @@ def _estimate(
         weights_dtype=weights_dtype, gpus=count, device_bytes=device_bytes, workload=training,
         overhead=overhead,
     )  # fmt: skip
+
+
+def rental_price(gpu_model: str, gpu_count: int, *, prices: dict) -> dict | None:
+    """What renting `gpu_count` GPUs of a model costs for its shortest period, net, at the
+    prices in force (`prices`: from `prices_now()`): anyone may read it, signed in or not."""
+    row = prices.get(gpu_model)
+    if row is None:
+        return None
+    total = Money(row.unit_price, row.currency) * gpu_count
+    return {"period": row.period, "unit_price": row.unit_price, "total": total.amount,
+            "currency": row.currency}  # fmt: skip
+
+
+def prices_now() -> dict:
+    """Per GPU model slug, the price row in force for its shortest active period."""
+    shortest: dict = {}
+    for row in current_gpu_prices().select_related("gpu_model"):
+        best = shortest.get(row.gpu_model.slug)
+        if best is None or row.period.duration < best.period.duration:
+            shortest[row.gpu_model.slug] = row
+    return shortest
 
 
 def smallest_fits(candidates: list[dict]) -> list[dict]:

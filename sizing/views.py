@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 
 from sizing.api import sizing_answer
 from sizing.forms import SizingForm
-from sizing.services import CAVEATS, smallest_fits
+from sizing.services import CAVEATS, prices_now, rental_price, smallest_fits
 
 GIB = 2**30
 PARALLELISM = {
@@ -45,6 +45,7 @@ def sizing_page(request):
             "weights_gib": answer["weights_bytes"] / GIB,
             "kv_kib": (answer["kv_cache_bytes_per_token"] or 0) / 1024,
         }
+        prices = prices_now()
         for candidate in smallest_fits(answer["candidates"]):
             total = max(candidate["usable_bytes_per_gpu"], candidate["per_gpu"]["total_bytes"])
             rows.append(
@@ -54,7 +55,9 @@ def sizing_page(request):
                  "usable_pct": candidate["usable_bytes_per_gpu"] / total * 100,
                  "total_gib": candidate["per_gpu"]["total_bytes"] / GIB,
                  "usable_gib": candidate["usable_bytes_per_gpu"] / GIB,
-                 "headroom_gib": candidate["headroom_bytes"] / GIB}
+                 "headroom_gib": candidate["headroom_bytes"] / GIB,
+                 "price": rental_price(candidate["gpu_model"], candidate["gpu_count"],
+                                       prices=prices) if candidate["fits"] else None}
             )  # fmt: skip
     return render(
         request,

@@ -34,6 +34,7 @@ class EndpointForm(forms.Form):
 
 
 ACTIONS = {"disable", "enable", "test", "delete"}
+NEW_SECRET_SESSION_KEY = "new_webhook_secret"
 
 
 @login_required
@@ -54,8 +55,12 @@ def webhooks_page(request):
             except DomainError as exc:
                 form.add_error(None, exc.detail)
             else:
-                form = EndpointForm()
+                # Post/redirect/get: the secret is kept for the next view of the page only.
+                request.session[NEW_SECRET_SESSION_KEY] = new_secret
+                return redirect("webhooks")
         status = 400 if form.errors else 200
+    else:
+        new_secret = request.session.pop(NEW_SECRET_SESSION_KEY, None)
     endpoints = [
         (endpoint, list(selectors.delivery_log(endpoint=endpoint)[:LOG_ROWS]))
         for endpoint in selectors.endpoint_list(acting=acting)

@@ -26,6 +26,7 @@ from accounts.teams import (
     invitations_waiting,
     membership_remove,
     membership_role_set,
+    team_delete,
     team_ownership_transfer,
     team_update,
     teams_of,
@@ -252,6 +253,16 @@ class TeamDetailApi(APIView):
         data.is_valid(raise_exception=True)
         team = team_update(acting=acting, **data.validated_data)
         return Response(TeamSerializer(SimpleNamespace(team=team, role=acting.role)).data)
+
+    @extend_schema(
+        request=None,
+        responses={204: None, 401: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
+    )
+    def delete(self, request, pk):
+        """Delete a team that has never rented anything (owners); a team with allocations,
+        ledger rows or invoices stays (409 `team_has_history`)."""
+        team_delete(acting=acting_for_team(request, pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class TeamMemberListApi(APIView):

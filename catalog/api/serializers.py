@@ -27,10 +27,20 @@ class OptionSerializer(serializers.ModelSerializer):
     description = in_language("What the option gives")
     unit = in_language("What one of its quantity is: TB, address, setup")
     gpu_models = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    input_label = in_language("What a quote must give with it (`input`); empty: nothing")
+    lead_time_seconds = serializers.SerializerMethodField(
+        help_text="how long before the start it must be booked; 0: it can start now"
+    )
+
+    def get_lead_time_seconds(self, option) -> int:
+        return int(option.lead_time.total_seconds())
 
     class Meta:
         model = Option
-        fields = ["slug", "name", "description", "unit", "billing", "max_quantity", "gpu_models"]
+        fields = [
+            "slug", "name", "description", "unit", "billing", "max_quantity", "gpu_models",
+            "input_label", "lead_time_seconds",
+        ]  # fmt: skip
 
 
 class RegionSerializer(serializers.ModelSerializer):

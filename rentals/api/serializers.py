@@ -116,6 +116,11 @@ class QuoteOptionInSerializer(serializers.Serializer):
     quantity = serializers.IntegerField(
         min_value=1, max_value=limits.OPTION_QUANTITY_MAX, default=1
     )
+    input = serializers.CharField(
+        required=False, max_length=200, allow_blank=True,
+        help_text="what an option that asks for it needs (its `input_label` in "
+        "/api/v1/options/), e.g. the image to set up",
+    )  # fmt: skip
 
 
 class QuoteInSerializer(serializers.Serializer):
@@ -167,7 +172,7 @@ class QuoteLineSerializer(serializers.ModelSerializer):
         model = QuoteLine
         fields = [
             "kind", "option", "count", "periods", "description", "quantity", "unit_price",
-            "amount", "vat",
+            "amount", "vat", "note",
         ]  # fmt: skip
 
     def get_description(self, line) -> str:

@@ -146,6 +146,9 @@ class QuoteLine(models.Model):
     unit_price = MoneyField()
     amount = MoneyField()  # net
     vat = MoneyField()  # this line's share of the quote's VAT (core.vat.vat_split)
+    # What the customer said for an option that asks (catalog Option.input_label): which
+    # image to set up, for example. Empty for every other line.
+    note = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["quote", "position"]

@@ -16,6 +16,7 @@ from accounts.buyer import team_tax_treatment
 from accounts.models import Team
 from catalog.models import GpuModel, NodeState, Option, OptionBilling, Region, RentalPeriod
 from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
+from core.dates import when_text
 from core.db import constraint_name, db_now, prefetched
 from core.money import Money
 from core.vat import TaxTreatment, rate_for, vat_split
@@ -93,9 +94,11 @@ def quote_taxed(quote: Quote, *, lines: list[QuoteLine], net: Money, team: Team 
     quote.total, quote.currency = net.amount + vat, net.currency
 
 
-def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
+def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at, notes=None):
     """The priced lines of a quote and their total, at the prices in force at `at`: the GPU
-    line, then one line per chosen option. A missing price is refused, never skipped."""
+    line, then one line per chosen option (with what the customer said for an option that
+    asks, `notes` by option slug). A missing price is refused, never skipped."""
+    notes = notes or {}
     gpu_price = gpu_price_at(gpu_model=gpu_model, period=period, at=at)
     if gpu_price is None:
         raise ValidationError({"period": _("This model is not offered per %s.") % period})
@@ -139,6 +142,7 @@ def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at):
                 quantity=units,
                 unit_price=option_unit.amount,
                 amount=amount.amount,
+                note=notes.get(option.slug, ""),
             )
         )
     return lines, total
@@ -156,6 +160,7 @@ class QuoteRequest:
     starts_at: datetime | None  # None: starts when booked
     options: list[tuple[Option, int]]
     region: Region | None = None  # None: any region
+    notes: dict | None = None  # option slug → what the customer said (Option.input_label)
 
 
 @transaction.atomic
@@ -235,6 +240,7 @@ def _quote_priced(*, now: datetime, **requested) -> tuple[Quote, list[QuoteLine]
         period_count=request.period_count,
         options=request.options,
         at=now,
+        notes=request.notes,
     )
     quote = Quote(
         gpu_model=request.gpu_model,
@@ -276,13 +282,16 @@ def quote_request_check(
         errors["period_count"] = refusal
     if starts_at is not None:
         _start_check(starts_at, now, errors)
-    chosen = _options(options, model, rental_period, errors)
+    notes: dict[str, str] = {}
+    chosen = _options(options, model, rental_period, errors, notes=notes)
+    _lead_times_check(options, chosen, starts_at, now, errors)
     chosen_region = _region(region, model, errors) if region not in (None, "") else None
     if errors:
         raise ValidationError(errors)
     return QuoteRequest(
         gpu_model=model, period=rental_period, gpu_count=gpu_count, node_count=node_count,
         period_count=period_count, starts_at=starts_at, options=chosen, region=chosen_region,
+        notes=notes,
     )  # fmt: skip
 
 
@@ -422,8 +431,40 @@ def _cluster_gpu_count(node_count, model, errors) -> int | None:
     return node_count * per_node
 
 
-def _options(requested, model, period, errors):
-    """[(Option, quantity)] from [{option: slug, quantity: n}], with field errors."""
+NOTE_MAX = 200  # QuoteLine.note
+
+
+def _lead_times_check(requested, chosen, starts_at, now, errors) -> None:
+    """An option that needs time before the start (`lead_time`: an image to build) cannot
+    start now, nor sooner than that: the refusal names the earliest start it allows."""
+    for index, (option, _quantity) in enumerate(chosen):
+        if not option.lead_time:
+            continue
+        earliest = now + option.lead_time
+        if starts_at is None or (timezone.is_aware(starts_at) and starts_at < earliest):
+            field = _option_field(requested, option.slug, index)
+            hours = max(1, round(option.lead_time.total_seconds() / 3600))
+            errors[field] = ngettext(
+                "%(option)s needs %(hours)s hour before the start: choose a start at or "
+                "after %(at)s.",
+                "%(option)s needs %(hours)s hours before the start: choose a start at or "
+                "after %(at)s.",
+                hours,
+            ) % {"option": option.name, "hours": hours, "at": when_text(earliest)}
+
+
+def _option_field(requested, slug, fallback) -> str:
+    """The error key of the requested option with that slug (`options.<its index>`)."""
+    for index, item in enumerate(requested or []):
+        if isinstance(item, dict) and item.get("option") == slug:
+            return f"options.{index}"
+    return f"options.{fallback}"
+
+
+def _options(requested, model, period, errors, *, notes=None):
+    """[(Option, quantity)] from [{option: slug, quantity: n, input?: text}], with field
+    errors; what the customer said for an option that asks goes into `notes` (by slug)."""
+    notes = {} if notes is None else notes
     if requested in (None, []):
         return []
     if not isinstance(requested, list):
@@ -457,6 +498,28 @@ def _options(requested, model, period, errors):
                 "max": option.max_quantity,
             }
             continue
+        given = item.get("input")
+        if given is not None and not isinstance(given, str):
+            errors[field] = _("The input of %(option)s is text.") % {"option": option}
+            continue
+        given = (given or "").strip()
+        if option.input_label and not given:
+            errors[field] = _("%(option)s asks for this: %(asks)s.") % {
+                "option": option.name,
+                "asks": option.input_label,
+            }
+            continue
+        if given and not option.input_label:
+            errors[field] = _("%(option)s takes no input.") % {"option": option.name}
+            continue
+        if len(given) > NOTE_MAX:
+            errors[field] = _("At most %(n)s characters for %(option)s.") % {
+                "n": NOTE_MAX,
+                "option": option.name,
+            }
+            continue
+        if given:
+            notes[option.slug] = given
         chosen.append((option, quantity))
     return chosen
 

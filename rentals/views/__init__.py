@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 
+from accounts.access import Acting, acting_for_session
 from core.money import money_text
 from rentals.errors import KeyInFlight
 
@@ -34,3 +35,10 @@ def requoted(request, *, expired, fresh):
         },
     )
     return redirect("quote", pk=fresh.pk)
+
+
+def other_team(request, acting: Acting):
+    """The team a page reads a rental as when it is not the one the person acts for (the
+    rental is another of their teams'): the page says so and offers to switch to it rather
+    than act for it unasked. None when it is the team they act for."""
+    return acting.team if acting.team.pk != acting_for_session(request).team.pk else None

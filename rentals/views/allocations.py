@@ -16,7 +16,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from accounts.access import acting_for_request
+from accounts.access import (
+    Acting,
+    Action,
+    acting_for_request,
+    acting_for_team_of,
+)
 from core.errors import DomainError
 from core.pagination import aware_datetime, keyset_page
 from rentals import limits, selectors, services
@@ -25,12 +30,12 @@ from rentals.allocation_usage import allocation_series, allocation_usage, stoppe
 from rentals.errors import QuoteExpired
 from rentals.forms import AllocationFilterForm, ChartRangeForm, ExtendForm, ExtensionQuoteForm
 from rentals.idempotency import idempotent
-from rentals.models import Allocation, AllocationState
+from rentals.models import Allocation, AllocationState, Cluster
 from rentals.selectors import notices_for
 from rentals.services.credits import impaired_time_of
 from rentals.services.notices import notices_mark_read
 from rentals.texts import access_words, notice_subject, notice_text
-from rentals.views import key_refused, requoted
+from rentals.views import key_refused, other_team, requoted
 
 PAGE_SIZE = 50
 
@@ -79,11 +84,17 @@ def allocation_list_page(request):
     )
 
 
-def _readable(request, pk) -> Allocation:
-    allocation = selectors.allocation_get(acting=acting_for_request(request), pk=pk)
+def _readable(request, pk) -> tuple[Allocation, Acting]:
+    """The allocation and whom it is read as: the team acted for, or, for a member of its
+    team, that team (the page then offers to act for it)."""
+    acting = acting_for_request(request)
+    allocation = selectors.allocation_get(acting=acting, pk=pk)
+    if allocation is None:
+        acting = acting_for_team_of(request, selectors.team_of_rental(Allocation, pk=pk))
+        allocation = selectors.allocation_get(acting=acting, pk=pk)
     if allocation is None:
         raise Http404
-    return allocation
+    return allocation, acting
 
 
 def paid_timeline(*, allocation: Allocation, now: datetime) -> dict:
@@ -118,11 +129,11 @@ def access_shown(allocation) -> dict:
     return {**access, "label": label, "explanation": explanation}
 
 
-def _detail_context(request, allocation, **extra):
+def _detail_context(request, allocation, acting, **extra):
     now = timezone.now()
     chart_range = ChartRangeForm(request.GET or None)
-    acting = acting_for_request(request)
-    is_owner = selectors.may_act_on(acting=acting, allocation=allocation)
+    switch_to = other_team(request, acting)
+    is_owner = switch_to is None and selectors.may_act_on(acting=acting, allocation=allocation)
     return {
         "chart_range": chart_range,
         "chart_query": request.GET.urlencode() if chart_range.is_valid() else "",
@@ -140,6 +151,7 @@ def _detail_context(request, allocation, **extra):
         "neighbours": selectors.node_neighbours(allocation=allocation, at=now)
         if allocation.is_live
         else None,
+        "switch_to": switch_to,
         "nav": "allocations",
         **extra,
     }
@@ -147,20 +159,22 @@ def _detail_context(request, allocation, **extra):
 
 @login_required
 def allocation_detail_page(request, pk):
-    allocation = _readable(request, pk)
-    return render(request, "rentals/allocation_detail.html", _detail_context(request, allocation))
+    allocation, acting = _readable(request, pk)
+    context = _detail_context(request, allocation, acting)
+    return render(request, "rentals/allocation_detail.html", context)
 
 
 @login_required
 def allocation_live_part(request, pk):
     """The parts of the detail page that htmx refreshes: state, timeline, summary."""
-    allocation = _readable(request, pk)
-    return render(request, "rentals/_allocation_live.html", _detail_context(request, allocation))
+    allocation, acting = _readable(request, pk)
+    context = _detail_context(request, allocation, acting)
+    return render(request, "rentals/_allocation_live.html", context)
 
 
 @login_required
 def allocation_telemetry_json(request, pk):
-    allocation = _readable(request, pk)
+    allocation, _acting = _readable(request, pk)
     chart_range = ChartRangeForm(request.GET or None)
     if request.GET and not chart_range.is_valid():
         return JsonResponse({"errors": chart_range.errors}, status=400)
@@ -169,14 +183,34 @@ def allocation_telemetry_json(request, pk):
 
 
 def _owned(request, pk):
-    """The allocation, or None after telling a staff reader that they may not change it."""
-    allocation, may_act = selectors.allocation_for_action(acting=acting_for_request(request), pk=pk)
+    """The allocation, or None after saying why it may not be changed: it is another of the
+    person's teams' (act for it first), staff read but change nothing, or the role may not."""
+    acting = acting_for_request(request)
+    allocation, may_act = selectors.allocation_for_action(acting=acting, pk=pk)
     if allocation is None:
-        raise Http404
+        other = acting_for_team_of(request, selectors.team_of_rental(Allocation, pk=pk))
+        if other is acting:
+            raise Http404
+        messages.error(request, _not_acted_for(other.team))
+        return None
     if not may_act:
-        messages.error(request, _("Staff can read every allocation but change none."))
+        messages.error(request, _not_yours(acting, allocation))
         return None
     return allocation
+
+
+def _not_acted_for(team) -> str:
+    return _("This belongs to %(team)s: act for %(team)s to change it.") % {"team": team.name}
+
+
+def _not_yours(acting, allocation) -> str:
+    if allocation.team_id != acting.team.pk:
+        return _("Staff can read every allocation but change none.")
+    try:
+        acting.require(Action.ACT)
+    except DomainError as exc:
+        return exc.detail
+    return _("Staff can read every allocation but change none.")
 
 
 ACTIONS = {
@@ -262,7 +296,7 @@ def allocation_extend_page(request, pk):
     except (DomainError, ValidationError) as exc:
         detail = exc.detail if isinstance(exc, DomainError) else " ".join(exc.messages)
         status = exc.status if isinstance(exc, DomainError) else 400
-        context = _detail_context(request, allocation, refusal=detail)
+        context = _detail_context(request, allocation, acting, refusal=detail)
         return render(request, "rentals/allocation_detail.html", context, status=status)
     messages.success(request, _("Extended. The new end of the paid period is shown below."))
     return redirect("allocation-detail", pk=pk)
@@ -315,16 +349,22 @@ def notices_page(request):
 
 
 def _cluster_readable(request, pk):
-    cluster, members = selectors.cluster_get(acting=acting_for_request(request), pk=pk)
+    """The cluster, its allocations, and whom they are read as (as `_readable`)."""
+    acting = acting_for_request(request)
+    cluster, members = selectors.cluster_get(acting=acting, pk=pk)
+    if cluster is None:
+        acting = acting_for_team_of(request, selectors.team_of_rental(Cluster, pk=pk))
+        cluster, members = selectors.cluster_get(acting=acting, pk=pk)
     if cluster is None:
         raise Http404
-    return cluster, members
+    return cluster, members, acting
 
 
 @login_required
 def cluster_detail_page(request, pk):
     """A cluster as one rental: its shared period, fabric and state, and its nodes."""
-    cluster, members = _cluster_readable(request, pk)
+    cluster, members, acting = _cluster_readable(request, pk)
+    switch_to = other_team(request, acting)
     summary = selectors.cluster_summary(cluster, members)
     states = {m.state for m in members}
     access = access_of(members)
@@ -337,9 +377,9 @@ def cluster_detail_page(request, pk):
             "cluster": cluster,
             "members": members,
             "summary": summary,
-            "is_owner": selectors.may_act_on(
-                acting=acting_for_request(request), allocation=members[0]
-            ),
+            "is_owner": switch_to is None
+            and selectors.may_act_on(acting=acting, allocation=members[0]),
+            "switch_to": switch_to,
             "live": any(m.is_live for m in members) and summary["paid_until"] > timezone.now(),
             "any_running": AllocationState.RUNNING in states,
             "any_stopped": AllocationState.STOPPED in states,
@@ -370,9 +410,12 @@ CLUSTER_ACTIONS = {
 def cluster_action(request, pk, action):
     if action not in CLUSTER_ACTIONS:
         raise Http404
-    cluster, members = _cluster_readable(request, pk)
-    if not selectors.may_act_on(acting=acting_for_request(request), allocation=members[0]):
-        messages.error(request, _("Staff can read every allocation but change none."))
+    cluster, members, acting = _cluster_readable(request, pk)
+    if acting is not acting_for_request(request):  # another of the person's teams
+        messages.error(request, _not_acted_for(acting.team))
+        return redirect("cluster-detail", pk=pk)
+    if not selectors.may_act_on(acting=acting, allocation=members[0]):
+        messages.error(request, _not_yours(acting, members[0]))
         return redirect("cluster-detail", pk=pk)
     service, done = CLUSTER_ACTIONS[action]
     _act(request, lambda acting: service(acting=acting, cluster=cluster), done)

@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
-from accounts.access import acting_for_request
+from accounts.access import acting_for_request, acting_for_team_of
 from accounts.ssh_keys import ssh_keys_of
 from catalog.models import GpuModel, NodeState, Region, RentalPeriod
 from catalog.selectors import gpu_price_history
@@ -38,7 +38,8 @@ from rentals.availability import (
 from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
 from rentals.forms import GpuModelFilterForm, QuoteForm
 from rentals.idempotency import idempotent
-from rentals.views import key_refused, requoted
+from rentals.models import Quote, QuoteKind
+from rentals.views import key_refused, other_team, requoted
 
 SPEC_TERMS = {"vram": "vram", "cuda": "cuda", "rocm": "rocm", "fp8": "quantization"}
 
@@ -178,17 +179,51 @@ def _estimate_context(gpu_model, form: QuoteForm, *, team, errors_beside_fields=
     return context
 
 
-@login_required
-def quote_page(request, pk):
-    quote = selectors.quote_get(acting=acting_for_request(request), pk=pk)
+def _quote_readable(request, pk):
+    """The quote and whom it is read as: the team acted for (a form's own team included),
+    or, for a member of the quote's team, that team (the page offers to act for it)."""
+    acting = acting_for_request(request)
+    quote = selectors.quote_get(acting=acting, pk=pk)
+    if quote is None:
+        acting = acting_for_team_of(request, selectors.team_of_rental(Quote, pk=pk))
+        quote = selectors.quote_get(acting=acting, pk=pk)
     if quote is None:
         raise Http404
-    return render(
-        request,
-        "catalog/quote.html",
-        {"quote": quote, "idempotency_key": uuid.uuid4(), "nav": "catalog",
-         "ssh_keys": ssh_keys_of(user=request.user)},
-    )  # fmt: skip
+    return quote, acting
+
+
+def _quote_context(request, quote, acting, **extra) -> dict:
+    """The quote page: its lines, what became of it (booked, extended, expired), and the
+    team to switch to where it is another of the person's teams'."""
+    return {
+        "quote": quote, "idempotency_key": uuid.uuid4(), "nav": "catalog",
+        "ssh_keys": ssh_keys_of(user=request.user),
+        "outcome": selectors.quote_outcome(quote=quote, now=timezone.now()),
+        "switch_to": other_team(request, acting), **extra,
+    }  # fmt: skip
+
+
+@login_required
+def quote_page(request, pk):
+    quote, acting = _quote_readable(request, pk)
+    return render(request, "catalog/quote.html", _quote_context(request, quote, acting))
+
+
+@login_required
+@require_POST
+def quote_requote(request, pk):
+    """An expired quote, priced again with the same choices for its own team (the form's)."""
+    quote, acting = _quote_readable(request, pk)
+    if acting is not acting_for_request(request):
+        messages.error(
+            request,
+            _("This quote belongs to %(team)s: act for %(team)s to quote it again.")
+            % {"team": acting.team.name},
+        )
+        return redirect("quote", pk=pk)
+    if quote.kind == QuoteKind.EXTENSION:
+        return redirect("allocation-detail", pk=quote.extends_id)
+    return _requote(request, quote)
 
 
 @login_required
@@ -201,10 +236,16 @@ def quote_page(request, pk):
     )
 )
 def quote_book(request, pk):
-    """Book from the quote page. The form's own key makes a double submit book once."""
-    quote = selectors.quote_get(acting=acting_for_request(request), pk=pk)
-    if quote is None:
-        raise Http404
+    """Book from the quote page, for the team the page's form was made for. The form's own
+    key makes a double submit book once."""
+    quote, acting = _quote_readable(request, pk)
+    if acting is not acting_for_request(request):
+        messages.error(
+            request,
+            _("This quote belongs to %(team)s: act for %(team)s to book it.")
+            % {"team": acting.team.name},
+        )
+        return redirect("quote", pk=pk)
     chosen = None  # a form without the key choice (an old page) lets in all of the booker's
     if request.POST.get("keys_chosen"):
         chosen = [int(k) for k in request.POST.getlist("ssh_keys") if str(k).isdecimal()]
@@ -238,13 +279,8 @@ def quote_book(request, pk):
 
 
 def _refused(request, quote, words, status):
-    return render(
-        request,
-        "catalog/quote.html",
-        {"quote": quote, "idempotency_key": uuid.uuid4(), "refusal": words,
-         "ssh_keys": ssh_keys_of(user=request.user)},
-        status=status,
-    )  # fmt: skip
+    context = _quote_context(request, quote, acting_for_request(request), refusal=words)
+    return render(request, "catalog/quote.html", context, status=status)
 
 
 def _requote(request, quote):
@@ -263,8 +299,10 @@ def _requote(request, quote):
             period_count=quote.period_count,
             starts_at=starts_at,
             options=[
-                {"option": option.slug, "quantity": quantity}
-                for option, quantity in selectors.quote_options(quote=quote)
+                {"option": line.option.slug, "quantity": line.count}
+                | ({"input": line.note} if line.note else {})
+                for line in quote.lines.all()
+                if line.option_id
             ],
             region=quote.region.slug if quote.region_id else None,
         )
@@ -439,7 +477,11 @@ def _requote_url(quote, *, starts_at=None):
         else {"gpu_count": quote.gpu_count}
     )
     params = {**count, "period": quote.period.slug, "period_count": quote.period_count}
-    params |= {f"option_{o.slug}": q for o, q in selectors.quote_options(quote=quote)}
+    for line in quote.lines.all():
+        if line.option_id:
+            params[f"option_{line.option.slug}"] = line.count
+            if line.note:
+                params[f"option_{line.option.slug}_input"] = line.note
     if quote.region_id:
         params["region"] = quote.region.slug
     if starts_at is not None:

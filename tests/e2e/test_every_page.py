@@ -7,16 +7,25 @@ the language changes, so it runs once per page: on the phone in Polish, where th
 words wrap. Each page's screenshot lands in test-artifacts/pages/, on the laptop in English
 and on the phone in Polish (the layout checks run at all four), as JPEG: chromium encodes a
 long page's PNG in about twice the time.
+
+The customer is alice as a real customer soon is (issue 54): in two teams, so the header
+carries the team switcher on every page, and with an SSH key, whose fingerprint the quote
+and allocation pages show; she opens her quote, a booked and an expired one, and an
+allocation of her other team. A page wider than the screen names the innermost elements
+that reach past its edge.
 """
 
 from datetime import timedelta
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from accounts.access import acting_as
-from accounts.models import Membership
+from accounts.access import acting_as, personal_team
+from accounts.ssh_keys import ssh_key_add
+from accounts.teams import team_create
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import GpuModel, Node
 from glossary.models import Term
@@ -46,7 +55,13 @@ LAYOUT_PROBLEMS = """() => {
   const says = el => el.matches('[role=region][aria-label][tabindex="0"]');
   const visible = el => { const s = getComputedStyle(el); return s.visibility !== 'hidden' && s.display !== 'none'; };
   const problems = {overflow: [], money: [], charts: [], page: null};
-  if (document.documentElement.scrollWidth > vw + 1) problems.page = document.documentElement.scrollWidth;
+  if (document.documentElement.scrollWidth > vw + 1) {
+    // The page is wider than the screen: name the innermost elements that reach past it.
+    const past = [...document.body.querySelectorAll('*')].filter(el => el.getBoundingClientRect().right > vw + 1);
+    const innermost = past.filter(el => !past.some(other => other !== el && el.contains(other)));
+    problems.page = document.documentElement.scrollWidth + ' px, past the edge: ' +
+      innermost.slice(0, 5).map(el => name(el) + ' right=' + Math.round(el.getBoundingClientRect().right)).join(', ');
+  }
   for (const el of document.body.querySelectorAll('*')) {
     if (!visible(el) || el.closest('.visually-hidden, .skip, [hidden], details:not([open]) > :not(summary)')) continue;
     const r = el.getBoundingClientRect();
@@ -104,6 +119,11 @@ def _world_build() -> dict:
     seed_history()
     User = get_user_model()
     alice, bob = User.objects.get(username="alice"), User.objects.get(username="bob")
+    # As a real customer soon is: in two teams (the header's switcher shows), with an SSH
+    # key (its fingerprint on the quote and allocation pages).
+    lab = team_create(user=alice, name="Laboratorium Obliczeniowe Kraków")
+    ssh_key_add(user=alice, name="laptop", public_key=_public_key("alice@laptop"))
+    labs = book(alice, model="l4", count=1, period="day", team=lab)
     h100 = GpuModel.objects.get(slug="h100-sxm")
     cluster_quote = quote_create(
         acting=acting_as(alice), gpu_model=h100.slug, node_count=2, period="day", period_count=1
@@ -124,7 +144,11 @@ def _world_build() -> dict:
         node=node, gpu=node.gpus.first(), kind=FlagKind.XID, severity=Severity.CRITICAL,
         detail="XID 79", opened_at=now - timedelta(minutes=5), last_seen_at=now,
     )  # fmt: skip
-    mine = Allocation.objects.filter(user=alice)
+    expired = quote_create(
+        acting=acting_as(alice), gpu_model="l40s", gpu_count=1, period="day", period_count=1,
+        now=timezone.now() - timedelta(hours=1),
+    )  # fmt: skip
+    mine = Allocation.objects.filter(user=alice, team=personal_team(alice))
     return {
         "running": mine.filter(state=AllocationState.RUNNING, cluster=None).latest("paid_from"),
         "scheduled": mine.filter(state=AllocationState.SCHEDULED).first(),
@@ -132,11 +156,19 @@ def _world_build() -> dict:
         "ended": mine.filter(state=AllocationState.EXPIRED).first(),
         "cluster": Cluster.objects.get(),
         "quote": quote,
+        "expired_quote": expired,
+        "other_team": labs,
         "bobs": Allocation.objects.filter(user=bob).exclude(state=AllocationState.EXPIRED).first()
         or Allocation.objects.filter(user=bob).first(),
-        "team": Membership.objects.filter(user=alice).first().team,
+        "team": lab,
         "term": Term.objects.order_by("slug").first(),
     }
+
+
+def _public_key(comment: str) -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    raw = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return f"{raw.decode()} {comment}"
 
 
 def pages_for(role, w) -> dict[str, str]:
@@ -162,6 +194,9 @@ def pages_for(role, w) -> dict[str, str]:
             **{f"allocation-{k}": f"/allocations/{w[k].pk}/" for k in ALLOCATIONS},
             "cluster": f"/clusters/{w['cluster'].pk}/",
             "quote": f"/quotes/{w['quote'].pk}/",
+            "quote-booked": f"/quotes/{w['running'].quote_id}/",
+            "quote-expired": f"/quotes/{w['expired_quote'].pk}/",
+            "allocation-other-team": f"/allocations/{w['other_team'].pk}/",
             "notices": "/notices/",
             "statement": "/statement/",
             "invoices": "/invoices/",
@@ -243,7 +278,7 @@ def test_every_page_fits_shows_its_money_and_passes_axe(
                 continue
             found = page.evaluate(LAYOUT_PROBLEMS)
             if found["page"]:
-                failures.append(f"{where}: the page is {found['page']} px wide")
+                failures.append(f"{where}: the page is {found['page']}")
             for kind in ("overflow", "money", "charts"):
                 if found[kind]:
                     failures.append(f"{where}: {kind}: {found[kind][:5]}")

@@ -59,7 +59,9 @@ def test_stop_start_extend_and_cancel_from_the_page(catalog, alice, bob, client)
 
 def test_tokens_page_creates_shows_once_and_revokes(alice, client, api):
     client.force_login(alice)
-    page = client.post("/account/tokens/", {"name": "laptop"}).content.decode()
+    answer = client.post("/account/tokens/", {"name": "laptop"})
+    assert (answer.status_code, answer["Location"]) == (302, "/account/tokens/")  # PRG
+    page = client.get("/account/tokens/").content.decode()
     secret = page.split('id="new-token">')[1].split("<")[0]
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert api.get("/api/v1/ledger/").status_code == 200

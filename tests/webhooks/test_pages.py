@@ -15,10 +15,12 @@ def allow_loopback(settings):
 
 def test_register_see_the_secret_once_test_disable_and_remove(alice, client, allow_loopback):
     client.force_login(alice)
-    page = client.post(
+    answer = client.post(
         "/account/webhooks/",
         {"url": "http://127.0.0.1:9/in", "events": ["booking.created", "allocation.expired"]},
     )
+    assert (answer.status_code, answer["Location"]) == (302, "/account/webhooks/")  # PRG
+    page = client.get("/account/webhooks/")
     endpoint = WebhookEndpoint.objects.get()
     secret = unseal(endpoint.secret_sealed)
     assert page.status_code == 200 and secret in page.content.decode()
