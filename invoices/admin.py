@@ -45,7 +45,7 @@ class HeldWarning:
 
 @admin.register(Invoice)
 class InvoiceAdmin(HeldWarning, ReadOnlyAdmin):
-    list_display = ["display_number", "kind", "team", "issued_on", net, vat, gross]
+    list_display = ["display_number", "kind", "team", "issued_on", net, gross]
     list_filter = ["kind", "tax_treatment", "currency", "year"]
     search_fields = ["display_number", "team__name"]
     fields = readonly_fields = [

@@ -39,6 +39,7 @@ from telemetry.agents import agent_credential_issue
 from telemetry.models import SEVERITY, Flag, FlagKind
 from tests.accounts.test_ssh_keys import ed25519_key, public_line
 from tests.catalog.factories import catalog_setup
+from tests.conftest import pln_rates_create
 from tests.rentals.helpers import book
 from tests.rentals.provider import OPERATIONS
 from webhooks.models import WebhookEndpoint
@@ -85,6 +86,7 @@ def two_users(_two_users_world, db, keep_test_connection):
 
 def _two_users_build(django_user_model) -> dict:
     catalog_setup(h100_nodes=((8, 8), (4,), (8, 8)))  # two 2-node network groups
+    pln_rates_create()  # the invoices' PLN VAT: without a rate they are held, not issued
     alice = django_user_model.objects.create_user("fuzz-alice")
     bob = django_user_model.objects.create_user("fuzz-bob")
     alices = book(alice, model="h100", count=1, period="day", periods=3)

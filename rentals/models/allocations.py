@@ -52,14 +52,6 @@ class Cluster(models.Model):
     def __str__(self):
         return f"{self.node_count} × {self.gpu_model} nodes ({self.network_group})"
 
-    @property
-    def vcpus(self) -> int:
-        return self.vcpus_per_gpu * self.gpu_count
-
-    @property
-    def ram_gib(self) -> int:
-        return self.ram_gib_per_gpu * self.gpu_count
-
 
 class Allocation(models.Model):
     """Specific GPUs on one node, held for [paid_from, paid_until).
@@ -139,6 +131,14 @@ class Allocation(models.Model):
 
     def __str__(self):
         return f"{self.gpu_count}× {self.gpu_model} on {self.node} ({self.state})"
+
+    @property
+    def vcpus(self) -> int:
+        return self.vcpus_per_gpu * self.gpu_count
+
+    @property
+    def ram_gib(self) -> int:
+        return self.ram_gib_per_gpu * self.gpu_count
 
     def get_state_display(self):
         # Django's builds a dict of every state's label and translates them all, per call

@@ -382,3 +382,41 @@ def test_prices_say_what_they_are_and_an_option_asks_for_its_input(
     assert "/quotes/" in page.url
     assert "ghcr.io/ewa/trening:1.4" in page.locator("table.quote-lines").inner_text()
     assert page.errors == []
+
+
+STOP_QUESTION = (
+    "Stop the GPUs? Every process of this allocation ends now, and SSH access closes until "
+    "you start it again. Your home folder and /tmp stay. The paid period keeps running."
+)
+
+
+@pytest.mark.parametrize("language,width", EVERY)
+def test_stop_says_what_it_ends_and_the_page_what_separates_tenants(
+    world, browser, live_server, language, width
+):
+    """Item 11: the stop dialog says every process ends (and what stays); the allocation
+    page says what is the tenant's alone, whether other customers share the node, and what
+    one machine still shares."""
+    own = world["own"]
+    page = _open(browser, live_server, language, width)
+    page.goto(f"{live_server.url}/allocations/{own.pk}/")
+    section = page.locator("#node-sharing")
+    assert section.is_visible()
+    text = section.inner_text()
+    assert _words(language, "This node and its other tenants") in text
+    assert "127.0.0.1" in text and "/tmp" in text
+    assert page.locator("#node-not-shared, #node-shared").count() == 1
+    assert _fits(page, "allocation") == []
+    _shot(page, language, width, "node-sharing")
+    asked = []
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", answer)
+    page.locator("#stop-button").click()
+    page.wait_for_timeout(200)
+    assert asked == [_words(language, STOP_QUESTION)]
+    assert Allocation.objects.get(pk=own.pk).state == "running"  # dismissed: nothing stopped
+    assert page.errors == []
