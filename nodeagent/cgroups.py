@@ -113,6 +113,7 @@ class Cgroups:
             raise HostError("the cgroup v1 devices controller is not mounted on this host")
         self.kind = kind
         self.name = f"cgroup-{kind}"
+        self._attached: dict[str, tuple] = {}  # {login: the device rules attached (v2)}
         self._parents: dict[str | None, Path] = {}  # {controller (None: unified): parent}
 
         def parent_in(controller, mount):
@@ -163,17 +164,25 @@ class Cgroups:
         groups = self.groups(login)
         for controller, group in groups.items():
             self._make(controller, group)
+        # The device filter is rewritten only when it changes: a v1 rewrite denies everything
+        # for an instant (a tenant's open at that instant would fail), and a v2 program is
+        # loaded anew each time. v1 compares with what the kernel lists; v2 with what this
+        # process attached (after a restart it attaches once more, atomically).
         if self.kind == "v2":
             unified = groups[None]
-            bpf.attach(str(unified), policy.devices)
+            if self._attached.get(login) != policy.devices or bpf.attached(str(unified)) != 1:
+                bpf.attach(str(unified), policy.devices)
+                self._attached[login] = policy.devices
             self._limits_v2(unified, policy)
             for name in ("", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
                 os.chown(unified / name, uid, -1)
         else:
             devices = groups["devices"]
-            _write(devices / "devices.deny", "a")
-            for rule in policy.devices:
-                _write(devices / "devices.allow", rule.v1)
+            listed = set((devices / "devices.list").read_text().splitlines())
+            if listed != {rule.v1 for rule in policy.devices}:
+                _write(devices / "devices.deny", "a")
+                for rule in policy.devices:
+                    _write(devices / "devices.allow", rule.v1)
         self._limits_v1(groups, policy)
 
     def _make(self, controller, group: Path) -> None:
@@ -257,6 +266,7 @@ class Cgroups:
     def remove(self, login: str, uid: int | None = None) -> None:
         """End everything, then remove the groups (the tenant's own child groups first)."""
         self.kill(login)
+        self._attached.pop(login, None)
         for group in self.groups(login).values():
             if group.is_dir():
                 for child in sorted(group.rglob("*"), key=lambda p: -len(p.parts)):

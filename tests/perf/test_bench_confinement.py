@@ -41,7 +41,7 @@ def _state(keys, gpus):
             "id": str(allocation), "login": f"agpu-{allocation.hex[:10]}", "state": "running",
             "granted": True, "paid_from": _iso(now - timedelta(hours=1)),
             "paid_until": _iso(now + timedelta(days=1)), "gpus": [{"index": index, "uuid": gpu}],
-            "keys": keys, "cpus": 1, "memory_mib": 1024,
+            "keys": keys, "cpus": 0.25, "memory_mib": 1024,  # 8 of them on 2 CPUs
         })  # fmt: skip
     return {"generation": uuid.uuid4().hex, "node": "bench", "vendor": "nvidia",
             "gpu_variable": "CUDA_VISIBLE_DEVICES", "allocations": entries}  # fmt: skip
