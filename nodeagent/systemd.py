@@ -48,8 +48,10 @@ class SystemdSlices:
     name = "systemd"
 
     def __init__(self, *, units=Path("/etc/systemd/system"), cgroup=Path("/sys/fs/cgroup"),
-                 systemctl="systemctl"):  # fmt: skip
-        self.units, self.cgroup, self.systemctl = Path(units), Path(cgroup), systemctl
+                 systemctl=("systemctl",)):  # fmt: skip
+        """`cgroup`: where systemd keeps user.slice (its unified hierarchy); `systemctl`: the
+        command that reaches this systemd (the tests reach one in a namespace of its own)."""
+        self.units, self.cgroup, self.systemctl = Path(units), Path(cgroup), tuple(systemctl)
 
     def dropin(self, uid: int) -> Path:
         return self.units / f"{slice_name(uid)}.d" / DROPIN
@@ -96,6 +98,6 @@ class SystemdSlices:
             self._systemctl("daemon-reload")
 
     def _systemctl(self, *args, ok=(0,)):
-        result = subprocess.run([self.systemctl, *args], capture_output=True, text=True)
+        result = subprocess.run([*self.systemctl, *args], capture_output=True, text=True)
         if result.returncode not in ok:
             raise HostError(f"systemctl {' '.join(args)}: {result.stderr.strip()}")
