@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 class ComponentError(ValueError):
     """A component config we cannot count: `fields` names what is missing or wrong."""
 
-    def __init__(self, message: str, fields: list[str]):
+    def __init__(self, message: str, fields: list[str], kind: str = "invalid", **params):
         super().__init__(message)
         self.fields = fields
+        self.kind = kind  # what went wrong, for a message in the reader's language
+        self.params = params
 
 
 @dataclass
@@ -75,7 +77,7 @@ def _get(config: dict, name: str, default=None, *, where: str):
     """A config field, the class default where it is left out, or an error naming it."""
     value = config.get(name, default)
     if value is None:
-        raise ComponentError(f"{where}/config.json lacks {name}", [f"{where}.{name}"])
+        raise ComponentError(f"{where}/config.json lacks {name}", [f"{where}.{name}"], "missing")
     return value
 
 
@@ -83,7 +85,9 @@ def _positive(config: dict, name: str, default=None, *, where: str) -> int:
     value = _get(config, name, default, where=where)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ComponentError(
-            f"{where}/config.json: {name} must be a positive whole number", [f"{where}.{name}"]
+            f"{where}/config.json: {name} must be a positive whole number",
+            [f"{where}.{name}"],
+            "positive",
         )
     return value
 
@@ -95,7 +99,10 @@ def _per_block(value, blocks: int, name: str, *, where: str) -> list:
     if isinstance(value, list) and len(value) == blocks:
         return list(value)
     raise ComponentError(
-        f"{where}/config.json: {name} needs one value per block ({blocks})", [f"{where}.{name}"]
+        f"{where}/config.json: {name} needs one value per block ({blocks})",
+        [f"{where}.{name}"],
+        "per_block",
+        blocks=blocks,
     )
 
 
@@ -109,6 +116,7 @@ def _channel_list(config: dict, name: str, default, *, where: str) -> list[int]:
         raise ComponentError(
             f"{where}/config.json: {name} must be a list of positive whole numbers",
             [f"{where}.{name}"],
+            "positive_list",
         )
     return value
 
@@ -171,13 +179,18 @@ def unet_2d_condition(config: dict, name: str = "unet") -> Component:
     up = _get(config, "up_block_types", ["UpBlock2D"] + ["CrossAttnUpBlock2D"] * 3, where=w)
     for kind in [*down, *up]:
         if kind not in CROSS_DOWN | PLAIN_DOWN | CROSS_UP | PLAIN_UP:
-            raise ComponentError(f"{w}: unknown block type {kind!r}", [f"{w}.down_block_types"])
+            raise ComponentError(
+                f"{w}: unknown block type {kind!r}",
+                [f"{w}.down_block_types"],
+                "unknown_value",
+                value=kind,
+            )
     channels = _channel_list(config, "block_out_channels", [320, 640, 1280, 1280], where=w)
     n = len(channels)
     if len(down) != n or len(up) != n:
         raise ComponentError(
             f"{w}/config.json: down_block_types and up_block_types need one entry per "
-            "block_out_channels", [f"{w}.block_out_channels"]
+            "block_out_channels", [f"{w}.block_out_channels"], "per_block", blocks=n,
         )  # fmt: skip
     layers = _per_block(
         _get(config, "layers_per_block", 2, where=w), n, "layers_per_block", where=w
@@ -192,7 +205,12 @@ def unet_2d_condition(config: dict, name: str = "unet") -> Component:
     in_ch = _positive(config, "in_channels", 4, where=w)
     out_ch = _positive(config, "out_channels", 4, where=w)
     if config.get("mid_block_type", "UNetMidBlock2DCrossAttn") != "UNetMidBlock2DCrossAttn":
-        raise ComponentError(f"{w}: unknown mid_block_type", [f"{w}.mid_block_type"])
+        raise ComponentError(
+            f"{w}: unknown mid_block_type",
+            [f"{w}.mid_block_type"],
+            "unknown_value",
+            value=config.get("mid_block_type"),
+        )
     t = Tally()
     temb = channels[0] * 4
     t.conv(in_ch, channels[0], 3)
@@ -202,7 +220,12 @@ def unet_2d_condition(config: dict, name: str = "unet") -> Component:
             t, _positive(config, "projection_class_embeddings_input_dim", where=w), temb
         )
     elif config.get("addition_embed_type") is not None:
-        raise ComponentError(f"{w}: unknown addition_embed_type", [f"{w}.addition_embed_type"])
+        raise ComponentError(
+            f"{w}: unknown addition_embed_type",
+            [f"{w}.addition_embed_type"],
+            "unknown_value",
+            value=config.get("addition_embed_type"),
+        )
     levels = []  # (channels, downsampling so far, heads or 0, transformer layers)
     out = channels[0]
     for i, kind in enumerate(down):
@@ -377,14 +400,26 @@ def autoencoder_kl(config: dict, name: str = "vae") -> Component:
     out_ch = _positive(config, "out_channels", 3, where=w)
     for kind in config.get("down_block_types", ["DownEncoderBlock2D"] * len(channels)):
         if kind != "DownEncoderBlock2D":
-            raise ComponentError(f"{w}: unknown block type {kind!r}", [f"{w}.down_block_types"])
+            raise ComponentError(
+                f"{w}: unknown block type {kind!r}",
+                [f"{w}.down_block_types"],
+                "unknown_value",
+                value=kind,
+            )
     for kind in config.get("up_block_types", ["UpDecoderBlock2D"] * len(channels)):
         if kind != "UpDecoderBlock2D":
-            raise ComponentError(f"{w}: unknown block type {kind!r}", [f"{w}.up_block_types"])
+            raise ComponentError(
+                f"{w}: unknown block type {kind!r}",
+                [f"{w}.up_block_types"],
+                "unknown_value",
+                value=kind,
+            )
     if len(config.get("down_block_types", channels)) != len(channels):
         raise ComponentError(
             f"{w}/config.json: down_block_types needs one entry per block_out_channels",
             [f"{w}.down_block_types"],
+            "per_block",
+            blocks=len(channels),
         )
     t = Tally()
     # encoder
@@ -511,7 +546,9 @@ def safety_checker(config: dict, name: str = "safety_checker") -> Component:
     w = name
     vision = config.get("vision_config")
     if not isinstance(vision, dict):
-        raise ComponentError(f"{w}/config.json lacks vision_config", [f"{w}.vision_config"])
+        raise ComponentError(
+            f"{w}/config.json lacks vision_config", [f"{w}.vision_config"], "missing"
+        )
     h = _positive(vision, "hidden_size", 768, where=w)
     i = _positive(vision, "intermediate_size", 3072, where=w)
     layers = _positive(vision, "num_hidden_layers", 12, where=w)

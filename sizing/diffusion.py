@@ -91,14 +91,19 @@ def pipeline_from_configs(model_index: dict, configs: dict, *, name: str = "") -
     name). Refuses, naming the field, a component class we cannot count, a component with
     no config, and a pipeline without a denoiser and a VAE."""
     if not isinstance(model_index, dict):
-        raise ComponentError("model_index.json must be a JSON object", ["model_index"])
+        raise ComponentError("model_index.json must be a JSON object", ["model_index"], "object")
     if not isinstance(configs, dict):
-        raise ComponentError("components must map each name to its config", ["components"])
+        raise ComponentError(
+            "components must map each name to its config", ["components"], "object"
+        )
     class_name = model_index.get("_class_name")
     if class_name not in PIPELINE_DEFAULTS:
         raise ComponentError(
             f"unknown pipeline {class_name!r}: one of " + ", ".join(sorted(PIPELINE_DEFAULTS)),
             ["model_index._class_name"],
+            "unknown_pipeline",
+            value=class_name,
+            known=", ".join(sorted(PIPELINE_DEFAULTS)),
         )
     components = []
     for key, value in model_index.items():
@@ -106,7 +111,7 @@ def pipeline_from_configs(model_index: dict, configs: dict, *, name: str = "") -
             continue
         if len(value) != 2:
             raise ComponentError(f"model_index.json: {key} must be [library, class]",
-                                 [f"model_index.{key}"])  # fmt: skip
+                                 [f"model_index.{key}"], "pair")  # fmt: skip
         library, cls = value
         if cls is None or cls in WEIGHTLESS:
             continue
@@ -114,16 +119,22 @@ def pipeline_from_configs(model_index: dict, configs: dict, *, name: str = "") -
             raise ComponentError(
                 f"unknown component {key}: {cls!r} (we count " + ", ".join(sorted(COUNTERS)) + ")",
                 [f"model_index.{key}"],
+                "unknown_component",
+                value=cls,
+                known=", ".join(sorted(COUNTERS)),
             )
         config = configs.get(key)
         if not isinstance(config, dict):
-            raise ComponentError(f"{key}/config.json is missing", [f"components.{key}"])
+            raise ComponentError(
+                f"{key}/config.json is missing", [f"components.{key}"], "missing_config"
+            )
         components.append(COUNTERS[cls](config, key))
     roles = [c.role for c in components]
     if roles.count("denoiser") != 1 or roles.count("vae") != 1:
         raise ComponentError(
             "a pipeline needs exactly one unet or transformer and one vae",
             ["model_index.unet" if "denoiser" not in roles else "model_index.vae"],
+            "denoiser_and_vae",
         )
     guidance, tokens = PIPELINE_DEFAULTS[class_name]
     return Pipeline(name or class_name, class_name, tuple(components), tokens, guidance)
@@ -436,6 +447,8 @@ class Phase:
     components: list[str]
     resident_bytes: int  # weights on the GPU during the phase (and training states)
     activations_bytes: int
+    gradients_bytes: int = 0  # of resident_bytes, in training
+    optimizer_bytes: int = 0  # of resident_bytes, in training
 
     @property
     def total_bytes(self) -> int:
@@ -492,16 +505,18 @@ def _train_phase(pipeline: Pipeline, w: DiffusionWorkload, weights: dict) -> Pha
     trained parameters' fp32 copy, gradients and AdamW states (8-bit Adam: 2 bytes a
     parameter), the frozen encoders unless their outputs are cached, and the activations."""
     denoiser = pipeline.denoisers[0]
-    states_per_param = 4 + 4 + (2 if w.optimizer == "adamw8bit" else 8)
+    optimizer_per_param = 2 if w.optimizer == "adamw8bit" else 8
+    b = FLOAT_BYTES[compute_dtype(w)]
     if w.mode == "full":
-        # fp32 master weights, fp32 gradients, optimizer states, and autocast's cached
+        # fp32 master weights and gradients, the optimizer's states, and autocast's cached
         # 16-bit copies of the weights during forward and backward
-        resident = denoiser.parameters * (states_per_param + FLOAT_BYTES[compute_dtype(w)])
-        resident += denoiser.buffers * FLOAT_BYTES[compute_dtype(w)]
+        trained = denoiser.parameters
+        resident = denoiser.parameters * (4 + b) + denoiser.buffers * b
+        gradients, optimizer = 4 * trained, optimizer_per_param * trained
     else:
-        resident = (
-            weights[denoiser.name] + lora_parameters(denoiser, w.lora_rank) * states_per_param
-        )
+        trained = lora_parameters(denoiser, w.lora_rank)
+        resident = weights[denoiser.name] + 4 * trained
+        gradients, optimizer = 4 * trained, optimizer_per_param * trained
         if w.denoiser_dtype not in FLOAT_BYTES:  # a quantized layer is dequantized to compute
             resident += denoiser.largest_layer * 2
     names = [denoiser.name]
@@ -510,12 +525,12 @@ def _train_phase(pipeline: Pipeline, w: DiffusionWorkload, weights: dict) -> Pha
         frozen += [c for c in pipeline.components if c.role == "text_encoder"]
     if not w.cache_latents:
         frozen.append(pipeline.vae)
-    resident += sum(weights[c.name] for c in frozen)
+    resident += sum(weights[c.name] for c in frozen) + gradients + optimizer
     names += [c.name for c in frozen]
     activations = train_activations(pipeline, denoiser, w)
     if not w.cache_latents:
         activations = max(activations, encode_activations(pipeline, w))
-    return Phase("train_step", names, resident, activations)
+    return Phase("train_step", names, resident, activations, gradients, optimizer)
 
 
 # --- the answer per GPU ----------------------------------------------------------------
@@ -523,21 +538,18 @@ def _train_phase(pipeline: Pipeline, w: DiffusionWorkload, weights: dict) -> Pha
 
 @dataclass
 class Placement:
-    gpus: int
-    per_gpu_bytes: list[int]  # with overhead
-    components: list[list[str]]  # per GPU, what it holds ("balanced": whole components)
+    weights_bytes: list[int]  # per GPU
+    activations_bytes: list[int]  # per GPU: the largest phase it serves
+    components: list[list[str]]  # per GPU, the whole components it holds
 
     @property
-    def most_bytes(self) -> int:
-        return max(self.per_gpu_bytes)
+    def busiest(self) -> int:
+        """The GPU that needs the most."""
+        totals = [a + b for a, b in zip(self.weights_bytes, self.activations_bytes, strict=True)]
+        return totals.index(max(totals))
 
 
-def overhead_bytes(need: int, context_bytes: int, fragmentation: float) -> int:
-    return context_bytes + round(need * fragmentation)
-
-
-def balanced(pipeline: Pipeline, w: DiffusionWorkload, gpus: int, *, context_bytes: int,
-             fragmentation: float) -> Placement:  # fmt: skip
+def balanced(pipeline: Pipeline, w: DiffusionWorkload, gpus: int) -> Placement:
     """Whole components over `gpus` GPUs of one node, as diffusers' device_map="balanced"
     places them: largest first, each on the GPU with the least so far. Each GPU needs its
     components' weights and the activations of the largest phase it serves."""
@@ -549,10 +561,8 @@ def balanced(pipeline: Pipeline, w: DiffusionWorkload, gpus: int, *, context_byt
         loads[i] += weights[name]
         held[i].append(name)
     every = phases(pipeline, DiffusionWorkload(**{**w.__dict__, "offload": "none"}))
-    need = []
-    for i in range(gpus):
-        act = max((p.activations_bytes for p in every if set(p.components) & set(held[i])),
-                  default=0)  # fmt: skip
-        total = loads[i] + act
-        need.append(total + overhead_bytes(total, context_bytes, fragmentation))
-    return Placement(gpus, need, held)
+    activations = [
+        max((p.activations_bytes for p in every if set(p.components) & set(names)), default=0)
+        for names in held
+    ]
+    return Placement(loads, activations, held)
