@@ -110,3 +110,8 @@ fmt: venv
 
 clean:
 	rm -rf .data
+
+# Wheels for scripts/diffusion_memory_probe.py (a GPU machine with no network): downloaded
+# here into the git-ignored .probe-wheels/, carried to the GPU machine with the tree.
+probe-wheels:
+	$(VENV)/bin/python -m pip download --dest .probe-wheels torch diffusers transformers accelerate

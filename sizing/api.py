@@ -1,13 +1,21 @@
 """POST /api/v1/sizing/: anyone may ask (throttled); nothing is stored."""
 
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from catalog.models import GpuModel
+from sizing.components import ComponentError
+from sizing.diffusion import DTYPES, DiffusionWorkload
+from sizing.diffusion import PRESETS as PIPELINE_PRESETS
+from sizing.diffusion_services import (
+    component_error_words,
+    pipeline_from_request,
+    size_diffusion,
+)
 from sizing.estimator import WEIGHT_FORMATS, ArchitectureError, Inference, Training
 from sizing.presets import PRESETS
 from sizing.services import model_from_request, size
@@ -78,9 +86,69 @@ class TrainingSerializer(serializers.Serializer):
     lora_rank = serializers.IntegerField(min_value=1, max_value=1024, default=16)
 
 
+class PipelineSerializer(serializers.Serializer):
+    """A preset, or a pipeline's model_index.json with its components' configs."""
+
+    preset = serializers.ChoiceField(choices=sorted(PIPELINE_PRESETS), required=False)
+    model_index = serializers.DictField(required=False, help_text="diffusers' model_index.json")
+    components = serializers.DictField(
+        required=False, child=serializers.DictField(),
+        help_text="each component's config.json by its name in model_index (unet, vae, …)",
+    )  # fmt: skip
+
+    def validate_components(self, value):
+        if len(value) > 16 or any(len(c) > CONFIG_MAX_KEYS for c in value.values()):
+            raise serializers.ValidationError(_("At most 16 components of 200 keys each."))
+        return value
+
+    def validate(self, data):
+        given = [k for k in ("preset", "model_index") if k in data]
+        if len(given) != 1:
+            raise serializers.ValidationError(
+                _("Give exactly one of `preset` or `model_index` (with `components`).")
+            )
+        try:
+            data["built"] = pipeline_from_request(data)
+        except ComponentError as exc:
+            path, words = component_error_words(exc)
+            error: dict | list = [words]
+            for key in reversed(path):
+                error = {key: error}
+            raise serializers.ValidationError(error) from exc
+        return data
+
+
+class DiffusionSerializer(serializers.Serializer):
+    mode = serializers.ChoiceField(["inference", "lora", "full"], default="inference")
+    height = serializers.IntegerField(min_value=1, max_value=8192, default=1024)
+    width = serializers.IntegerField(min_value=1, max_value=8192, default=1024)
+    batch = serializers.IntegerField(min_value=1, max_value=64, default=1)
+    guidance = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="classifier-free guidance (doubles the denoiser's batch); null: the "
+        "pipeline's default (on, except FLUX, which is guidance-distilled)",
+    )  # fmt: skip
+    denoiser_dtype = serializers.ChoiceField(DTYPES, default="bf16")
+    text_encoder_dtype = serializers.ChoiceField(DTYPES, default="bf16")
+    attention = serializers.ChoiceField(["efficient", "naive"], default="efficient")
+    vae_tiling = serializers.BooleanField(default=False)
+    vae_tile = serializers.IntegerField(min_value=64, max_value=4096, required=False)
+    vae_tile_overlap = serializers.FloatField(min_value=0.0, max_value=0.75, default=0.25)
+    vae_slicing = serializers.BooleanField(default=False)
+    offload = serializers.ChoiceField(["none", "model", "sequential"], default="none")
+    gradient_checkpointing = serializers.BooleanField(default=True)
+    optimizer = serializers.ChoiceField(["adamw", "adamw8bit"], default="adamw")
+    cache_latents = serializers.BooleanField(default=True)
+    cache_text_embeddings = serializers.BooleanField(default=True)
+    lora_rank = serializers.IntegerField(min_value=1, max_value=1024, default=16)
+    memory_utilization = serializers.FloatField(min_value=0.1, max_value=1.0, default=0.95)
+
+
 class SizingInSerializer(serializers.Serializer):
-    model = ModelSerializer()
-    workload = serializers.ChoiceField(["inference", "training"])
+    model = ModelSerializer(required=False)
+    pipeline = PipelineSerializer(required=False)
+    diffusion = DiffusionSerializer(required=False)
+    workload = serializers.ChoiceField(["inference", "training", "diffusion"])
     weights_dtype = serializers.ChoiceField(WEIGHT_FORMATS, default="bf16")
     inference = InferenceSerializer(required=False)
     training = TrainingSerializer(required=False)
@@ -93,6 +161,10 @@ class SizingInSerializer(serializers.Serializer):
         return value
 
     def validate(self, data):
+        if data["workload"] == "diffusion":
+            return self._validate_diffusion(data)
+        if "model" not in data:
+            raise serializers.ValidationError({"model": [_("This field is required.")]})
         training = data.get("training") or {}
         if training.get("method") in ("lora", "qlora") and "parameters" in data["model"]:
             raise serializers.ValidationError(
@@ -100,9 +172,41 @@ class SizingInSerializer(serializers.Serializer):
             )
         return data
 
+    def _validate_diffusion(self, data):
+        if "pipeline" not in data:
+            raise serializers.ValidationError({"pipeline": [_("This field is required.")]})
+        pipeline = data["pipeline"]["built"]
+        settings = data.get("diffusion") or DiffusionSerializer().to_internal_value({})
+        step = pipeline.factor * max(
+            (d.shape.get("patch", 1) for d in pipeline.denoisers), default=1
+        )
+        errors = {}
+        for name in ("height", "width"):
+            if settings[name] % step:
+                errors[name] = [
+                    _("%(field)s must be a multiple of %(step)s: the VAE downsamples by "
+                      "%(factor)s and the denoiser takes %(patch)s × %(patch)s patches.")
+                    % {"field": name, "step": step, "factor": pipeline.factor,
+                       "patch": step // pipeline.factor}
+                ]  # fmt: skip
+        if errors:
+            raise serializers.ValidationError({"diffusion": errors})
+        if settings["mode"] != "inference" and settings["offload"] != "none":
+            raise serializers.ValidationError(
+                {"diffusion": {"offload": [_("Offload is sized for inference only.")]}}
+            )
+        data["diffusion"] = settings
+        return data
+
 
 def sizing_answer(data: dict) -> dict:
     """Validated input (SizingInSerializer) → the answer."""
+    if data["workload"] == "diffusion":
+        settings = dict(data["diffusion"])
+        return size_diffusion(
+            pipeline=data["pipeline"]["built"], workload=DiffusionWorkload(**settings),
+            gpu_model=data.get("gpu_model"), gpu_count=data.get("gpu_count"),
+        )  # fmt: skip
     training = dict(data.get("training") or {})
     gpus = training.pop("gpus", None)
     return size(
@@ -148,12 +252,89 @@ class CaveatSerializer(serializers.Serializer):
     glossary = serializers.CharField(allow_null=True)
 
 
+class QuoteLineSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    quantity = serializers.IntegerField()
+    unit_price = serializers.DecimalField(max_digits=14, decimal_places=2)
+    amount = serializers.DecimalField(max_digits=14, decimal_places=2)
+
+
+class CheapestQuoteSerializer(serializers.Serializer):
+    """The cheapest fitting configuration's complete quote for one of its model's shortest
+    period, taxed as a consumer's (a team's own quote applies its treatment)."""
+
+    gpu_model = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    period = serializers.CharField()
+    period_count = serializers.IntegerField()
+    lines = QuoteLineSerializer(many=True)
+    net_total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    tax_treatment = serializers.CharField()
+    vat_rate = serializers.DecimalField(max_digits=5, decimal_places=4)
+    vat_total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    currency = serializers.CharField()
+    book_path = serializers.CharField()
+
+
 class SizingSerializer(serializers.Serializer):
     parameters = serializers.IntegerField()
     active_parameters = serializers.IntegerField()
     weights_bytes = serializers.IntegerField()
     kv_cache_bytes_per_token = serializers.IntegerField(allow_null=True)
     candidates = CandidateSerializer(many=True)
+    cheapest_quote = CheapestQuoteSerializer(allow_null=True)
+    caveats = CaveatSerializer(many=True)
+    disclaimer = serializers.CharField()
+
+
+class ComponentSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    class_name = serializers.CharField()
+    role = serializers.CharField()
+    parameters = serializers.IntegerField()
+    weights_bytes = serializers.IntegerField()
+
+
+class PhaseSerializer(serializers.Serializer):
+    phase = serializers.CharField(
+        help_text="text_encoders, denoise, refine, decode, safety_check, train_step"
+    )
+    title = serializers.CharField()
+    components = serializers.ListField(child=serializers.CharField())
+    resident_bytes = serializers.IntegerField(help_text="weights (and training states) on the GPU")
+    activations_bytes = serializers.IntegerField()
+    total_bytes = serializers.IntegerField()
+
+
+class PeakSerializer(serializers.Serializer):
+    phase = serializers.CharField()
+    bytes = serializers.IntegerField()
+    text = serializers.CharField()
+
+
+class AdviceSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    bytes = serializers.IntegerField(help_text="the peak it would bring")
+    text = serializers.CharField()
+
+
+class DiffusionCandidateSerializer(CandidateSerializer):
+    components_per_gpu = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField())
+    )
+
+
+class DiffusionSizingSerializer(serializers.Serializer):
+    workload = serializers.CharField()
+    pipeline_name = serializers.CharField()
+    parameters = serializers.IntegerField()
+    components = ComponentSerializer(many=True)
+    phases = PhaseSerializer(many=True)
+    peak = PeakSerializer()
+    advice = AdviceSerializer(many=True)
+    candidates = DiffusionCandidateSerializer(many=True)
+    cheapest_quote = CheapestQuoteSerializer(allow_null=True)
     caveats = CaveatSerializer(many=True)
     disclaimer = serializers.CharField()
 
@@ -169,7 +350,11 @@ class SizingApi(APIView):
     @extend_schema(
         request=SizingInSerializer,
         responses={
-            200: SizingSerializer,
+            200: PolymorphicProxySerializer(
+                component_name="SizingAnswer",
+                serializers=[SizingSerializer, DiffusionSizingSerializer],
+                resource_type_field_name=None,
+            ),
             400: OpenApiResponse(description="Problem details with field errors"),
             429: OpenApiResponse(description="Problem details: throttled"),
         },
@@ -177,4 +362,7 @@ class SizingApi(APIView):
     def post(self, request):
         body = SizingInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        return Response(SizingSerializer(sizing_answer(body.validated_data)).data)
+        answer = sizing_answer(body.validated_data)
+        if body.validated_data["workload"] == "diffusion":
+            return Response(DiffusionSizingSerializer(answer).data)
+        return Response(SizingSerializer(answer).data)

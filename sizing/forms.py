@@ -6,6 +6,8 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from sizing.api import SizingInSerializer
+from sizing.diffusion import DTYPES
+from sizing.diffusion import PRESETS as PIPELINE_PRESETS
 from sizing.estimator import WEIGHT_FORMATS
 from sizing.presets import PRESETS
 
@@ -25,6 +27,11 @@ TRAINING_FIELDS = (
     "method", "optimizer", "precision", "strategy", "offload", "micro_batch",
     "sequence_length", "activation_checkpointing", "lora_rank",
 )  # fmt: skip
+DIFFUSION_FIELDS = (
+    "diffusion_mode", "height", "width", "batch", "denoiser_dtype", "text_encoder_dtype",
+    "diffusion_offload", "attention", "vae_tiling", "vae_slicing", "diffusion_lora_rank",
+)  # fmt: skip
+WORKLOADS = ("inference", "training", "diffusion")
 
 
 class SizingForm(forms.Form):
@@ -39,11 +46,19 @@ class SizingForm(forms.Form):
     def _completed(cls, data) -> dict:
         given = {key: data.get(key) for key in data}
         fields = cls.base_fields
-        if given.get("workload") not in ("inference", "training"):
+        if given.get("workload") not in WORKLOADS:
             given["workload"] = fields["workload"].initial
-        unread = TRAINING_FIELDS if given["workload"] == "inference" else INFERENCE_FIELDS
-        for name in ("weights_dtype", *INFERENCE_FIELDS, *TRAINING_FIELDS):
-            if name in unread or given.get(name) in (None, ""):
+        read = {"inference": INFERENCE_FIELDS, "training": TRAINING_FIELDS,
+                "diffusion": DIFFUSION_FIELDS}[given["workload"]]  # fmt: skip
+        for name in ("weights_dtype", "pipeline", *INFERENCE_FIELDS, *TRAINING_FIELDS,
+                     *DIFFUSION_FIELDS):  # fmt: skip
+            if isinstance(fields[name], forms.BooleanField):
+                if name not in read:
+                    given.pop(name, None)
+                continue
+            if name not in read or given.get(name) in (None, ""):
+                if name in ("weights_dtype", "pipeline") and given.get(name) not in (None, ""):
+                    continue
                 given[name] = fields[name].initial
         return given
 
@@ -64,10 +79,44 @@ class SizingForm(forms.Form):
     )
     workload = forms.ChoiceField(
         label=_("Workload"),
-        choices=[("inference", _("Inference")), ("training", _("Training"))],
+        choices=[("inference", _("Inference")), ("training", _("Training")),
+                 ("diffusion", _("Diffusion pipeline"))],
         initial="inference",
         widget=forms.RadioSelect,
+    )  # fmt: skip
+    pipeline = forms.ChoiceField(
+        label=_("Pipeline"), choices=[(slug, p.name) for slug, p in PIPELINE_PRESETS.items()],
+        initial="flux-dev",
+    )  # fmt: skip
+    diffusion_mode = forms.ChoiceField(
+        label=_("Task"),
+        choices=[("inference", _("Generate images")), ("lora", _("LoRA fine-tuning")),
+                 ("full", _("Full fine-tuning"))],
+        initial="inference",
+    )  # fmt: skip
+    width = forms.IntegerField(label=_("Width (px)"), initial=1024, min_value=1)
+    height = forms.IntegerField(label=_("Height (px)"), initial=1024, min_value=1)
+    batch = forms.IntegerField(label=_("Images per step"), initial=1, min_value=1)
+    denoiser_dtype = forms.ChoiceField(
+        label=_("Denoiser weights"), choices=[(d, d.upper()) for d in DTYPES], initial="bf16"
     )
+    text_encoder_dtype = forms.ChoiceField(
+        label=_("Text encoder weights"), choices=[(d, d.upper()) for d in DTYPES], initial="bf16"
+    )
+    diffusion_offload = forms.ChoiceField(
+        label=_("CPU offload"),
+        choices=[("none", _("none")), ("model", _("model CPU offload")),
+                 ("sequential", _("sequential offload"))],
+        initial="none",
+    )  # fmt: skip
+    attention = forms.ChoiceField(
+        label=_("Attention"),
+        choices=[("efficient", _("memory-efficient (SDPA)")), ("naive", _("naive"))],
+        initial="efficient",
+    )
+    vae_tiling = forms.BooleanField(label=_("VAE tiling"), required=False)
+    vae_slicing = forms.BooleanField(label=_("VAE slicing"), required=False)
+    diffusion_lora_rank = forms.IntegerField(label=_("LoRA rank"), initial=16, min_value=1)
     weights_dtype = forms.ChoiceField(
         label=_("Weight format"), choices=[(f, FORMAT_NAMES[f]) for f in WEIGHT_FORMATS],
         initial="bf16",
@@ -123,6 +172,22 @@ class SizingForm(forms.Form):
         data = super().clean()
         if self.errors:
             return data
+        if data["workload"] == "diffusion":
+            request = {
+                "workload": "diffusion",
+                "pipeline": {"preset": data["pipeline"]},
+                "diffusion": {
+                    "mode": data["diffusion_mode"], "height": data["height"],
+                    "width": data["width"], "batch": data["batch"],
+                    "denoiser_dtype": data["denoiser_dtype"],
+                    "text_encoder_dtype": data["text_encoder_dtype"],
+                    "offload": data["diffusion_offload"], "attention": data["attention"],
+                    "vae_tiling": bool(data.get("vae_tiling")),
+                    "vae_slicing": bool(data.get("vae_slicing")),
+                    "lora_rank": data["diffusion_lora_rank"],
+                },
+            }  # fmt: skip
+            return self._checked(data, request)
         if data.get("config"):
             try:
                 model = {"config": json.loads(data["config"])}
@@ -145,10 +210,22 @@ class SizingForm(forms.Form):
                                               "offload", "micro_batch", "sequence_length",
                                               "activation_checkpointing", "lora_rank")},
         }  # fmt: skip
+        return self._checked(data, request)
+
+    FORM_FIELD = {"mode": "diffusion_mode", "offload": "diffusion_offload",
+                  "lora_rank": "diffusion_lora_rank"}  # fmt: skip
+
+    def _checked(self, data, request):
+        """The API's serializer decides; its field errors go beside the page's fields."""
         checked = SizingInSerializer(data=request)
         if not checked.is_valid():
             for field, errors in checked.errors.items():
-                self.add_error(None, f"{field}: {_flatten(errors)}")
+                if field == "diffusion" and isinstance(errors, dict):
+                    for name, messages in errors.items():
+                        name = self.FORM_FIELD.get(name, name)
+                        self.add_error(name if name in self.fields else None, _flatten(messages))
+                else:
+                    self.add_error(None, f"{field}: {_flatten(errors)}")
             return data
         data["request"] = checked.validated_data
         return data

@@ -4,8 +4,10 @@ node, sized against the memory the fleet's devices report, with the caveats that
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
 from django.db.models import Max, Q
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
@@ -13,6 +15,7 @@ from django.utils.translation import gettext as _
 from catalog.models import GpuModel, NodeState
 from catalog.selectors import current_gpu_prices
 from core.money import Money
+from core.vat import TaxTreatment, rate_for, vat_split
 from glossary.content import disclaimer
 from sizing.estimator import (
     DEFAULT_OVERHEAD,
@@ -199,6 +202,7 @@ def size(
         "weights_bytes": weights_bytes(model.arch, model.parameters, weights_dtype),
         "kv_cache_bytes_per_token": kv_per_token,
         "candidates": candidates,
+        "cheapest_quote": cheapest_quote(candidates),
         "caveats": [
             {
                 "code": c,
@@ -267,3 +271,40 @@ def smallest_fits(candidates: list[dict]) -> list[dict]:
         ]}
         for slug, best in by_model.items()
     ]  # fmt: skip
+
+
+def cheapest_quote(candidates: list[dict], *, prices: dict | None = None) -> dict | None:
+    """Of the smallest fitting configuration of each GPU model, the cheapest per hour of its
+    model's shortest period, as the complete quote a consumer would get for one such
+    period with no options: the GPU line (model × GPUs × 1 period × unit price), VAT at the
+    consumer's rate on the net total (core.vat, as quotes add it) and the gross. Prices in
+    another currency than the cheapest's are not compared with it. None when nothing fits
+    or nothing that fits has a price."""
+    prices = prices_now() if prices is None else prices
+    best = None
+    for c in smallest_fits(candidates):
+        row = prices.get(c["gpu_model"])
+        if not c["fits"] or row is None:
+            continue
+        hourly = (
+            row.unit_price * c["gpu_count"] / Decimal(row.period.duration.total_seconds() / 3600)
+        )
+        key = (row.currency, hourly, c["gpu_count"])
+        if best is None or (key[0] == best[0][0] and key[1:] < best[0][1:]):
+            best = (key, c, row)
+    if best is None:
+        return None
+    _key, c, row = best
+    net = (Money(row.unit_price, row.currency) * c["gpu_count"]).amount
+    rate = rate_for(TaxTreatment.CONSUMER)
+    _shares, vat = vat_split([net], rate, row.currency)
+    return {
+        "gpu_model": c["gpu_model"], "gpu_name": c["gpu_name"], "gpu_count": c["gpu_count"],
+        "period": row.period.slug, "period_name": str(row.period.name), "period_count": 1,
+        "lines": [{"kind": "gpu", "quantity": c["gpu_count"], "unit_price": row.unit_price,
+                   "amount": net}],
+        "net_total": net, "tax_treatment": TaxTreatment.CONSUMER.value, "vat_rate": rate,
+        "vat_total": vat, "total": net + vat, "currency": row.currency,
+        "book_path": reverse("book", args=[c["gpu_model"]])
+        + f"?gpu_count={c['gpu_count']}&period={row.period.slug}&period_count=1",
+    }  # fmt: skip

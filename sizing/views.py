@@ -5,13 +5,14 @@ from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
 from sizing.api import sizing_answer
-from sizing.forms import SizingForm
+from sizing.diffusion_services import DIFFUSION_CAVEATS
+from sizing.forms import DIFFUSION_FIELDS, TRAINING_FIELDS, SizingForm
 from sizing.services import CAVEATS, prices_now, rental_price, smallest_fits
 
 GIB = 2**30
 PARALLELISM = {
     "single": _("one GPU"), "tp": _("tensor parallel (TP)"), "ddp": "DDP", "fsdp": "FSDP",
-    "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+    "zero2": "ZeRO-2", "zero3": "ZeRO-3", "balanced": _("whole components per GPU"),
 }  # fmt: skip
 # (figure, CSS class, the words the legend uses)
 PARTS = [
@@ -41,17 +42,26 @@ def sizing_page(request):
     answer, rows, facts = None, [], {}
     if form.is_valid():
         answer = sizing_answer(form.cleaned_data["request"])
-        facts = {
-            "weights_gib": answer["weights_bytes"] / GIB,
-            "kv_kib": (answer["kv_cache_bytes_per_token"] or 0) / 1024,
-        }
+        if answer.get("workload") == "diffusion":
+            facts = {"diffusion": True, "phases": [
+                {**p, "total_gib": p["total_bytes"] / GIB, "resident_gib": p["resident_bytes"] / GIB,
+                 "activations_gib": p["activations_bytes"] / GIB,
+                 "peak": p["phase"] == answer["peak"]["phase"]}
+                for p in answer["phases"]
+            ]}  # fmt: skip
+        else:
+            facts = {
+                "weights_gib": answer["weights_bytes"] / GIB,
+                "kv_kib": (answer["kv_cache_bytes_per_token"] or 0) / 1024,
+            }
         prices = prices_now()
         for candidate in smallest_fits(answer["candidates"]):
             total = max(candidate["usable_bytes_per_gpu"], candidate["per_gpu"]["total_bytes"])
             rows.append(
                 {**candidate, "bar": _bar(candidate),
                  "parallelism_label": PARALLELISM[candidate["parallelism"]],
-                 "caveat_titles": [(c, CAVEATS[c][0]) for c in candidate["caveats"]],
+                 "caveat_titles": [(c, {**CAVEATS, **DIFFUSION_CAVEATS}[c][0])
+                                   for c in candidate["caveats"]],
                  "usable_pct": candidate["usable_bytes_per_gpu"] / total * 100,
                  "total_gib": candidate["per_gpu"]["total_bytes"] / GIB,
                  "usable_gib": candidate["usable_bytes_per_gpu"] / GIB,
@@ -63,7 +73,9 @@ def sizing_page(request):
         request,
         "sizing/sizing.html",
         {"form": form, "answer": answer, "rows": rows, "caveats": _caveats_shown(answer, rows), "parts": PARTS,
-         "nav": "sizing", **facts},
+         "nav": "sizing", "training_fields": TRAINING_FIELDS,
+         "diffusion_fields": ("pipeline", *(f for f in DIFFUSION_FIELDS if not f.startswith("vae_"))),
+         **facts},
     )  # fmt: skip
 
 
