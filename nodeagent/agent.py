@@ -157,6 +157,7 @@ class Agent:
                 done = self._step(result, entry, self.host.revoke, login)
             if login in short:  # confined and let in, but short of what was sold
                 result.errors.append({"allocation": entry["id"], "detail": short[login]})
+                logger.warning("%s: %s", login, short[login])
             elif done:
                 result.applied.append(entry["id"])
         return result

@@ -194,7 +194,12 @@ class Cgroups:
             for level in (parent.parent, parent):
                 if wanted:
                     _write(level / "cgroup.subtree_control", wanted)
-        group.mkdir(parents=True, exist_ok=True)
+        parent.mkdir(parents=True, exist_ok=True)
+        group.mkdir(exist_ok=True)
+        # No tenant lists the others or reads their processes and usage (cgroupfs files are
+        # world-readable): the parent only lets a path through, each group is its owner's.
+        parent.chmod(0o711)
+        group.chmod(0o700)
 
     def _limits_v2(self, group: Path, policy: Policy) -> None:
         if "cpu" in self._v2_resources:

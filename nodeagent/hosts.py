@@ -25,6 +25,7 @@ the prefix, is never touched.
 
 import contextlib
 import fcntl
+import grp
 import json
 import logging
 import os
@@ -149,9 +150,17 @@ class LinuxHost:
     gpu_reset: bool = True
 
     def __post_init__(self):
-        for folder, mode in ((self.layout.keys, 0o755), (self.layout.env, 0o755),
-                             (self.layout.sessions, 0o755), (self.layout.records, 0o700)):  # fmt: skip
+        # Tenants pass through keys/ (sshd reads a key file as its tenant) and env/ (the
+        # session wrapper runs as the tenant) without listing them; sessions/ and records/
+        # are root's alone. Their parent (/etc/anchorgpu, which holds the agent's
+        # credential at 600) must let them pass too.
+        for folder, mode in ((self.layout.keys, 0o711), (self.layout.env, 0o711),
+                             (self.layout.sessions, 0o700), (self.layout.records, 0o700)):  # fmt: skip
             folder.mkdir(parents=True, exist_ok=True, mode=mode)
+            folder.chmod(mode)
+        for passed in {self.layout.keys.parent, self.layout.env.parent}:
+            if passed.stat().st_mode & 0o001 == 0:
+                passed.chmod(passed.stat().st_mode | 0o011)
         for polydir in ("tmp", "var-tmp"):  # pam_namespace wants the instances' parent 000
             parent = self.layout.private / polydir
             parent.mkdir(parents=True, exist_ok=True)
@@ -199,8 +208,13 @@ class LinuxHost:
         _run("groupadd", "--system", self.layout.tenant_group, ok=(0, 9))  # 9: it exists
         uid = self._next_uid()
         home = self.layout.home_root / login
+        # Its own group has the UID's number, so a group id is never handed out twice either
+        # (useradd's would reuse a freed one, and with it whatever the group could read).
+        _run("groupadd", "--gid", str(uid), login, ok=(0, 9))
+        if grp.getgrnam(login).gr_gid != uid:
+            raise HostError(f"a group {login} exists with another id; left alone")
         _run(
-            "useradd", "--uid", str(uid), "--user-group", "--groups", self.layout.tenant_group,
+            "useradd", "--uid", str(uid), "--gid", str(uid), "--groups", self.layout.tenant_group,
             "--create-home", "--home-dir", str(home), "--shell", "/bin/bash", "--password", "*",
             "--no-log-init", "--comment", f"{MARKER} {allocation_id}", login,
         )  # fmt: skip
@@ -208,6 +222,7 @@ class LinuxHost:
         self._record(login, {"allocation": allocation_id, "uid": uid, "gpus": []})
         for deny in (self.layout.cron_deny, self.layout.at_deny):
             _deny(deny, login, add=True)
+        logger.info("%s: account made for allocation %s (uid %d)", login, allocation_id, uid)
 
     def _next_uid(self) -> int:
         """One above every tenant UID this node has seen: the highest in use, and the
@@ -242,11 +257,13 @@ class LinuxHost:
         self.confinement.apply(login, entry.pw_uid, self.policy(grant))
         record = self.layout.records / f"{login}.json"
         self._record(login, {**_read_json(record), "uid": entry.pw_uid, "gpus": grant.uuids})
-        _write_atomically(self.layout.env / login, variables, mode=0o644, owner=None)
+        # The tenant reads its own variables (the wrapper runs as it); nobody else does.
+        _write_atomically(self.layout.env / login, variables, mode=0o640, owner=(0, entry.pw_gid))
         groups = [str(p) for p in self.confinement.procs_files(login)] or [self.confinement.name]
-        _write_atomically(
-            self.layout.sessions / login, "\n".join(groups) + "\n", mode=0o644, owner=None
-        )
+        session = self.layout.sessions / login
+        if not session.exists():
+            logger.info("%s: access granted (%s)", login, ", ".join(grant.uuids) or "no GPU")
+        _write_atomically(session, "\n".join(groups) + "\n", mode=0o600, owner=None)
         self._keys(login, keys, entry.pw_gid)
 
     def _record(self, login: str, data: dict) -> None:
@@ -263,6 +280,8 @@ class LinuxHost:
         """No new session, no key, nothing of the tenant running or queued to run later.
         The home and the groups stay: stopped time is paid time."""
         entry = pwd.getpwnam(login)
+        if (self.layout.sessions / login).exists():
+            logger.info("%s: access revoked", login)
         _unlink(self.layout.sessions / login)
         self._keys(login, "", entry.pw_gid)
         self.kill(login)
@@ -302,10 +321,12 @@ class LinuxHost:
         record = _read_json(self.layout.records / f"{login}.json")
         self.revoke(login)
         _remove_ipc(entry.pw_uid)
+        _remove_message_queues(entry.pw_uid)
         _run("userdel", "--remove", login, ok=(0, 12))  # 12: home already gone
         shutil.rmtree(entry.pw_dir, ignore_errors=True)
         self._forget(login, entry.pw_uid)
         self._reset(login, record.get("gpus", []))
+        logger.info("%s: wiped (uid %d, never handed out again)", login, entry.pw_uid)
 
     def _forget(self, login: str, uid: int | None) -> None:
         for private in self.layout.private_dirs(login):
@@ -394,6 +415,26 @@ def _remove_ipc(uid: int) -> None:
             values = dict(zip(header, line.split(), strict=False))
             if int(values.get("uid", -1)) == uid or int(values.get("cuid", -1)) == uid:
                 subprocess.run(["ipcrm", flag, values[header[1]]], capture_output=True)
+
+
+def _remove_message_queues(uid: int) -> None:
+    """POSIX message queues the UID owns. They live in the host's IPC namespace whether or
+    not /dev/mqueue is mounted (Debian without systemd mounts none): a private mount of
+    the queue filesystem lists them."""
+    mounted = Path("/dev/mqueue")
+    if os.path.ismount(mounted):
+        _sweep(mounted, uid)
+        return
+    place = Path(tempfile.mkdtemp(prefix="anchorgpu-mqueue-"))
+    try:
+        if subprocess.run(["mount", "-t", "mqueue", "mqueue", str(place)],
+                          capture_output=True).returncode == 0:  # fmt: skip
+            try:
+                _sweep(place, uid)
+            finally:
+                subprocess.run(["umount", str(place)], capture_output=True)
+    finally:
+        place.rmdir()
 
 
 def _sweep(top: Path, uid: int) -> None:

@@ -15,15 +15,16 @@ def sshd_config(layout: Layout, *, agent: Path = HERE) -> str:
     """For /etc/ssh/sshd_config.d/anchorgpu.conf: keys only from root's folder, PAM's
     session stack (the hook), and the wrapper for the tenants' sessions."""
     return f"""\
-# AnchorGPU tenants (docs/agent.md)
+# AnchorGPU tenants (docs/agent.md). The first three are sshd's defaults on Debian and
+# apply to every account; the rest to tenants only.
 UsePAM yes
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
 PermitUserEnvironment no
 StrictModes yes
 Match Group {layout.tenant_group}
     AuthorizedKeysFile {layout.keys}/%u
+    PubkeyAuthentication yes
+    PasswordAuthentication no
+    KbdInteractiveAuthentication no
     ForceCommand {agent}/session_shell.sh {layout.env}
     AllowAgentForwarding no
     X11Forwarding no

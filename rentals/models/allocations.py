@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from accounts.models import SshKey, Team
 from catalog.models import Gpu, GpuModel, Node, RentalPeriod
 from core.db import choices_check
-from rentals.models.quotes import Quote
+from rentals.models.quotes import HostShare, Quote
 
 
 class AllocationState(models.TextChoices):
@@ -53,7 +53,7 @@ class Cluster(models.Model):
         return f"{self.node_count} × {self.gpu_model} nodes ({self.network_group})"
 
 
-class Allocation(models.Model):
+class Allocation(HostShare, models.Model):
     """Specific GPUs on one node, held for [paid_from, paid_until).
 
     Stop and start change `state` only; a database trigger refuses any change of
@@ -131,14 +131,6 @@ class Allocation(models.Model):
 
     def __str__(self):
         return f"{self.gpu_count}× {self.gpu_model} on {self.node} ({self.state})"
-
-    @property
-    def vcpus(self) -> int:
-        return self.vcpus_per_gpu * self.gpu_count
-
-    @property
-    def ram_gib(self) -> int:
-        return self.ram_gib_per_gpu * self.gpu_count
 
     def get_state_display(self):
         # Django's builds a dict of every state's label and translates them all, per call

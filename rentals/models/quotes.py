@@ -20,7 +20,20 @@ class QuoteKind(models.TextChoices):
     EXTENSION = "extension", _("extension")
 
 
-class Quote(models.Model):
+class HostShare:
+    """The host's share sold with the GPUs (`vcpus_per_gpu`, `ram_gib_per_gpu` fields), for
+    the GPUs it comes with (`gpu_count`)."""
+
+    @property
+    def vcpus(self) -> int:
+        return self.vcpus_per_gpu * self.gpu_count
+
+    @property
+    def ram_gib(self) -> int:
+        return self.ram_gib_per_gpu * self.gpu_count
+
+
+class Quote(HostShare, models.Model):
     """A complete, priced offer; a snapshot that no later price change alters. A booking
     quote becomes an allocation; an extension quote (`extends`) adds its periods to one."""
 
@@ -104,14 +117,6 @@ class Quote(models.Model):
 
     def __str__(self):
         return f"Quote {self.id}"
-
-    @property
-    def vcpus(self) -> int:
-        return self.vcpus_per_gpu * self.gpu_count
-
-    @property
-    def ram_gib(self) -> int:
-        return self.ram_gib_per_gpu * self.gpu_count
 
     @property
     def tax_note(self) -> str:

@@ -46,10 +46,20 @@ class AgentCredentialSerializer(serializers.Serializer):
     credential = serializers.CharField(help_text="shown once: `Authorization: Agent <credential>`")
 
 
-class NodeAgentCredentialApi(APIView):
-    """A node agent's credential (staff): a new one replaces the old; DELETE revokes it."""
+class MayChangeNodes(permissions.BasePermission):
+    """Staff who may change nodes (`catalog.change_node`, as the admin's agent actions ask):
+    a new credential cuts the node's running agent off, which read-only staff never may."""
 
-    permission_classes = [permissions.IsAdminUser]
+    def has_permission(self, request, view):
+        user = request.user
+        return bool(user and user.is_staff and user.has_perm("catalog.change_node"))
+
+
+class NodeAgentCredentialApi(APIView):
+    """A node agent's credential (staff who may change nodes): a new one replaces the old;
+    DELETE revokes it."""
+
+    permission_classes = [MayChangeNodes]
 
     @extend_schema(request=None, responses={201: AgentCredentialSerializer, 403: PROBLEM,
                                             404: PROBLEM})  # fmt: skip

@@ -12,6 +12,8 @@ the isolation tests; it prints one JSON object. Standard library only.
                     of its own
   look FOLDER…      what it sees: each folder's entries (or the errno), and the owners of
                     the processes /proc shows
+  read FILE…        each file's text (or the errno)
+  mqueue NAME       make a POSIX message queue (mode 0660) holding one message
 """
 
 import contextlib
@@ -114,7 +116,30 @@ def look(folders) -> dict:
     return out
 
 
+def read(files) -> dict:
+    out = {}
+    for path in files:
+        try:
+            out[path] = Path(path).read_text()
+        except OSError as exc:
+            out[path] = _error(exc)
+    return out
+
+
+def mqueue(args) -> dict:
+    import ctypes
+
+    rt = ctypes.CDLL("librt.so.1", use_errno=True)
+    queue = rt.mq_open(args[0].encode(), os.O_CREAT | os.O_RDWR, 0o660, None)
+    if queue < 0:
+        return {"mqueue": errno.errorcode[ctypes.get_errno()]}
+    message = b"secret of " + os.environ.get("USER", "").encode()
+    rt.mq_send(queue, message, len(message), 0)
+    return {"mqueue": "made"}
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    answer = {"open": opened, "child": child, "look": look}.get(command)
+    answer = {"open": opened, "child": child, "look": look, "read": read,
+              "mqueue": mqueue}.get(command)  # fmt: skip
     print(json.dumps(answer(args) if answer else escape()))

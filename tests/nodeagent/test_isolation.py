@@ -11,9 +11,11 @@ a process forking in a loop and unqueues its at and cron jobs; expiry leaves not
 account. Root only (CI runs as root); everything made is removed (tests/nodeagent/machine.py).
 """
 
+import grp
 import os
 import pwd
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -141,6 +143,16 @@ def test_two_tenants_of_one_node_reach_only_their_own(kind, machine, catalog, al
     assert seen["/tmp"] == seen["/var/tmp"] == seen["/dev/shm"] == []
     assert seen[f"/home/{b_login}"] == "EACCES"
     assert seen["process owners"] == [m.uid(a_login)]  # its own session's only
+    # Nor the node's records of the other: its groups, its GPU variable, its session wiring.
+    b_group = m.confinement.groups(b_login)["devices" if kind == "v1" else None]
+    assert m.probe(a_key, a_login, "look", str(b_group.parent), str(m.layout.env)) == {
+        str(b_group.parent): "EACCES", str(m.layout.env): "EACCES",
+        "process owners": [m.uid(a_login)],
+    }  # fmt: skip
+    b_files = [str(b_group / "cgroup.procs"), str(m.layout.env / b_login),
+               str(m.layout.sessions / b_login)]  # fmt: skip
+    assert m.probe(a_key, a_login, "read", *b_files) == dict.fromkeys(b_files, "EACCES")
+    assert m.probe(b_key, b_login, "mqueue", "/b-queue") == {"mqueue": "made"}  # left behind
     b_seen = m.probe(b_key, b_login, "look", "/tmp", "/var/tmp")
     assert b_seen["/tmp"] == ["b-tmp"] and b_seen["/var/tmp"] == ["b-vartmp"]  # its own, kept
     assert b_seen["process owners"] == [m.uid(b_login)]
@@ -186,15 +198,11 @@ def test_two_tenants_of_one_node_reach_only_their_own(kind, machine, catalog, al
     assert m.ssh(a_key, a_login, "cat ~/data.txt") == (0, "weights")
 
     # Expiry: nothing of either account is left, and their UIDs are never handed out again.
-    uids = {login: m.uid(login) for login in (a_login, b_login)}
-    end_paid_periods_a_minute_ago()
-    allocations_enforce()
-    m.round()
-    for login, uid in uids.items():
-        _gone(m, login, uid)
+    uids = _expire(m, a_login, b_login)
     _c_api, c, c_login, _c_key = _book(alice, catalog.h100, tmp_path, "alice-again")
     m.round()
     assert m.uid(c_login) > max(uids.values())
+    assert grp.getgrnam(c_login).gr_gid == m.uid(c_login)  # nor its group's id
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -214,12 +222,18 @@ def test_an_amd_node_confines_kfd_and_render_nodes(kind, machine, catalog, alice
         str(a_gpu): "EPERM",
     }
     assert m.ssh(a_key, a_login, "echo $ROCR_VISIBLE_DEVICES") == (0, f"{_gpu(a)}\n")
-    uids = {login: m.uid(login) for login in (a_login, b_login)}
+    _expire(m, a_login, b_login)
+
+
+def _expire(m, *logins) -> dict[str, int]:
+    """Every paid period ends; back: the tenants' UIDs, each checked gone (`_gone`)."""
+    uids = {login: m.uid(login) for login in logins}
     end_paid_periods_a_minute_ago()
     allocations_enforce()
     m.round()
     for login, uid in uids.items():
         _gone(m, login, uid)
+    return uids
 
 
 def _limits(m, login) -> dict:
@@ -260,6 +274,20 @@ def _queue_anyway(m, login) -> list[Path]:
     return [*jobs, crontab]
 
 
+def _message_queues_of(uid) -> list[str]:
+    """The POSIX message queues `uid` owns (the host's IPC namespace, through a private
+    mount of the queue filesystem)."""
+    place = Path(tempfile.mkdtemp(prefix="agpu-t-mqueue-"))
+    try:
+        subprocess.run(["mount", "-t", "mqueue", "mqueue", str(place)], check=True)
+        try:
+            return [p.name for p in place.iterdir() if p.stat().st_uid == uid]
+        finally:
+            subprocess.run(["umount", str(place)], check=True)
+    finally:
+        place.rmdir()
+
+
 def _processes(uid) -> list[int]:
     pids = []
     for entry in os.scandir("/proc"):
@@ -292,6 +320,7 @@ def _gone(m, login, uid):
     for deny in ("/etc/at.deny", "/etc/cron.deny"):
         assert login not in Path(deny).read_text().split()
     assert _processes(uid) == []
+    assert _message_queues_of(uid) == []
     places = [*m.layout.shared, Path("/home"), m.root]
     left = subprocess.run(["find", *[str(p) for p in places if p.exists()], "-xdev",
                            "-uid", str(uid)], capture_output=True, text=True)  # fmt: skip

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
+from django.contrib.auth.models import Permission
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -176,10 +177,17 @@ def test_a_team_that_requires_two_factor_lets_in_no_key_of_a_member_without_one(
     assert agent.get("/api/v1/agent/state/").json()["allocations"][0]["keys"] == [bobs.public_key]
 
 
-def test_staff_issue_rotate_and_revoke_a_nodes_credential(catalog, staff_api, alice_api):
+def test_staff_who_may_change_nodes_issue_rotate_and_revoke_a_nodes_credential(
+    catalog, staff, staff_api, alice_api
+):
     node = Node.objects.first()
     url = f"/api/v1/nodes/{node.hostname}/agent-credential/"
     assert alice_api.post(url).status_code == 403
+    # Read-only staff: a new credential would cut the node's running agent off.
+    assert staff_api.post(url).status_code == 403 and staff_api.delete(url).status_code == 403
+    assert not NodeAgent.objects.filter(node=node).exists()
+    staff.user_permissions.add(Permission.objects.get(codename="change_node"))
+    staff_api.force_authenticate(type(staff).objects.get(pk=staff.pk))  # its permissions anew
     first = staff_api.post(url).json()["credential"]
     second = staff_api.post(url).json()["credential"]
     assert (
