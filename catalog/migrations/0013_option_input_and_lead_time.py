@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("catalog", "0010_catalog_words_in_each_language"),
+        ("catalog", "0012_node_polled_since"),
     ]
 
     operations = [

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rentals", "0033_dashboard_closed_steps"),
+        ("rentals", "0035_recovered_notices"),
     ]
 
     operations = [
