@@ -866,17 +866,20 @@ def wait(ident, goal, limit, interval):
     def members(current):
         return current["allocations"] if kind == "cluster" else [current]
 
-    def words(current) -> str:
-        states = "; ".join(
+    def states(current) -> str:
+        return "; ".join(
             tr("%(state)s, access %(access)s")
             % {
                 "state": render.state_words(a["state"]),
                 "access": render.access_words((a.get("access") or {}).get("state")),
             }
             for a in members(current)
-        )  # fmt: skip
+        )
+
+    def words(current) -> str:
         return tr("Waiting for %(id)s to be %(goal)s (now %(states)s)…") % {
-            "id": render.short(current["id"]), "goal": render.state_words(goal), "states": states,
+            "id": render.short(current["id"]), "goal": render.state_words(goal),
+            "states": states(current),
         }  # fmt: skip
 
     status = err.status(words(item)) if err.is_terminal else None
@@ -897,7 +900,7 @@ def wait(ident, goal, limit, interval):
             if time.monotonic() - started > limit:
                 raise Failure(
                     tr("Not %(goal)s after %(seconds)s s.") % {"goal": render.state_words(goal), "seconds": f"{limit:g}"},
-                    FAILED, hints=[words(item)],
+                    FAILED, hints=[tr("Now: %(states)s.") % {"states": states(item)}],
                 )  # fmt: skip
             time.sleep(interval)
             item = api.call(kind, ids={"id": item["id"]})

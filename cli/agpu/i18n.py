@@ -1,7 +1,7 @@
 """The command line's own words, in English or Polish.
 
 agpu's messages (and click's usage errors) are translated with gettext from the small
-catalog in `agpu/locale` (domain `agpu`; messages are marked `tr(...)`/`trn(...)`, not `_`,
+catalog in `agpu/locale` (domain `agpu`; messages are marked `tr(...)`/`trn(...)`/`trc(...)`, not `_`,
 so the console's own extraction never collects them). What the API says (problem details,
 quote lines) comes from the API in the same language: every request carries
 `Accept-Language`.
@@ -62,3 +62,8 @@ def tr(message: str) -> str:
 
 def trn(singular: str, plural: str, n: int) -> str:
     return _current["translation"].ngettext(singular, plural, n)
+
+
+def trc(context: str, message: str) -> str:
+    """A word whose translation depends on what it describes (Polish genders)."""
+    return _current["translation"].pgettext(context, message)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agpu.i18n import language, tr
+from agpu.i18n import language, tr, trc
 
 # No markup, emoji codes or highlighting: names, descriptions and messages from the API are
 # printed as they are, whatever brackets or colons they hold. Words on stderr are never
@@ -129,7 +129,7 @@ def access_words(state: str | None) -> str:
     words = {
         "scheduled": tr("not yet"),
         "pending": tr("getting ready"),
-        "ready": tr("ready"),
+        "ready": trc("access", "ready"),
         "revoking": tr("closing"),
         "revoked": tr("closed"),
     }

@@ -74,13 +74,16 @@ def test_the_whole_help_lists_every_command_with_its_summary():
 
 
 def _entries(text: str) -> dict[str, str]:
-    """{msgid: msgstr} of a .po text (plural entries by their singular, first form)."""
+    """{msgid: msgstr} of a .po text (plural entries by their singular, first form; an
+    entry with a context as "context|msgid")."""
     entries = {}
     for block in text.split("\n\n"):
         msgid = re.search(r'^msgid "(.*)"$', block, re.M)
         msgstr = re.search(r'^msgstr(?:\[0\])? "(.*)"$', block, re.M)
+        context = re.search(r'^msgctxt "(.*)"$', block, re.M)
         if msgid and msgstr and msgid.group(1):
-            entries[msgid.group(1).replace('\\"', '"')] = msgstr.group(1).replace('\\"', '"')
+            key = (f"{context.group(1)}|" if context else "") + msgid.group(1)
+            entries[key.replace('\\"', '"')] = msgstr.group(1).replace('\\"', '"')
     return entries
 
 
@@ -88,6 +91,7 @@ def test_every_message_in_the_code_has_a_polish_translation_with_its_placeholder
     pot = tmp_path / "agpu.pot"
     subprocess.run(
         ["xgettext", "-L", "Python", "--keyword=", "--keyword=tr", "--keyword=trn:1,2",
+         "--keyword=trc:1c,2",
          "--from-code=UTF-8", "--no-wrap", "-o", pot, *sorted(SOURCE.glob("*.py"))],
         check=True,
     )  # fmt: skip
