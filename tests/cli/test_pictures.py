@@ -50,7 +50,7 @@ def in_terminal(agpu, *args, answer: str | None = None, env=None) -> tuple[int, 
     return process.wait(30), shown.decode().replace("\r\n", "\n")
 
 
-def picture(name: str, command: str, shown: str) -> Path:
+def picture(page, name: str, command: str, shown: str) -> Path:
     """The terminal's text as an SVG and a PNG: the command line, then what it showed."""
     console = Console(record=True, width=WIDTH, file=io.StringIO(), force_terminal=True)
     console.print(Text(f"$ {command}", style="bold"))
@@ -58,15 +58,9 @@ def picture(name: str, command: str, shown: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     svg = ARTIFACTS / f"{name}.svg"
     svg.write_text(console.export_svg(title="agpu"), encoding="utf-8")
-    from playwright.sync_api import sync_playwright
-
     png = ARTIFACTS / f"{name}.png"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1500, "height": 400}, device_scale_factor=1)
-        page.set_content(f'<body style="margin:0;background:#fff">{svg.read_text()}</body>')
-        page.locator("svg").screenshot(path=str(png))
-        browser.close()
+    page.set_content(f'<body style="margin:0;background:#fff">{svg.read_text()}</body>')
+    page.locator("svg").screenshot(path=str(png))
     return png
 
 
@@ -82,8 +76,14 @@ def test_pictures_of_book_and_ls(agpu, alice, catalog, language):
     assert agpu("book", "h100", "--nodes", "2", "--period", "day", "--yes").code == 0
     code, listed = in_terminal(agpu, "ls", env={"AGPU_LANG": language})
     assert code == 0 and listed.count("\n") >= 6
-    for name, words, shown in (
-        (f"agpu-book-{language}", " ".join(["agpu", *command]), booked),
-        (f"agpu-ls-{language}", "agpu ls", listed),
-    ):
-        assert picture(name, words, shown).stat().st_size > 10_000
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1500, "height": 400})
+        for name, words, shown in (
+            (f"agpu-book-{language}", " ".join(["agpu", *command]), booked),
+            (f"agpu-ls-{language}", "agpu ls", listed),
+        ):
+            assert picture(page, name, words, shown).stat().st_size > 10_000
+        browser.close()
