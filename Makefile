@@ -9,11 +9,13 @@ PYTEST_ARGS ?=
 
 .PHONY: run test bench lint fmt venv chromium gettext openssh engines fonts clean manage
 
-$(VENV)/.installed: pyproject.toml
+# The console, and `agpu` (cli/, its own package: the tests run it as customers do).
+$(VENV)/.installed: pyproject.toml cli/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.11+ is needed (python3 --version)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ./cli
 	touch $@
 
 venv: $(VENV)/.installed

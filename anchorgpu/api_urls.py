@@ -10,6 +10,8 @@ from accounts.api.views import (
     TeamMemberDetailApi,
     TeamMemberListApi,
     TeamTransferApi,
+    TokenCurrentApi,
+    TokenExchangeApi,
     TokenListApi,
     TokenObtainApi,
     TokenRevokeApi,
@@ -37,6 +39,8 @@ from webhooks.api import views as webhooks
 
 urlpatterns = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
+    path("auth/token/current/", TokenCurrentApi.as_view(), name="api-token-current"),
+    path("auth/token/exchange/", TokenExchangeApi.as_view(), name="api-token-exchange"),
     path("auth/tokens/", TokenListApi.as_view(), name="api-tokens"),
     path("auth/tokens/<int:pk>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("ssh-keys/", SshKeyListApi.as_view(), name="api-ssh-keys"),

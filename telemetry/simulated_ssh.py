@@ -6,12 +6,19 @@ session's environment asks for; `env` shows the GPU variable by UUID as the agen
 wrapper sets it; `ps` shows the tenant's own sessions and `/tmp` is its own. Files written
 to the home are there until the tenant is wiped. A revoke ends the tenant's sessions.
 
+It serves SFTP (and the classic scp protocol) too, inside the tenant's home and its own
+/tmp only, so `scp`, `sftp`, `rsync`-less copies and `agpu cp` work: never into `.ssh`
+(on a real node the keys are root's file, not the tenant's) and no links (nothing may
+point out of the tenant's folders).
+
 So the demo's customers can `ssh` into what they booked, and the tests can use a real
 OpenSSH client against it.
 """
 
 import asyncio
 import contextlib
+import os
+import posixpath
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,12 +53,59 @@ def _host_key(path: Path) -> asyncssh.SSHKey:
     return key
 
 
+class TenantSftpServer(asyncssh.SFTPServer):
+    """SFTP as the tenant: its home (where relative paths start, also reached as
+    /home/<login>) and its own /tmp; `.ssh` and anything else refused, links refused."""
+
+    def __init__(self, chan, *, home: Path, tmp: Path, on_exit=None):
+        super().__init__(chan)
+        self._login = chan.get_extra_info("username").encode()
+        self._home, self._tmp = (os.fsencode(os.path.realpath(p)) for p in (home, tmp))
+        self._on_exit = on_exit
+
+    def exit(self) -> None:
+        """The session's end, with an exit status as sshd sends one (OpenSSH's scp fails a
+        copy whose channel closes without it)."""
+        if self._on_exit:
+            self._on_exit()
+        super().exit()
+        self.channel.exit(0)
+
+    def _virtual_home(self) -> bytes:
+        return b"/home/" + self._login
+
+    def map_path(self, path: bytes) -> bytes:
+        virtual = posixpath.normpath(posixpath.join(self._virtual_home(), path))
+        for top, local in ((self._virtual_home(), self._home), (b"/tmp", self._tmp)):
+            if virtual == top or virtual.startswith(top + b"/"):
+                rest = virtual[len(top) :].lstrip(b"/")
+                if local == self._home and rest.split(b"/")[0] == b".ssh":
+                    raise asyncssh.SFTPPermissionDenied("~/.ssh is the node's, not yours")
+                return posixpath.join(local, rest) if rest else local
+        raise asyncssh.SFTPPermissionDenied("only your home and /tmp are yours")
+
+    def reverse_map_path(self, path: bytes) -> bytes:
+        for local, top in ((self._home, self._virtual_home()), (self._tmp, b"/tmp")):
+            if path == local:
+                return top
+            if path.startswith(local + b"/"):
+                return top + path[len(local) :]
+        raise asyncssh.SFTPNoSuchFile("File not found")
+
+    def symlink(self, oldpath: bytes, newpath: bytes) -> None:
+        raise asyncssh.SFTPOpUnsupported("links are not allowed here")
+
+    def link(self, oldpath: bytes, newpath: bytes) -> None:
+        raise asyncssh.SFTPOpUnsupported("links are not allowed here")
+
+
 class SimulatedSshServer:
     def __init__(self, node: SimulatedShellNode, host: FolderHost, *, port: int = 0,
                  address: str = "127.0.0.1"):  # fmt: skip
         self.node, self.host = node, host
         self.address, self.port = address, port
         self._sessions: dict[str, set] = {}
+        self._file_channels: dict[str, set] = {}  # SFTP and scp sessions, per login
         self._loop = None
         self._acceptor = None
         host.on_kill = self.end_sessions
@@ -79,6 +133,7 @@ class SimulatedSshServer:
             _Auth, self.address, self.port,
             server_host_keys=[_host_key(self.host.root / "ssh_host_ed25519_key")],
             process_factory=self._session, encoding="utf-8", keepalive_interval=30,
+            sftp_factory=self._sftp, allow_scp=True,
         )  # fmt: skip
         self.port = self._acceptor.sockets[0].getsockname()[1]
         return self.port
@@ -92,6 +147,18 @@ class SimulatedSshServer:
         for process in list(self._sessions.get(login, ())):
             if self._loop:
                 self._loop.call_soon_threadsafe(_end, process)
+        for channel in list(self._file_channels.get(login, ())):
+            if self._loop:
+                self._loop.call_soon_threadsafe(channel.close)
+
+    def _sftp(self, chan) -> TenantSftpServer:
+        login = chan.get_extra_info("username")
+        channels = self._file_channels.setdefault(login, set())
+        channels.add(chan)
+        return TenantSftpServer(
+            chan, home=self.host.home(login), tmp=self.host.tmp(login),
+            on_exit=lambda: channels.discard(chan),
+        )  # fmt: skip
 
     async def _session(self, process: asyncssh.SSHServerProcess) -> None:
         login = process.get_extra_info("username")

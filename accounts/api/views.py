@@ -17,7 +17,7 @@ from accounts.access import Action, acting_for_request, acting_for_team
 from accounts.buyer import buyer_problems, team_tax_treatment
 from accounts.errors import NotAllowed
 from accounts.models import ApiToken, Membership, Role, SshKey, Team
-from accounts.services import api_token_create, api_token_revoke
+from accounts.services import api_token_create, api_token_exchange, api_token_revoke
 from accounts.signin import sign_in
 from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
 from accounts.teams import (
@@ -106,6 +106,95 @@ class ApiTokenSerializer(serializers.ModelSerializer):
             "revoked_at",
         ]  # fmt: skip
         read_only_fields = fields
+
+
+class TeamChoiceSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="team.id")
+    name = serializers.CharField(source="team.name")
+    personal = serializers.SerializerMethodField()
+    role = serializers.CharField(help_text="your role in the team")
+
+    def get_personal(self, membership) -> bool:
+        return membership.team.personal_for_id is not None
+
+
+class TokenCurrentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    hint = serializers.CharField()
+    user = serializers.CharField(source="user.username")
+    team = serializers.IntegerField(source="team_id", help_text="the team this token acts for")
+    team_name = serializers.CharField(source="team.name")
+    role = serializers.CharField(help_text="the role this token acts in")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    teams = TeamChoiceSerializer(
+        many=True,
+        help_text="your teams with your role in each: what POST /api/v1/auth/token/exchange/ "
+        "can give a token for",
+    )
+
+
+class TokenExchangeRequestSerializer(serializers.Serializer):
+    team = serializers.IntegerField(min_value=1, help_text="one of your teams")
+    role = serializers.ChoiceField(
+        choices=Role.choices,
+        required=False,
+        help_text="at most your role in that team and what this token's role allows (default: "
+        "your role there, else this token's)",
+    )
+    name = serializers.CharField(max_length=80, required=False, help_text="default: this token's")
+
+
+def _presented_token(request) -> ApiToken:
+    if not isinstance(request.auth, ApiToken):
+        raise NotAllowed(
+            _("This needs an API token (Authorization: Bearer …); pages switch teams in the "
+              "header.")
+        )  # fmt: skip
+    return request.auth
+
+
+class TokenCurrentApi(APIView):
+    """The token this request carries: whose it is, the team and role it acts for, when it
+    expires, and the user's teams (`agpu whoami`)."""
+
+    @extend_schema(responses={200: TokenCurrentSerializer, 401: PROBLEM, 403: PROBLEM})
+    def get(self, request):
+        token = _presented_token(request)
+        token.teams = list(teams_of(user=request.user))
+        return Response(TokenCurrentSerializer(token).data)
+
+
+class TokenExchangeApi(APIView):
+    """Give up this token for one acting for another of your teams, without signing in again
+    (`agpu team use`): no more than your role there and this token's role allow, expiring
+    when this token would have. This token is revoked."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "auth"
+
+    @extend_schema(
+        request=TokenExchangeRequestSerializer,
+        responses={201: TokenSerializer, 400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 409: PROBLEM,
+                   429: PROBLEM},
+    )  # fmt: skip
+    def post(self, request):
+        token = _presented_token(request)
+        data = TokenExchangeRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        team = Team.objects.filter(
+            pk=data.validated_data["team"], memberships__user=request.user
+        ).first()
+        if team is None:
+            raise NotAllowed(_("You are not a member of that team."), field="team")
+        secret = api_token_exchange(
+            token=token,
+            team=team,
+            role=data.validated_data.get("role"),
+            name=data.validated_data.get("name"),
+        )
+        return Response(TokenSerializer({"token": secret}).data, status=status.HTTP_201_CREATED)
 
 
 class TokenListApi(generics.ListAPIView):

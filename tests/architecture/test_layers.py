@@ -2,7 +2,9 @@
 
 anchorgpu → audit → rentals → telemetry → catalog → core, with accounts and glossary beside them
 and sizing beside rentals (its estimator imports nothing of Django at all); nodeagent, the
-agent that runs on the nodes, imports nothing of ours and only the standard library:
+agent that runs on the nodes, imports nothing of ours and only the standard library; cli
+(`agpu`, the customers' command line) imports nothing of ours either, only the standard
+library and its own pinned dependencies, and talks to the console through the public API:
 a module imports only its own layer and those below it, and never from inside a function
 (where an import hides a dependency or dodges a cycle).
 """
@@ -15,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing",
-    "webhooks", "invoices", "nodeagent", "audit",
+    "webhooks", "invoices", "nodeagent", "audit", "cli",
 }  # fmt: skip
 # What each package may import of ours (besides itself).
 ALLOWED = {
@@ -26,6 +28,8 @@ ALLOWED = {
     "rentals": {"core", "accounts", "catalog", "telemetry", "nodeagent"},
     # The reference agent runs on the nodes: nothing of the console's, not even Django.
     "nodeagent": set(),
+    # agpu runs on the customers' machines and knows the console only by its public API.
+    "cli": set(),
     "glossary": {"core"},
     "sizing": {"core", "catalog", "telemetry", "glossary"},
     "webhooks": {"core", "accounts", "catalog", "rentals"},
@@ -42,7 +46,7 @@ ALLOWED = {
         "webhooks",
         "invoices",
     },
-    "anchorgpu": OURS,
+    "anchorgpu": OURS - {"cli"},
 }
 
 
@@ -122,3 +126,18 @@ def test_the_node_agent_needs_only_the_standard_library():
             if target != "nodeagent" and target not in sys.stdlib_module_names:
                 outside.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert outside == []
+
+
+def test_the_command_line_needs_only_the_standard_library_and_its_own_dependencies():
+    """agpu (cli/agpu) imports itself, the standard library and what cli/pyproject.toml
+    pins: click, rich, httpx. Nothing of the console, not even Django."""
+    import sys
+
+    pinned = {"click", "rich", "httpx"}
+    outside = []
+    for path in sorted((ROOT / "cli").rglob("*.py")):
+        for target, line, _in_function in _imports(ast.parse(path.read_text(), str(path))):
+            if target not in {"agpu", *pinned} and target not in sys.stdlib_module_names:
+                outside.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert outside == []
+    assert (ROOT / "cli" / "agpu" / "cli.py").exists()  # the check reads the real package

@@ -177,3 +177,69 @@ def test_a_booking_lets_in_only_the_keys_chosen(h100_node, alice, tmp_path):
     login = tenant_login(allocation.pk)
     assert ssh(chosen_key, h100_node.port, login, "whoami")[0] == 0
     assert ssh(other_key, h100_node.port, login, "whoami")[0] == 255
+
+
+def scp(key, port, *paths):
+    """The real OpenSSH scp (SFTP underneath, as OpenSSH 9 copies): (exit status, errors)."""
+    done = subprocess.run(
+        ["scp", "-q", "-i", str(key), "-P", str(port), "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", *map(str, paths)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return done.returncode, done.stderr
+
+
+def test_files_are_copied_there_and_back_inside_the_tenants_own_folders_only(
+    h100_node, alice, tmp_path
+):
+    key, public = keypair(tmp_path, "alice")
+    ssh_key_add(user=alice, public_key=public)
+    api = APIClient()
+    api.force_authenticate(alice)
+    allocation = _book(api)
+    h100_node.round()
+    login, port = tenant_login(allocation.pk), h100_node.port
+    there = f"{login}@127.0.0.1"
+    sent = tmp_path / "weights.bin"
+    sent.write_bytes(bytes(range(256)) * 4096)  # 1 MiB, every byte value
+
+    assert scp(key, port, sent, f"{there}:weights.bin") == (0, "")
+    assert ssh(key, port, login, "ls") == (0, "weights.bin\n")  # the shell sees it
+    assert scp(key, port, sent, f"{there}:/tmp/scratch.bin")[0] == 0
+    assert ssh(key, port, login, "ls /tmp") == (0, "scratch.bin\n")
+    back = tmp_path / "back.bin"
+    assert scp(key, port, f"{there}:/home/{login}/weights.bin", back) == (0, "")
+    assert back.read_bytes() == sent.read_bytes()
+    legacy = tmp_path / "legacy.bin"
+    assert scp(key, port, "-O", f"{there}:weights.bin", legacy)[0] == 0  # the scp protocol
+    assert legacy.read_bytes() == sent.read_bytes()
+
+    keys_before = h100_node.host.authorized_keys(login)
+    for refused in (".ssh/authorized_keys", "../grant.json", "/etc/passwd", "/home/other/x"):
+        assert scp(key, port, sent, f"{there}:{refused}")[0] != 0, refused
+    assert h100_node.host.authorized_keys(login) == keys_before
+    assert scp(key, port, f"{there}:/etc/hostname", tmp_path / "leak")[0] != 0
+    linked = subprocess.run(
+        ["sftp", "-b", "-", "-i", str(key), "-P", str(port), "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "LogLevel=ERROR", there],
+        input="symlink /etc/passwd passwd\n", capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert linked.returncode != 0 and not (h100_node.host.home(login) / "passwd").exists()
+
+    session = subprocess.Popen(
+        ["sftp", "-b", "-", "-i", str(key), "-P", str(port), "-o", "BatchMode=yes",
+         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "LogLevel=ERROR", there],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    session.stdin.write("pwd\n")
+    session.stdin.flush()
+    assert session.stdout.readline() == "sftp> pwd\n"  # batch mode echoes each command
+    assert session.stdout.readline() == f"Remote working directory: /home/{login}\n"
+    assert api.post(f"/api/v1/allocations/{allocation.pk}/stop/").status_code == 200
+    h100_node.round()
+    listed, _errors = session.communicate("ls\n", timeout=20)
+    assert session.returncode != 0 and "weights.bin" not in listed  # the open session ended
+    assert scp(key, port, f"{there}:weights.bin", tmp_path / "after-stop")[0] != 0

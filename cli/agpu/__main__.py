@@ -1,0 +1,3 @@
+from agpu.cli import main
+
+main()
