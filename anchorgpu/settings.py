@@ -329,6 +329,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "AllocationStateEnum": "rentals.models.AllocationState",
         "NodeStateEnum": "catalog.models.NodeState",
+        "DiffusionDtypeEnum": "sizing.diffusion.DTYPES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -252,7 +252,7 @@ class CaveatSerializer(serializers.Serializer):
     glossary = serializers.CharField(allow_null=True)
 
 
-class QuoteLineSerializer(serializers.Serializer):
+class SizingQuoteLineSerializer(serializers.Serializer):
     kind = serializers.CharField()
     quantity = serializers.IntegerField()
     unit_price = serializers.DecimalField(max_digits=14, decimal_places=2)
@@ -267,7 +267,7 @@ class CheapestQuoteSerializer(serializers.Serializer):
     gpu_count = serializers.IntegerField()
     period = serializers.CharField()
     period_count = serializers.IntegerField()
-    lines = QuoteLineSerializer(many=True)
+    lines = SizingQuoteLineSerializer(many=True)
     net_total = serializers.DecimalField(max_digits=14, decimal_places=2)
     tax_treatment = serializers.CharField()
     vat_rate = serializers.DecimalField(max_digits=5, decimal_places=4)

@@ -187,10 +187,11 @@ def test_another_user_reaches_none_of_alices_objects_from_any_operation(case, tw
 
 
 def _staff_and_flags(user_model) -> dict:
-    """In a world with a fleet: a staff member's token (with the operator permissions) and
-    one open flag of each kind."""
+    """In a world with a fleet: a staff member's token (with the operator permissions, and
+    the node changes a node agent's credential asks for) and one open flag of each kind."""
     staff = user_model.objects.create_user("fuzz-staff", is_staff=True)
-    staff.user_permissions.set(Permission.objects.filter(codename__in=OPERATIONS))
+    codenames = (*OPERATIONS, "change_node")
+    staff.user_permissions.set(Permission.objects.filter(codename__in=codenames))
     now, gpu = timezone.now(), Gpu.objects.select_related("node").first()
     flags = [
         Flag.objects.create(
