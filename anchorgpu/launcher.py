@@ -24,6 +24,8 @@ from collections import deque
 from pathlib import Path
 from urllib.parse import quote
 
+from anchorgpu import queues
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("ANCHORGPU_DATA_DIR", BASE_DIR / ".data"))
 DEFAULT_DEMO_PASSWORD = "anchorgpu-demo"
@@ -300,12 +302,12 @@ def _serve(children, env, port):
          "--workers", "2", "--threads", "4", "--access-logfile", "-"],
         env,
     )  # fmt: skip
-    for queue, concurrency in (("default", "2"), ("poll", "2")):
+    for queue in queues.ALL:
         children.start(
             f"worker-{queue}",
             [py, "-m", "celery", "-A", "anchorgpu", "worker", "--loglevel", "INFO",
              "--queues", queue, "--hostname", f"{queue}@%h",
-             "--concurrency", concurrency, "--without-gossip", "--without-mingle"],
+             "--concurrency", "2", "--without-gossip", "--without-mingle"],
             env,
         )  # fmt: skip
     children.start(

@@ -29,7 +29,6 @@ from telemetry.agents import agent_silent_after
 from telemetry.models import Flag, FlagKind, GpuSample, IngestMark, NodeAgent, Poll, PollOutcome
 
 RECENT = timedelta(minutes=5)
-QUEUES = ("celery",)
 
 
 class ConsoleCollector:
@@ -266,7 +265,7 @@ class ConsoleCollector:
         )
         try:
             client = cache._cache.get_client(write=False)
-            for queue in QUEUES:
+            for queue in settings.WORKER_QUEUES:
                 depth.add_metric([queue], client.llen(queue))
         except Exception:  # Redis down: the family is empty, the scrape still answers
             pass

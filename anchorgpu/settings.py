@@ -13,6 +13,8 @@ import environ
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from anchorgpu import queues
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -356,17 +358,16 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
-# Two queues: `poll` (telemetry polling; add worker processes as the fleet grows) and
-# `default` (enforcement, notices, rollups, webhooks). `make run` starts a worker for each.
-CELERY_TASK_DEFAULT_QUEUE = "default"
+# The queues are named in anchorgpu/queues.py; `make run` starts a worker for each.
+CELERY_TASK_DEFAULT_QUEUE = queues.DEFAULT
 CELERY_TASK_ROUTES = {
-    "telemetry.tasks.nodes_poll_task": {"queue": "poll"},
-    "telemetry.tasks.nodes_poll_shard_task": {"queue": "poll"},
-    "telemetry.tasks.nodes_remote_poll_shard_task": {"queue": "poll"},
-    "telemetry.tasks.telemetry_ingest_task": {"queue": "poll"},
-    "telemetry.tasks.telemetry_ingest_shard_task": {"queue": "poll"},
-}
-WORKER_QUEUES = ["default", "poll"]
+    f"telemetry.tasks.{name}": {"queue": queues.POLL}
+    for name in (
+        "nodes_poll_task", "nodes_poll_shard_task", "nodes_remote_poll_shard_task",
+        "telemetry_ingest_task", "telemetry_ingest_shard_task",
+    )
+}  # fmt: skip
+WORKER_QUEUES = list(queues.ALL)
 CELERY_TASK_ALWAYS_EAGER = False
 
 # --- The product ------------------------------------------------------------------------

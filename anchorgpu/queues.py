@@ -1,0 +1,7 @@
+"""The Celery queues, named once: the settings route tasks to them, the launcher starts a
+worker for each, /metrics measures each one's depth. No Django here (the launcher reads it
+before Django starts)."""
+
+DEFAULT = "default"  # enforcement, notices, rollups, webhooks, invoices
+POLL = "poll"  # telemetry polling and ingest: add worker processes as the fleet grows
+ALL = (DEFAULT, POLL)

@@ -1,0 +1,43 @@
+"""Every queue a task is routed to has a worker in `make run` and its depth on /metrics."""
+
+import pytest
+from django.conf import settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from accounts.services import api_token_create
+from anchorgpu import queues
+from anchorgpu.celery import app
+from telemetry.tasks import nodes_poll_task
+
+pytestmark = pytest.mark.django_db
+
+
+def _project_tasks():
+    app.loader.import_default_modules()
+    return sorted(name for name in app.tasks if not name.startswith("celery."))
+
+
+def _depths(client, staff) -> dict[str, float]:
+    token = api_token_create(user=staff, name="grafana")
+    text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {token}").content.decode()
+    family = next(
+        f for f in text_string_to_metric_families(text) if f.name == "anchorgpu_celery_queue_depth"
+    )
+    return {sample.labels["queue"]: sample.value for sample in family.samples}
+
+
+def test_every_task_goes_to_a_queue_that_workers_take():
+    routed = {name: app.amqp.router.route({}, name)["queue"].name for name in _project_tasks()}
+    assert len(routed) > 20
+    assert set(routed.values()) == set(queues.ALL) == set(settings.WORKER_QUEUES)
+    assert routed["telemetry.tasks.nodes_poll_task"] == queues.POLL
+
+
+def test_metrics_measure_the_depth_of_every_queue_a_task_waits_in(client, staff):
+    app.control.purge()
+    try:
+        assert _depths(client, staff) == dict.fromkeys(queues.ALL, 0)
+        nodes_poll_task.delay()  # no worker runs here: it waits in its queue
+        assert _depths(client, staff) == {queues.DEFAULT: 0, queues.POLL: 1}
+    finally:
+        app.control.purge()
