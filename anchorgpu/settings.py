@@ -1,6 +1,6 @@
 """AnchorGPU settings: one module, configured only by the environment.
 
-Every variable is documented in the README. A missing or malformed value stops start-up
+Every variable is documented in docs/configuration.md. A missing or malformed value stops start-up
 with a message that names the variable, instead of failing later in a request.
 """
 

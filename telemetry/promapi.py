@@ -60,7 +60,7 @@ def regex_alternatives(values) -> str:
 
 
 class Engine:
-    """A client of one engine's API, configured by PROMETHEUS_* (README, "Configuration")."""
+    """A client of one engine's API, configured by PROMETHEUS_* (docs/configuration.md)."""
 
     def __init__(self, conf: dict | None = None):
         conf = conf or settings.ANCHORGPU["PROMETHEUS"]
