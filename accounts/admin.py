@@ -66,7 +66,7 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(BuyerReview)
 class BuyerReviewAdmin(ReadOnlyAdmin):
-    """Teams whose stored invoice details stopped passing the checks (issue 54): when it was
+    """Teams whose stored invoice details stopped passing the checks: when it was
     found, the details then, the treatment their quotes had and the one they get now, and
     whether an owner has corrected them. Invoices issued before may need correcting."""
 

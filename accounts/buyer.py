@@ -7,7 +7,7 @@ A VAT ID of another country than the buyer's is refused: an EU prefix that is no
 buyer's, or any other country's VAT number that passes that country's check. A number
 outside the EU that is neither is kept as given.
 
-Details stored before a rule was added (issue 54: made-up countries, another country's VAT
+Details stored before a rule was added (made-up countries, another country's VAT
 ID) are checked again where they are used: a team whose details no longer pass is taxed as
 a consumer (`team_tax_treatment`) until an owner corrects them, and staff see it
 (`accounts.models.BuyerReview`).
@@ -143,7 +143,7 @@ def buyer_problems(team) -> dict[str, str]:
 
 def stored_tax_treatment(team) -> TaxTreatment:
     """The treatment the stored details earn as they are, checked or not (what quotes got
-    before the checks of issue 54)."""
+    before these checks)."""
     return treatment_for(country=team.country, vat_id=team.vat_id, is_business=team.is_business)
 
 

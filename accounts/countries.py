@@ -4,7 +4,7 @@ Babel's territories, which name them, also hold CLDR's regions and private-use c
 (EU "European Union", EZ "Eurozone", UN "United Nations", QO "Outlying Oceania", XA and XB
 "Pseudo-Accents" and "Pseudo-Bidi", ZZ "Unknown Region"), ISO's exceptionally reserved codes
 (AC, CP, CQ, DG, EA, IC, TA) and XK (Kosovo, a user-assigned code). None of those is a
-country an invoice can name, and one of them made a buyer "not taxable here" (issue 54).
+country an invoice can name, and one of them made a buyer "not taxable here".
 The list is written out rather than derived, so a new babel cannot add a code to it.
 """
 

@@ -183,7 +183,7 @@ class BuyerProblem(models.TextChoices):
 
 class BuyerReview(models.Model):
     """A team whose stored buyer details stopped passing the checks (a made-up country or
-    another country's VAT ID, saved before issue 54 refused them): found once, with the
+    another country's VAT ID, saved before they were refused): found once, with the
     treatment its quotes had and the one they get now, for staff to follow up (issued
     invoices may need correcting); closed when an owner or billing member saves details that
     pass. Quotes never read it: they check the details themselves (accounts.buyer)."""

@@ -1,4 +1,4 @@
-"""A provider's year at scale, generated (issue 32): `manage.py generate_scale`.
+"""A provider's year at scale, generated: `manage.py generate_scale`.
 
 Deterministic for a seed (the same rows, at the same offsets from the database's clock),
 written with binary COPY, every constraint and trigger in force: the exclusion on held GPUs

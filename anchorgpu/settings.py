@@ -68,7 +68,7 @@ INSTALLED_APPS = [
     "sizing",
     "webhooks",
     "invoices",
-    # The audit log (issue 31): django-pghistory's event tables, written by pgtrigger's
+    # The audit log: django-pghistory's event tables, written by pgtrigger's
     # triggers. audit sits at the top of the layers.
     "pgtrigger",
     "pghistory",
@@ -208,7 +208,7 @@ ACCOUNT_CONFIRM_EMAIL_ON_GET = False
 ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_LOGOUT_ON_GET = False
 # Who the product is to people (mails, account pages) and where they write to; the
-# confirmation mail said "Hello from 127.0.0.1:18800" with no name set (issue 54).
+# confirmation mail said "Hello from 127.0.0.1:18800" with no name set.
 SITE_NAME = _read("SITE_NAME", "str", default="AnchorGPU")
 SUPPORT_EMAIL = _read("SUPPORT_EMAIL", "str", default="support@anchorgpu.example")
 ACCOUNT_EMAIL_SUBJECT_PREFIX = f"[{SITE_NAME}] "
@@ -444,7 +444,7 @@ ANCHORGPU = {
     "API_TOKENS_MAX": _read("API_TOKENS_MAX", "int", default=20),
     "NOTICE_STOPPED_HOURS": _read("NOTICE_STOPPED_HOURS", "float", default=24.0),
     "NOTICE_RETRY_SECONDS": _read("NOTICE_RETRY_SECONDS", "float", default=30.0),
-    # When the provider fails (issue 27): NVIDIA's XIDs that mean a GPU cannot work until it is
+    # When the provider fails: NVIDIA's XIDs that mean a GPU cannot work until it is
     # reset (48 double-bit ECC, 79 fallen off the bus, 94/95 ECC, 119/120 GSP); how long a
     # node may stay unreachable or stale before its allocations are impaired; whether an
     # impaired allocation is moved to a spare by itself; how far ahead a maintenance window
@@ -459,7 +459,7 @@ ANCHORGPU = {
     "IMPAIRED_MIN": timedelta(seconds=_read("IMPAIRED_MIN_SECONDS", "float", default=300.0)),
     "IMPAIRED_AUTO_REPLACE": _read("IMPAIRED_AUTO_REPLACE", "bool", default=False),
     "MAINTENANCE_NOTICE": timedelta(hours=_read("MAINTENANCE_NOTICE_HOURS", "float", default=24.0)),
-    # Who issues the invoices (issue 31). The defaults are a fictional demo seller; a real
+    # Who issues the invoices. The defaults are a fictional demo seller; a real
     # one sets every SELLER_* variable. Catalog prices are net; VAT_STANDARD_RATE is the
     # seller country's standard rate (23 % in Poland).
     "SELLER": {

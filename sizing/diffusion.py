@@ -158,7 +158,7 @@ class Preset:
     published: dict = field(default_factory=dict)  # component → (count, what it is, source)
 
 
-# Published counts (../shared/reference/diffusion.md §1): the test holds every counted
+# Published counts (docs/sizing.md, with their sources): the test holds every counted
 # component within 2 % of them. SD 3.5 Medium's sources disagree (2.5B, 2.47B, "2.0B"): we
 # follow 2.47B, the GGUF file's count of its tensors, which includes the 384² × 1536
 # positional table that diffusers keeps as a persistent buffer (226.5M): our count of

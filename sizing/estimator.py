@@ -1,6 +1,6 @@
 """How much GPU memory a model and a workload need, per GPU, in bytes.
 
-Plain Python with no Django: the formulas of ../shared/reference/sizing.md (accelerate's
+Plain Python with no Django: the formulas of docs/sizing.md (accelerate's
 weights, vLLM's KV cache and budget, the ZeRO paper and DeepSpeed's estimators for model
 states, Korthikanti et al. for activations). Everything is in bytes; GiB and GB are for
 the page to label.

@@ -1,4 +1,4 @@
-"""Account mails and pages in the product's own words (issue 54, item 10): the site's name
+"""Account mails and pages in the product's own words: the site's name
 from the settings (not the host, "127.0.0.1:18800"), a grammatical Polish subject, headings
 in sentence case like every other page, a real contact instead of "Please contact us", and
 a way to have the confirmation link sent again from the "check your inbox" page."""

@@ -1,4 +1,4 @@
-"""Invoice details name real countries and the buyer's own VAT ID (issue 54, item 3): the
+"""Invoice details name real countries and the buyer's own VAT ID: the
 form offers only ISO 3166 countries, a VAT ID of another country is refused, and teams that
 already hold such details are taxed as consumers from their next quote, with a review that
 staff see, until an owner corrects them."""

@@ -1,4 +1,4 @@
-"""Issue 54 on the team pages: a team without history can be deleted and one with history
+"""The team pages: a team without history can be deleted and one with history
 stays (in words, nothing changed); inviting an address again renews its one invitation;
 the invitation form answers with a redirect; leaving asks about leaving; the invitation's
 sign-up has the invited address filled in; a form made for a team one has left is refused."""

@@ -1,4 +1,4 @@
-"""The admin reads like the product (issue 54): one "Accounts" section, the site's icon,
+"""The admin reads like the product: one "Accounts" section, the site's icon,
 times with their time zone, and money as money."""
 
 import re

@@ -1,4 +1,4 @@
-"""The scale generator (issue 32): the world it writes holds together under every constraint
+"""The scale generator: the world it writes holds together under every constraint
 the database enforces, at a size a test can afford; the benchmark writes the big ones."""
 
 import pytest

@@ -92,7 +92,7 @@ def test_capacity_gone_between_the_quote_and_the_booking_is_a_conflict(agpu, ali
 
 
 class PaymentDeclined(DomainError):
-    """What the payments issue's refusal answers (DESIGN: 402 `payment_declined`)."""
+    """What the payments issue's refusal answers (402 `payment_declined`)."""
 
     status = 402
     code = "payment_declined"

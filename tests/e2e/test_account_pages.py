@@ -1,4 +1,4 @@
-"""The account pages allauth serves, in the product's words and look (issue 54, item 10):
+"""The account pages allauth serves, in the product's words and look:
 "check your inbox" with its resend form, the two-factor page and the e-mail addresses, at a
 laptop in English and a phone in Polish, with no serious accessibility violation and no
 horizontal scroll."""

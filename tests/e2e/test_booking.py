@@ -311,7 +311,7 @@ def test_a_polish_customer_on_a_phone_sees_the_estimate_in_polish(
         assert width <= 390, f"the booking page is {width} px wide on a 390 px phone"
         screenshot(page, "book-estimate-pl-phone")
         # The form, its estimate and the calendar; the price history's table on a phone is
-        # the phone-tables work of issue 29 (item 2), which the every-page walk checks.
+        # the stacked phone tables, which the every-page walk checks.
         assert [v for v in axe_serious(page) if "history-h" not in str(v[2])] == []
     finally:
         context.close()

@@ -8,7 +8,7 @@ words wrap. Each page's screenshot lands in test-artifacts/pages/, on the laptop
 and on the phone in Polish (the layout checks run at all four), as JPEG: chromium encodes a
 long page's PNG in about twice the time.
 
-The customer is alice as a real customer soon is (issue 54): in two teams, so the header
+The customer is alice as a real customer soon is: in two teams, so the header
 carries the team switcher on every page, and with an SSH key, whose fingerprint the quote
 and allocation pages show; she opens her quote, a booked and an expired one, and an
 allocation of her other team. A page wider than the screen names the innermost elements

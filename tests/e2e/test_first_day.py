@@ -1,4 +1,4 @@
-"""A customer's first day (issue 54), in a real browser at 1366 and 390 px, in English and
+"""A customer's first day, in a real browser at 1366 and 390 px, in English and
 Polish, as a person in two teams who has an SSH key: ewa acts for her personal team or for
 her lab, and each team has rentals of its own.
 

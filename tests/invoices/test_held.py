@@ -2,7 +2,7 @@
 at the NBP rate of the last business day before the sale. Without such a rate it is held,
 never issued without it: the booking stands, staff are told (once, by mail, and on the staff
 pages), the customer reads why, and the rate entered in the admin issues it at once, with its
-credit notes (issue 54, item 5)."""
+credit notes."""
 
 import zoneinfo
 from datetime import timedelta

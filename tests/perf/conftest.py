@@ -104,7 +104,7 @@ def load(base_url, make_request, *, clients=8, seconds=5.0, headers=None):
     }
 
 
-# Issue 15's targets; each benchmark records its figure against one with `target(...)`.
+# The targets; each benchmark records its figure against one with `target(...)`.
 RESULTS: dict[str, dict] = {}
 
 

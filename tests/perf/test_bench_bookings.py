@@ -126,7 +126,7 @@ def test_bookings_per_second(django_user_model):
             "pgbench TPC-B (scale 4, 8 clients)": {"tps": tps},
         },
     )
-    # The floors of issue 32: the booking rules stay in Python services, and these must not
+    # The booking floors: the booking rules stay in Python services, and these must not
     # regress (HTTP as before: gunicorn with 2 workers of 4 threads).
     target(
         "bookings_service_to_pgbench",

@@ -1,4 +1,4 @@
-"""What confinement costs a node (issue 47), as root on this machine's kernel:
+"""What confinement costs a node, as root on this machine's kernel:
 
 - the agent's reconcile with 8 allocations on one node: the first round (8 accounts, their
   groups, device filters, limits, keys) and a steady round (nothing changed: what the agent

@@ -1,5 +1,5 @@
 """A year of business at 1k and 10k GPUs (and 100k with BENCH_SCALE_GPUS=100000): what
-customers, staff and workers wait for, and how it grows (issue 32).
+customers, staff and workers wait for, and how it grows.
 
 Each size is generated afresh (`anchorgpu.scale.generate_scale`, the same as
 `manage.py generate_scale`), then every figure is timed through Django's test client (the

@@ -1,4 +1,4 @@
-"""Helpers for the provider's side of faults (issue 27): operators with their permissions."""
+"""Helpers for the provider's side of faults: operators with their permissions."""
 
 from django.contrib.auth.models import Permission
 

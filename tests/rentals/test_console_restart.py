@@ -1,5 +1,5 @@
 """A console that was stopped judges no node, agent or allocation by the time it was not
-watching (issue 54, item 4): after a restart nothing is impaired, stale or silent before the
+watching: after a restart nothing is impaired, stale or silent before the
 polls since the restart say so; a recovery has its notice and webhook as the impairment
 had; and a span shorter than IMPAIRED_MIN_SECONDS is not impaired time."""
 

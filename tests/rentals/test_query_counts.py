@@ -1,5 +1,5 @@
 """Statements per quote, booking and catalog list, pinned: a change that adds one shows
-here (the figures are issue 15's; savepoint commands count too)."""
+here (savepoint commands count too)."""
 
 import pytest
 from django.db import connection

@@ -1,4 +1,4 @@
-"""Issue 54 on the rental pages, through the test client: a rental of any of one's teams
+"""The rental pages, through the test client: a rental of any of one's teams
 opens and offers to act for its team; forms keep the team they were made for; a quote says
 it was booked or expired before any click; an option that asks for input gets it and
 cannot start now when it needs lead time; Polish "Start" is "Uruchom"; the staff page of

@@ -1,4 +1,4 @@
-"""VAT on quotes (issue 31): each buyer's treatment, one rounding per quote, and every
+"""VAT on quotes: each buyer's treatment, one rounding per quote, and every
 charge, refund and credit carrying the net and VAT of the quote the customer read."""
 
 import csv

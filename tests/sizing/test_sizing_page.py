@@ -1,4 +1,5 @@
-"""Issue 54 on "Will it fit?": the VAE caveat only where a VAE is part of the workload, no
+"""The "Will it fit?" page as a first-time customer reads it: the VAE caveat only where a
+VAE is part of the workload, no
 raw caveat codes on the page, a price for each fitting line without signing in, results
 the submit scrolls to, and a shortened inference link that needs no training field."""
 

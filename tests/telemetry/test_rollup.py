@@ -1,6 +1,6 @@
 """The rollup run's two ways of writing minutes (a plain insert after the newest minute, an
 upsert at or before it), its bucket edges in UTC, and the hours and days it aggregates again
-(only those holding minutes it wrote) (issue 32)."""
+(only those holding minutes it wrote)."""
 
 from datetime import UTC, datetime, timedelta
 
