@@ -5,7 +5,7 @@ time: shipping tens of millions of rows from Python would be the slow part."""
 
 from functools import cache
 
-from psycopg.sql import SQL, Identifier, Literal
+from psycopg.sql import SQL, Identifier
 
 # Every table the generator writes, children first: a reset empties them in one statement.
 TABLES = (
@@ -16,14 +16,6 @@ TABLES = (
     "telemetry_gpurollup", "telemetry_gpubusy", "telemetry_fleetrollup", "telemetry_fleetsize",
     "telemetry_poll", "telemetry_gpusample", "catalog_gpu", "catalog_node", "accounts_membership",
     "accounts_team",
-)  # fmt: skip
-
-# What storage per row is measured on (docs/operations.md).
-STORED = (
-    "rentals_allocation", "rentals_allocationgpu", "rentals_allocationevent", "rentals_quote",
-    "rentals_quoteline", "rentals_ledgerentry", "rentals_notice", "rentals_cluster",
-    "telemetry_gpurollup", "telemetry_fleetrollup", "telemetry_gpusample", "telemetry_poll",
-    "telemetry_flag", "catalog_node", "catalog_gpu", "accounts_team", "auth_user",
 )  # fmt: skip
 
 
@@ -44,21 +36,6 @@ def sequence_reset(table: str) -> str:
         .format(Identifier(table))
         .as_string()
     )  # fmt: skip
-
-
-@cache
-def table_size(table: str) -> str:
-    """Bytes of a table with its indexes and TOAST, summed over its partitions where it has
-    them, and its rows as the last ANALYZE counted them."""
-    return (
-        SQL(
-            "SELECT sum(pg_total_relation_size(c.oid))::bigint, sum(greatest(c.reltuples, 0))::bigint"
-            " FROM pg_class c WHERE c.relkind = 'r' AND (c.oid = {table}::regclass"
-            " OR c.oid IN (SELECT relid FROM pg_partition_tree({table}::regclass) WHERE isleaf))"
-        )
-        .format(table=Literal(table))
-        .as_string()
-    )
 
 
 @cache

@@ -81,10 +81,6 @@ _ACCESS_FACTS = (
 )  # fmt: skip
 
 
-def _with_access_facts(allocations):
-    return allocations.prefetch_related(*_ACCESS_FACTS)
-
-
 def entry(*, allocation_id, state, paid_from, paid_until, gpus, keys, vcpus_per_gpu,
           ram_gib_per_gpu) -> dict:  # fmt: skip
     """What the node should make of one allocation: the one definition, whether its facts
@@ -106,7 +102,7 @@ def entry(*, allocation_id, state, paid_from, paid_until, gpus, keys, vcpus_per_
 
 
 def desired_entry(allocation: Allocation) -> dict:
-    """An allocation's entry from the ORM (`_with_access_facts` loaded)."""
+    """An allocation's entry from the ORM (its `_ACCESS_FACTS` prefetched)."""
     return entry(
         allocation_id=allocation.pk,
         state=allocation.state,
@@ -117,19 +113,6 @@ def desired_entry(allocation: Allocation) -> dict:
         vcpus_per_gpu=allocation.vcpus_per_gpu,
         ram_gib_per_gpu=allocation.ram_gib_per_gpu,
     )
-
-
-def _on_node_now(node: Node, now: datetime):
-    return Allocation.objects.filter(node=node, state__in=LIVE_STATES, paid_until__gt=now).filter(
-        ~Q(state=AllocationState.SCHEDULED) | Q(paid_from__lte=now + SCHEDULED_LEAD)
-    )
-
-
-def node_desired_state(*, node: Node, now: datetime) -> dict:
-    """The node's desired state with its generation (the digest of the rest), from the ORM
-    (the agent's own poll reads the same in one statement: `agent_poll`)."""
-    entries = [desired_entry(a) for a in _with_access_facts(_on_node_now(node, now))]
-    return _node_state(node.hostname, node.exporter, entries)
 
 
 def _node_state(hostname: str, exporter: str, entries: list[dict]) -> dict:

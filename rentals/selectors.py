@@ -367,12 +367,6 @@ def ledger_balances(*, acting: Acting, filters: dict | None = None) -> list[Mone
     return ledger_summary(acting=acting, filters=filters).balances
 
 
-def ledger_balance(*, acting: Acting, filters: dict | None = None):
-    """The balance when the ledger holds one currency (the usual case), else None: there is
-    no single number for several currencies (see `ledger_balances`)."""
-    return ledger_summary(acting=acting, filters=filters).balance
-
-
 # `amount` is the gross; net and VAT were added after it (columns are added, never moved).
 STATEMENT_HEADER = [
     "date_utc", "kind", "description", "amount", "currency", "allocation", "net", "vat",

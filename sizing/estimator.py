@@ -412,18 +412,6 @@ def model_states(
     return 4 * ll + -(-2 * p // n), -(-4 * p // n), -(-12 * p // n)
 
 
-def zero_paper_model_states(parameters: int, gpus: int, stage: int, k: int = 12) -> float:
-    """The ZeRO paper's per-GPU model states (§3, Fig. 1) for mixed-precision Adam
-    (2 + 2 + K bytes per parameter): stage 0 (DDP), 1 (P_os), 2 (P_os+g), 3 (P_os+g+p)."""
-    p, n = parameters, gpus
-    return {
-        0: (2 + 2 + k) * p,
-        1: 2 * p + 2 * p + k * p / n,
-        2: 2 * p + (2 + k) * p / n,
-        3: (2 + 2 + k) * p / n,
-    }[stage]
-
-
 def lora_parameters(arch: Architecture, rank: int) -> int:
     """Adapters on every linear layer of the blocks: rank × (in + out) each."""
     return arch.layers * sum((n_in + n_out) * rank * c for n_in, n_out, c in arch.linears())

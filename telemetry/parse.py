@@ -233,10 +233,6 @@ class _Scan:
         return Scrape(self.readings, self.problems, self.gpu_families)
 
 
-def parse_dcgm(text: str) -> Scrape:
-    return dcgm_scrape(_families(text))
-
-
 def dcgm_scrape(families) -> Scrape:
     """dcgm-exporter's families (each with `name` and `samples` of `labels` and `value`),
     from a body or from a time-series engine's answer, read as one scrape."""
@@ -296,10 +292,6 @@ def amd_key(labels) -> str | None:
         return labels.get("serial_number") or labels.get("gpu_uuid")
     index = _index(labels.get("gpu_id"))
     return f"gpu_id:{index}" if index is not None else None
-
-
-def parse_amd(text: str, prefix: str = "") -> Scrape:
-    return amd_scrape(_families(text), prefix=prefix)
 
 
 def amd_scrape(families, prefix: str = "") -> Scrape:

@@ -249,7 +249,7 @@ def test_rows_move_to_their_owners_personal_teams_with_balances_unchanged(migrat
         assert ApiToken.objects.get(user_id=user_pk).team == team
         charge, refund = AMOUNTS[name]
         expected = Decimal(charge) - Decimal(refund or 0)
-        assert selectors.ledger_balance(acting=acting) == expected
+        assert selectors.ledger_summary(acting=acting).balance == expected
 
 
 @pytest.mark.django_db

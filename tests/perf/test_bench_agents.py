@@ -25,13 +25,14 @@ from django.utils import timezone
 from accounts.access import acting_as
 from catalog.demo import seed_catalog
 from catalog.models import Node
-from rentals.access import gpu_variable, node_desired_state, state_with_generation
+from rentals.access import gpu_variable, state_with_generation
 from rentals.models import Allocation, AllocationState
 from rentals.services import allocation_start, allocation_stop
 from telemetry.models import NodeAgent
 from tests.conftest import person
 from tests.perf.conftest import gunicorn, h100_fleet, load, report
 from tests.rentals.helpers import book
+from tests.rentals.oracles import node_desired_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,13 +18,14 @@ from accounts.services import api_token_create
 from accounts.ssh_keys import ssh_key_add
 from accounts.teams import team_create
 from catalog.models import Node
-from rentals.access import agent_poll, node_desired_state, tenant_login
+from rentals.access import agent_poll, tenant_login
 from rentals.models import AllocationEvent, EventKind, Notice, NoticeKind
 from rentals.services import allocation_keys_set, allocation_start, allocation_stop
 from telemetry.agents import agent_credential_issue, agents_flag_silent
 from telemetry.models import Flag, FlagKind, NodeAgent
 from tests.accounts.test_ssh_keys import ed25519_key, public_line
 from tests.rentals.helpers import book
+from tests.rentals.oracles import node_desired_state
 from tests.telemetry.conftest import watching
 
 pytestmark = pytest.mark.django_db

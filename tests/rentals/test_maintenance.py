@@ -20,7 +20,6 @@ from accounts.services import account_preferences_set
 from catalog.models import Node, NodeState
 from core.db import db_now
 from core.errors import Conflict
-from rentals.access import node_desired_state
 from rentals.availability import availability_days, earliest_start, gpu_model_offers
 from rentals.errors import ChoiceMissing, NoCapacity
 from rentals.models import (
@@ -36,6 +35,7 @@ from rentals.services import allocation_book, quote_create
 from rentals.services.maintenance import maintenance_create
 from rentals.texts import notice_subject, notice_text, reader_preferences
 from tests.rentals.helpers import book
+from tests.rentals.oracles import node_desired_state
 from tests.rentals.provider import operator
 from tests.rentals.test_allocations import overlapping_pairs
 from tests.rentals.test_concurrency import _in_thread

@@ -16,7 +16,6 @@ from sizing.estimator import (
     estimate_training,
     model_states,
     weights_bytes,
-    zero_paper_model_states,
 )
 from sizing.presets import PRESETS
 
@@ -25,6 +24,18 @@ H200 = 143771 * 2**20  # what an H200 reports (nvidia-smi memory.total, checked 
 
 def arch(slug):
     return architecture_from_config(PRESETS[slug]["config"])
+
+
+def zero_paper_model_states(parameters: int, gpus: int, stage: int, k: int = 12) -> float:
+    """The ZeRO paper's per-GPU model states (§3, Fig. 1) for mixed-precision Adam
+    (2 + 2 + K bytes per parameter): stage 0 (DDP), 1 (P_os), 2 (P_os+g), 3 (P_os+g+p)."""
+    p, n = parameters, gpus
+    return {
+        0: (2 + 2 + k) * p,
+        1: 2 * p + 2 * p + k * p / n,
+        2: 2 * p + (2 + k) * p / n,
+        3: (2 + 2 + k) * p / n,
+    }[stage]
 
 
 @pytest.mark.parametrize("slug", sorted(PRESETS))

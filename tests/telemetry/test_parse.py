@@ -4,11 +4,19 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.parse import ScrapeError, parse_amd, parse_dcgm
+from telemetry.parse import ScrapeError, parse_exporter
 
 FIXTURES = Path(__file__).parent / "fixtures"
 H100_A = "GPU-11111111-2222-3333-4444-555555555555"
 H100_B = "GPU-66666666-7777-8888-9999-aaaaaaaaaaaa"
+
+
+def parse_dcgm(text):
+    return parse_exporter(text, exporter="dcgm")
+
+
+def parse_amd(text, prefix=""):
+    return parse_exporter(text, exporter="amd", prefix=prefix)
 
 
 def fixture(name):
