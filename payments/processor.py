@@ -5,6 +5,7 @@ failures and the processor's 5xx become `ProcessorUnavailable`; card errors come
 `stripe.CardError` for the caller to word."""
 
 from decimal import Decimal
+from functools import lru_cache
 
 import stripe
 from django.conf import settings
@@ -16,11 +17,17 @@ from payments.errors import ProcessorUnavailable
 
 def client() -> stripe.StripeClient:
     conf = settings.PAYMENTS
+    return _client(conf["API_KEY"] or "sk_test_unset", conf["API_BASE"], conf["TIMEOUT"])
+
+
+@lru_cache(maxsize=4)
+def _client(key: str, base: str, timeout: float) -> stripe.StripeClient:
+    """One client (and its connection pool) per configuration."""
     return stripe.StripeClient(
-        conf["API_KEY"] or "sk_test_unset",
-        base_addresses={"api": conf["API_BASE"]},
+        key,
+        base_addresses={"api": base},
         max_network_retries=0,  # our own retries are tasks; a request must not hang
-        http_client=stripe.HTTPXClient(timeout=conf["TIMEOUT"]),
+        http_client=stripe.HTTPXClient(timeout=timeout, allow_sync_methods=True),
     )
 
 
