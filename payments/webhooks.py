@@ -43,12 +43,13 @@ def webhook_response(request) -> JsonResponse:
 
 def event_apply(*, event_id: str, kind: str, obj: dict) -> bool:
     """Apply one verified event once; False for a replay (nothing changes)."""
-    try:
-        with transaction.atomic():
-            ProcessorEvent.objects.create(event_id=event_id[:100], type=kind[:100])
-            _apply(kind, obj)
-    except IntegrityError:
-        return False
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                ProcessorEvent.objects.create(event_id=event_id[:100], type=kind[:100])
+        except IntegrityError:
+            return False  # a replay
+        _apply(kind, obj)  # fails: the event row rolls back too, and the processor resends
     return True
 
 
