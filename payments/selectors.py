@@ -3,7 +3,9 @@
 from django.db.models import Count, Q, Sum
 
 from accounts.access import Acting, Action
-from accounts.models import BillingMode, TeamCreditLimit
+from accounts.models import BillingMode, Team, TeamCreditLimit
+from invoices.models import Invoice, InvoiceKind
+from invoices.selectors import invoice_today
 from payments.models import (
     BankTransfer,
     Card,
@@ -64,3 +66,23 @@ def payments_overview() -> dict:
             ]
         ),
     }
+
+
+def teams_overdue() -> list[tuple]:
+    """(team, its overdue invoices) for every invoiced team with one: the staff page, the
+    reminders and /metrics."""
+    candidates = (
+        Invoice.objects.filter(
+            kind=InvoiceKind.INVOICE,
+            due_on__lt=invoice_today(),
+            team__billing_mode=BillingMode.INVOICED,
+        )
+        .values_list("team_id", flat=True)
+        .distinct()
+    )
+    found = []
+    for team in Team.objects.filter(pk__in=candidates).order_by("name"):
+        overdue = invoices_overdue(team=team)
+        if overdue:
+            found.append((team, overdue))
+    return found
