@@ -196,3 +196,19 @@ def test_cancel_before_the_start_refunds_the_card(
     credit_refund(credit_note_id=note.pk)  # again: nothing more
     assert CashEntry.objects.filter(kind=CashKind.REFUNDED).count() == 1
     assert InvoicePayment.objects.filter(invoice=note).get().amount == note.gross
+
+
+def test_fa3_and_pdf_carry_the_payment_facts(catalog, alice, alice_api, bob, bob_api):
+    from invoices.fa3 import invoice_xml  # noqa: PLC0415
+    from invoices.pdf import invoice_pdf  # noqa: PLC0415
+
+    card_team(alice)
+    book(alice_api, quote(alice_api)["id"])
+    paid = Invoice.objects.get(team__personal_for=alice)
+    xml = invoice_xml(paid).decode()  # validated against the official schema inside
+    assert "<Zaplacono>1</Zaplacono>" in xml and "<DataZaplaty>" in xml
+    assert invoice_pdf(paid)[:4] == b"%PDF"
+    book(bob_api, quote(bob_api)["id"])  # bob's team is invoiced (test default)
+    due = Invoice.objects.get(team__personal_for=bob)
+    xml = invoice_xml(due).decode()
+    assert f"<Termin>{due.due_on.isoformat()}</Termin>" in xml and "Zaplacono" not in xml
