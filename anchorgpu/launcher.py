@@ -323,6 +323,7 @@ def _serve(children, env, port):
     manage(env, "seed_demo", "--simulator", f"http://127.0.0.1:{sim_port}")
     manage(env, "exchange_rates_demo")  # the demo's currencies have their PLN rates
     manage(env, "invoices_issue_missing")  # the demo's history gets its invoices too
+    manage(env, "seed_payments")  # alice pays by card (4242 saved), bob is invoiced
     py = sys.executable
     children.start(
         "web",

@@ -194,7 +194,7 @@ def payment_authorise(*, acting: Acting, quote_id, key: str) -> Payment | None:
     if card is None:
         raise CardMissing(
             _("This team pays by card: save a card on the team's billing page, then retry."),
-            extra={"cards_url": "/teams/billing/"},
+            extra={"cards_url": f"/teams/{team.pk}/billing/"},
         )
     try:
         amount = processor.to_minor(quote.total, quote.currency)
@@ -228,6 +228,12 @@ def payment_authorise(*, acting: Acting, quote_id, key: str) -> Payment | None:
     except ProcessorUnavailable:
         Payment.objects.filter(pk=payment.pk).delete()  # nothing was authorised: key stays free
         raise
+    except stripe.InvalidRequestError as exc:  # the processor no longer knows the card
+        Payment.objects.filter(pk=payment.pk).delete()
+        raise CardMissing(
+            _("The payment processor no longer knows the saved card: save it again, then retry."),
+            extra={"cards_url": f"/teams/{team.pk}/billing/"},
+        ) from exc
     return _intent_seen(payment, intent)
 
 
