@@ -230,3 +230,29 @@ class BankTransfer(models.Model):
 
     def __str__(self):
         return f"{self.reference}: {self.amount} {self.currency}"
+
+
+class ReminderKind(models.TextChoices):
+    DUE_SOON = "due_soon", _("due soon")
+    OVERDUE = "overdue", _("overdue")
+
+
+class PaymentReminder(models.Model):
+    """A reminder of an unpaid invoice sent to one owner or billing member: once per invoice,
+    kind and person, whatever the schedule replays."""
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=ReminderKind.choices)
+    sent_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["invoice", "kind", "user"], name="payments_reminder_once"
+            ),
+            choices_check("kind", ReminderKind, name="payments_reminder_kind_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} {self.invoice_id} → {self.user_id}"

@@ -4,6 +4,7 @@ from celery import shared_task
 from django.conf import settings
 
 from payments.errors import ProcessorUnavailable
+from payments.reminders import payment_reminders_send
 from payments.services import credit_refund, payment_capture
 
 
@@ -28,3 +29,9 @@ def credit_refund_task(self, credit_note_id: int) -> None:
         credit_refund(credit_note_id=credit_note_id)
     except ProcessorUnavailable as exc:
         raise self.retry(exc=exc, countdown=min(600, 10 * 2**self.request.retries)) from exc
+
+
+@shared_task(ignore_result=True)
+def payment_reminders_task() -> int:
+    """Daily: reminders before and after invoices' due dates."""
+    return payment_reminders_send()

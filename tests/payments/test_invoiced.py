@@ -70,3 +70,17 @@ def test_a_negative_credit_limit_is_refused_by_the_database(alice):
     team = invoiced(alice)
     with pytest.raises(IntegrityError), transaction.atomic():
         TeamCreditLimit.objects.create(team=team, currency="USD", amount=Decimal("-1"))
+
+
+def test_reminders_before_and_after_the_due_date_once_each(catalog, alice, alice_api, mailoutbox):
+    from payments.reminders import payment_reminders_send  # noqa: PLC0415
+
+    invoiced(alice, terms=7)
+    book(alice_api, quote(alice_api)["id"])
+    assert payment_reminders_send() == 0  # due in 7 days: nothing yet
+    with time_machine.travel(timezone.now() + timedelta(days=5), tick=False):
+        assert payment_reminders_send() == 1 and payment_reminders_send() == 0
+    with time_machine.travel(timezone.now() + timedelta(days=9), tick=False):
+        assert payment_reminders_send() == 1
+    assert [m.subject.split()[-1] for m in mailoutbox][-1] == "overdue"
+    assert len(mailoutbox) == 2
