@@ -62,7 +62,7 @@ def _processor_round_trips(n=40) -> dict:
     method = client.v1.payment_methods.create(
         {
             "type": "card",
-            "card": {"number": "4242424242424242", "exp_month": 12, "exp_year": 2031, "cvc": "1"},
+            "card": {"number": "4242424242424242", "exp_month": 12, "exp_year": 2031, "cvc": "123"},
         }
     )
     client.v1.payment_methods.attach(method.id, {"customer": customer.id})
