@@ -44,7 +44,7 @@ def payments_overview() -> dict:
     states = dict(Payment.objects.values_list("state").annotate(n=Count("id")))
     refunds = CashEntry.objects.filter(kind=CashKind.REFUNDED)
     return {
-        "payments": {state.value: states.get(state.value, 0) for state in PaymentState},
+        "payments": {state.label: states.get(state.value, 0) for state in PaymentState},
         "capture_failed": list(
             Payment.objects.filter(
                 Q(state=PaymentState.CAPTURE_FAILED)
