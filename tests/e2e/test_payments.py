@@ -60,3 +60,24 @@ def test_staff_payments_page_on_a_phone(catalog, staff, browser, live_server):
         assert axe_serious(phone) == []
     finally:
         context.close()
+
+
+def test_three_d_secure_is_completed_in_the_browser_and_books_once(
+    catalog, alice, page, live_server, pln_rates
+):
+    from payments.models import Payment, PaymentState  # noqa: PLC0415
+    from rentals.models import Allocation  # noqa: PLC0415
+    from tests.payments.conftest import THREE_D_SECURE  # noqa: PLC0415
+
+    card_team(alice, THREE_D_SECURE)
+    login(page, live_server, "alice", "pw-alice-123456")
+    get_quote(page, live_server)
+    page.get_by_role("button", name="Book").click()
+    page.wait_for_url(re.compile(r"/payments/\d+/authenticate/$"))
+    assert Allocation.objects.count() == 0
+    screenshot(page, "three-d-secure")
+    page.get_by_role("button", name="Confirm with 3-D Secure").click()
+    page.get_by_role("button", name="Complete authentication").click()  # localstripe's bank
+    page.wait_for_url(re.compile(r"/allocations/[0-9a-f-]+/$"))
+    assert Allocation.objects.count() == 1
+    assert Payment.objects.get().state == PaymentState.CAPTURED
