@@ -134,3 +134,28 @@ def test_a_bad_statement_is_refused_in_words_and_changes_nothing(
 
 def test_customers_cannot_upload(catalog, alice_api):
     assert upload(alice_api, camt()).status_code == 403
+
+
+def test_a_payment_recorded_by_hand_is_applied_and_audited(catalog, alice, alice_api, staff):
+    from accounts.access import acting_as  # noqa: PLC0415
+    from audit.models import CashAudit  # noqa: PLC0415
+    from payments.services import payment_record  # noqa: PLC0415
+
+    [a] = invoices(alice_api, 1)
+    payment_record(
+        acting=acting_as(staff), team=a.team, amount=Decimal("46.34"), currency="USD",
+        reason="cash at the desk", invoice_number=a.display_number,
+    )  # fmt: skip
+    assert status(a) == "partially_paid"
+    event = CashAudit.objects.get()
+    assert (event.pgh_label, event.amount, event.reference) == (
+        "payment recorded", Decimal("46.34"), "cash at the desk",
+    )  # fmt: skip
+    with pytest.raises(Exception, match="decimal places"):
+        payment_record(
+            acting=acting_as(staff),
+            team=a.team,
+            amount=Decimal("1.005"),
+            currency="USD",
+            reason="x",
+        )
