@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0017_billing_terms"),
         ("audit", "0003_invoice_details"),
-        ("payments", "0004_payments"),
+        ("payments", "0004_audit_triggers"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
