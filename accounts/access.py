@@ -50,6 +50,7 @@ class Action(StrEnum):
     SET_BUYER = "set_buyer"  # the team's buyer details on invoices
     READ_AUDIT = "read_audit"  # the team's audit log (page and API)
     DELETE_TEAM = "delete_team"  # a team without history (accounts.teams.team_delete)
+    MANAGE_CARDS = "manage_cards"  # save, remove and choose the default card (payments)
 
 
 # The role matrix: who may do what. Tests generate every case from this table.
@@ -73,6 +74,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.SET_BUYER:             (YES,  NO,    YES,    NO),
     Action.READ_AUDIT:            (YES,  NO,    YES,    NO),
     Action.DELETE_TEAM:           (YES,  NO,    NO,     NO),
+    Action.MANAGE_CARDS:          (YES,  NO,    YES,    NO),
 }
 # fmt: on
 

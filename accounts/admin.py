@@ -11,6 +11,7 @@ from accounts.models import (
     Membership,
     SpendLimitChange,
     Team,
+    TeamCreditLimit,
 )
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, when_column
 
@@ -51,17 +52,24 @@ class InvoiceDetailsReviewFilter(admin.SimpleListFilter):
         return queryset
 
 
+class TeamCreditLimitInline(admin.TabularInline):
+    """Invoiced teams: how much they may owe per currency (no row: no limit)."""
+
+    model = TeamCreditLimit
+    extra = 0
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["name", "personal_for", "monthly_spend_limit", "require_second_factor",
-                    "created_at"]  # fmt: skip
+    list_display = ["name", "personal_for", "billing_mode", "monthly_spend_limit",
+                    "require_second_factor", "created_at"]  # fmt: skip
     search_fields = ["name", "memberships__user__username"]
     list_filter = [
-        ("personal_for", admin.EmptyFieldListFilter), "require_second_factor",
+        ("personal_for", admin.EmptyFieldListFilter), "require_second_factor", "billing_mode",
         InvoiceDetailsReviewFilter,
     ]  # fmt: skip
     readonly_fields = ["personal_for", "created_at"]
-    inlines = [MembershipInline, SpendLimitChangeInline, BuyerReviewInline]
+    inlines = [MembershipInline, SpendLimitChangeInline, BuyerReviewInline, TeamCreditLimitInline]
 
 
 @admin.register(BuyerReview)

@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from core.db import choices_check
-from core.money import MoneyField
+from core.money import CurrencyField, MoneyField
 from core.vat import TaxTreatment
 
 
@@ -119,6 +119,21 @@ class SignIn(models.Model):
         return f"{self.user} at {self.at}"
 
 
+class BillingMode(models.TextChoices):
+    """How a team pays for what it books (the payments app): a card authorised before each
+    booking and captured after it, or invoices due in `payment_terms_days` within a credit
+    limit per currency."""
+
+    CARD = "card", _("card")
+    INVOICED = "invoiced", _("invoiced")
+
+
+def new_team_billing_mode() -> str:
+    """New sign-ups pay by card; tests (and a provider that invoices everyone) set
+    ANCHORGPU["NEW_TEAM_BILLING_MODE"] = "invoiced"."""
+    return settings.ANCHORGPU["NEW_TEAM_BILLING_MODE"]
+
+
 class Team(models.Model):
     """Who owns rentals and money. Every user has a personal team (`personal_for`); a company
     makes a team of its own and invites colleagues."""
@@ -149,10 +164,24 @@ class Team(models.Model):
         max_length=20, blank=True, db_default="", default="",
         help_text="Compact, with its country prefix in the EU (PL5260250274, DE136695976)",
     )  # fmt: skip
+    # Getting paid (staff set invoiced mode, its terms and its limits: `TeamCreditLimit`).
+    billing_mode = models.CharField(
+        max_length=10,
+        choices=BillingMode.choices,
+        default=new_team_billing_mode,
+        db_default=BillingMode.INVOICED,  # existing teams (migration 0017), raw inserts
+    )
+    payment_terms_days = models.PositiveSmallIntegerField(default=14, db_default=14)
+    grace_days = models.PositiveSmallIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["name"]
         constraints = [
+            choices_check("billing_mode", BillingMode, name="accounts_team_billing_mode_known"),
+            models.CheckConstraint(
+                condition=Q(payment_terms_days__lte=365) & Q(grace_days__lte=365),
+                name="accounts_team_payment_terms_in_range",
+            ),
             models.CheckConstraint(
                 condition=Q(legal_name="") | ~Q(country="") & ~Q(address=""),
                 name="accounts_team_business_has_country_and_address",
@@ -173,6 +202,29 @@ class Team(models.Model):
     @property
     def is_business(self) -> bool:
         return bool(self.legal_name)
+
+
+class TeamCreditLimit(models.Model):
+    """How much an invoiced team may owe in one currency (unpaid invoices plus a new booking's
+    gross). No row: no limit in that currency."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="credit_limits")
+    currency = CurrencyField()
+    amount = MoneyField()
+
+    class Meta:
+        ordering = ["team", "currency"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "currency"], name="accounts_teamcreditlimit_one_per_currency"
+            ),
+            models.CheckConstraint(
+                condition=Q(amount__gte=0), name="accounts_teamcreditlimit_not_negative"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.team_id}: {self.amount} {self.currency}"
 
 
 class BuyerProblem(models.TextChoices):

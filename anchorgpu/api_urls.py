@@ -20,6 +20,7 @@ from audit.api.views import AuditListApi
 from catalog.api import views as catalog
 from glossary.api import GlossaryListApi
 from invoices.api import views as invoices
+from payments.api import views as payments
 from rentals.api import (
     agent,
     allocations,
@@ -47,6 +48,25 @@ urlpatterns = [
     path("ssh-keys/<int:pk>/", SshKeyDetailApi.as_view(), name="api-ssh-key"),
     path("teams/", TeamListApi.as_view(), name="api-teams"),
     path("teams/<int:pk>/", TeamDetailApi.as_view(), name="api-team"),
+    path("teams/<int:pk>/billing/", payments.TeamBillingApi.as_view(), name="api-team-billing"),
+    path("teams/<int:pk>/cards/", payments.TeamCardListApi.as_view(), name="api-team-cards"),
+    path(
+        "teams/<int:pk>/cards/setup-intent/",
+        payments.TeamSetupIntentApi.as_view(),
+        name="api-team-card-setup",
+    ),
+    path(
+        "teams/<int:pk>/cards/<int:card>/",
+        payments.TeamCardDetailApi.as_view(),
+        name="api-team-card",
+    ),
+    path(
+        "teams/<int:pk>/cards/<int:card>/default/",
+        payments.TeamCardDefaultApi.as_view(),
+        name="api-team-card-default",
+    ),
+    path("payments/statements/", payments.StatementUploadApi.as_view(), name="api-statements"),
+    path("payments/unmatched/", payments.UnmatchedListApi.as_view(), name="api-unmatched"),
     path("teams/<int:pk>/members/", TeamMemberListApi.as_view(), name="api-team-members"),
     path(
         "teams/<int:pk>/members/<int:member>/",

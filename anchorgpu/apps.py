@@ -10,3 +10,6 @@ class AnchorgpuConfig(AppConfig):
 
     def ready(self):
         from anchorgpu import schema  # noqa: F401  (registers the OpenAPI extension)
+        from anchorgpu.wiring import connect
+
+        connect()  # purchases are paid: rentals.purchase_hooks ← payments

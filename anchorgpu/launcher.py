@@ -123,6 +123,34 @@ def embedded_redis(*, announce=False):
 
 
 @contextlib.contextmanager
+def embedded_processor():
+    """localstripe on loopback as the payment processor (no Stripe keys set): the
+    environment that points the payments app at it. Its state lives in memory only."""
+    port = free_port()
+    processor = Child(
+        "localstripe",
+        [sys.executable, "-m", "payments.localstripe_server", "--port", str(port)],
+        dict(os.environ),
+    )
+    processor.start(quiet=True)
+    WATCHED.append(processor)
+    try:
+        wait_for_port(port)
+        base = f"http://127.0.0.1:{port}"
+        log(f"payment processor: localstripe on {base}")
+        yield {
+            "STRIPE_API_BASE": base,
+            "STRIPE_JS_URL": f"{base}/js.stripe.com/v3/",
+            "STRIPE_API_KEY": "sk_test_localstripe",
+            "STRIPE_PUBLISHABLE_KEY": "pk_test_localstripe",
+            "STRIPE_WEBHOOK_SECRET": "whsec_localstripe_" + secrets.token_hex(8),
+        }
+    finally:
+        WATCHED.remove(processor)
+        processor.stop()
+
+
+@contextlib.contextmanager
 def services(*, share=None):
     """Yield the environment for children: given servers, or embedded ones.
 
@@ -147,6 +175,8 @@ def services(*, share=None):
             env["REDIS_URL"] = joined or stack.enter_context(
                 embedded_redis(announce=share == "announce")
             )
+        if not env.get("STRIPE_API_KEY") and not env.get("STRIPE_API_BASE"):
+            env.update(stack.enter_context(embedded_processor()))
         yield env
 
 
@@ -295,6 +325,7 @@ def _serve(children, env, port):
     manage(env, "seed_demo", "--simulator", f"http://127.0.0.1:{sim_port}")
     manage(env, "exchange_rates_demo")  # the demo's currencies have their PLN rates
     manage(env, "invoices_issue_missing")  # the demo's history gets its invoices too
+    manage(env, "seed_payments")  # alice pays by card (4242 saved), bob is invoiced
     py = sys.executable
     children.start(
         "web",

@@ -23,6 +23,8 @@ from rest_framework import authentication, exceptions
 from accounts.auth import BearerTokenAuthentication
 from catalog.models import Node, NodeState
 from invoices.selectors import invoices_held
+from payments.models import BankTransfer, CashEntry, Payment, PaymentState, TransferState
+from payments.selectors import teams_overdue
 from rentals import sql as rentals_sql
 from rentals.models import Allocation, ImpairedSpan, LedgerEntry, LedgerKind
 from telemetry.agents import agent_silent_after
@@ -41,6 +43,7 @@ class ConsoleCollector:
         yield from self._money()
         yield from self._impaired()
         yield from self._invoices_held()
+        yield from self._payments()
         yield from self._polls(now)
         yield from self._agents(now)
         yield from self._engine(now)
@@ -187,6 +190,38 @@ class ConsoleCollector:
         ):
             families[kind].add_metric([currency], float(amount))
         yield from (bookings, charged, refunded, credited)
+
+    @staticmethod
+    def _payments():
+        """Getting paid: card payments by state, cash received and refunded, transfers
+        waiting for staff, invoiced teams with an overdue invoice."""
+        states = GaugeMetricFamily(
+            "anchorgpu_card_payments", "Card payments by state", labels=["state"]
+        )
+        counted = dict(Payment.objects.values_list("state").annotate(n=Count("id")))
+        for state in PaymentState:
+            states.add_metric([state.value], counted.get(state.value, 0))
+        cash = CounterMetricFamily(
+            "anchorgpu_cash",
+            "Money received and refunded, per currency",
+            labels=["kind", "currency"],
+        )
+        for kind, currency, amount in (
+            CashEntry.objects.values_list("kind", "currency")
+            .annotate(s=Sum("amount"))
+            .values_list("kind", "currency", "s")
+            .order_by("kind", "currency")
+        ):
+            cash.add_metric([kind, currency], float(amount))
+        unmatched = GaugeMetricFamily(
+            "anchorgpu_transfers_unmatched", "Bank transfers waiting for staff to match them"
+        )
+        unmatched.add_metric([], BankTransfer.objects.filter(state=TransferState.UNMATCHED).count())
+        overdue = GaugeMetricFamily(
+            "anchorgpu_teams_overdue", "Invoiced teams with an invoice past its due date"
+        )
+        overdue.add_metric([], len(teams_overdue()))
+        yield from (states, cash, unmatched, overdue)
 
     @staticmethod
     def _impaired():

@@ -91,6 +91,12 @@ def beat_schedule():
     }
     # Invoices held for an exchange rate: issued once the rate exists (staff entering it in
     # the admin issues them at once; this catches any other way in), staff told of new ones.
+    # Reminders of invoiced teams' unpaid invoices, before and after their due dates.
+    schedule["payment-reminders"] = {
+        "task": "payments.tasks.payment_reminders_task",
+        "schedule": crontab(minute=30, hour=8),
+        "options": {"expires": 3600},
+    }
     schedule["issue-held-invoices"] = {
         "task": "invoices.tasks.invoices_catch_up_task",
         "schedule": crontab(minute=12),

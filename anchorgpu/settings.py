@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "sizing",
     "webhooks",
     "invoices",
+    # Getting paid: cards through the processor, the cash ledger, bank statements.
+    "payments",
     # The audit log: django-pghistory's event tables, written by pgtrigger's
     # triggers. audit sits at the top of the layers.
     "pgtrigger",
@@ -278,6 +280,39 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     }
 }
+# Getting paid (the payments app): the official `stripe` library against STRIPE_API_BASE.
+# With no key set, `make run` and `make test` start localstripe on loopback and set these
+# (anchorgpu/launcher.py); with Stripe's keys set, the same code talks to Stripe.
+PAYMENTS = {
+    "API_KEY": _read("STRIPE_API_KEY", "str", default=""),
+    "PUBLISHABLE_KEY": _read("STRIPE_PUBLISHABLE_KEY", "str", default=""),
+    "WEBHOOK_SECRET": _read("STRIPE_WEBHOOK_SECRET", "str", default=""),
+    "API_BASE": _read("STRIPE_API_BASE", "str", default="https://api.stripe.com").rstrip("/"),
+    # Stripe.js: js.stripe.com in production, localstripe's copy in the demo and tests.
+    "JS_URL": _read("STRIPE_JS_URL", "str", default="https://js.stripe.com/v3/"),
+    "TIMEOUT": _read("STRIPE_TIMEOUT_SECONDS", "float", default=10.0),
+    # A capture that fails after the booking committed is retried this often, then staff see it.
+    "CAPTURE_ATTEMPTS": _read("STRIPE_CAPTURE_ATTEMPTS", "int", default=8),
+    # Reminders: days before the due date, and after it.
+    "REMIND_BEFORE_DAYS": _read("PAYMENT_REMIND_BEFORE_DAYS", "int", default=3),
+}
+
+
+def _origin(url: str) -> str:
+    parts = url.split("/")
+    return "/".join(parts[:3])
+
+
+_PROCESSOR_JS = _origin(PAYMENTS["JS_URL"])
+_PROCESSOR_API = _origin(PAYMENTS["API_BASE"])
+# Stripe.js runs from the processor's base and calls its API (and frames 3-D Secure pages
+# from it): exactly those origins, nothing else.
+CONTENT_SECURITY_POLICY["DIRECTIVES"]["script-src"] = [SELF, _PROCESSOR_JS]
+CONTENT_SECURITY_POLICY["DIRECTIVES"]["connect-src"] = sorted({SELF, _PROCESSOR_API})
+CONTENT_SECURITY_POLICY["DIRECTIVES"]["frame-src"] = sorted(
+    {_PROCESSOR_JS, *(["https://hooks.stripe.com"] if "stripe.com" in _PROCESSOR_JS else [])}
+)
+
 # Production serving (anchorgpu.wsgi) refuses DEBUG, a short key or plain HTTP unless this
 # is set: `make run` sets it for its local, non-public server.
 ALLOW_INSECURE = _read("DJANGO_ALLOW_INSECURE", "bool", default=False)
@@ -376,6 +411,8 @@ ANCHORGPU = {
     "QUOTE_VALIDITY": timedelta(seconds=_read("QUOTE_VALIDITY_SECONDS", "int", default=900)),
     "MAX_PERIOD_COUNT": _read("MAX_PERIOD_COUNT", "int", default=52),
     "MAX_SCHEDULE_AHEAD": timedelta(days=_read("MAX_SCHEDULE_AHEAD_DAYS", "int", default=365)),
+    # Getting paid (the payments app): new teams' billing mode.
+    "NEW_TEAM_BILLING_MODE": _read("NEW_TEAM_BILLING_MODE", "str", default="card"),
     "IDEMPOTENCY_RETENTION": timedelta(
         hours=_read("IDEMPOTENCY_RETENTION_HOURS", "int", default=24)
     ),

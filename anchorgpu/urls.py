@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounts import views as accounts
 from anchorgpu import health, metrics
+from payments.api.views import stripe_webhook
 
 admin.site.site_header = _("AnchorGPU administration")
 admin.site.site_title = _("AnchorGPU administration")
@@ -14,6 +15,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("api/v1/", include("anchorgpu.api_urls")),
+    path("webhooks/stripe/", stripe_webhook, name="stripe-webhook"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("i18n/setlang/", accounts.set_language, name="set_language"),

@@ -5,6 +5,7 @@ from accounts import views as accounts
 from audit import views as audit
 from glossary import views as glossary
 from invoices import views as invoices
+from payments import views as payments
 from rentals.views import allocations, booking, fleet, impaired, statement
 from sizing import views as sizing
 from telemetry import views as flags
@@ -76,6 +77,13 @@ urlpatterns = [
     path("teams/switch/", teams.team_switch, name="team-switch"),
     path("teams/<int:pk>/", teams.team_page, name="team"),
     path("teams/<int:pk>/audit/", audit.team_audit_page, name="team-audit"),
+    path("teams/<int:pk>/billing/", payments.team_billing_page, name="team-billing"),
+    path(
+        "payments/<int:pk>/authenticate/",
+        payments.payment_authenticate_page,
+        name="payment-authenticate",
+    ),
+    path("payments/", payments.staff_payments_page, name="staff-payments"),
     path("audit/", audit.staff_audit_page, name="audit"),
     path("invitations/<str:secret>/", teams.invitation_page, name="invitation"),
     path("account/", include("allauth.urls")),

@@ -25,6 +25,7 @@ from django.db import models
 from accounts.models import ApiToken, Invitation, Membership, SshKey, Team
 from audit import sql
 from catalog.models import GpuPrice, OptionPrice
+from payments.models import Card, CashEntry, CashSource
 from rentals.models import Allocation, LedgerEntry, LedgerKind, MaintenanceWindow
 from telemetry.models import Flag
 
@@ -239,6 +240,36 @@ class TeamAudit(
     """A team's spend limit, its two-factor rule and the buyer details its invoices name."""
 
 
+# --- payments --------------------------------------------------------------------------
+
+
+class CardAudit(
+    _event_model(
+        Card,
+        pghistory.InsertEvent("card saved"),
+        pghistory.UpdateEvent("card removed", condition=_changed("removed_at")),
+        fields=["team", "brand", "last4", "exp_month", "exp_year", "removed_at"],
+        name="CardAudit",
+        team_index=True,
+    )
+):
+    """Cards saved and removed (only the processor's id, brand, last four and expiry)."""
+
+
+class CashAudit(
+    _event_model(
+        CashEntry,
+        pghistory.InsertEvent(
+            "payment recorded", condition=pgtrigger.Q(new__source=CashSource.MANUAL.value)
+        ),
+        fields=["team", "kind", "source", "amount", "currency", "reference", "recorded_by"],
+        name="CashAudit",
+        team_index=True,
+    )
+):
+    """Payments staff recorded by hand, with their reason."""
+
+
 # --- catalog ---------------------------------------------------------------------------
 
 
@@ -288,4 +319,5 @@ class FlagAudit(
 EVENT_MODELS = (
     AllocationAudit, CreditAudit, MaintenanceAudit, SshKeyAudit, ApiTokenAudit,
     MembershipAudit, InvitationAudit, TeamAudit, GpuPriceAudit, OptionPriceAudit, FlagAudit,
+    CardAudit, CashAudit,
 )  # fmt: skip

@@ -59,6 +59,9 @@ ACTIONS = {
     "maintenance changed": _("maintenance changed"),
     "maintenance removed": _("maintenance removed"),
     "flag acknowledged": _("flag acknowledged"),
+    "card saved": _("card saved"),
+    "card removed": _("card removed"),
+    "payment recorded": _("payment recorded by hand"),
 }
 # An allocation's "state" event is named by the state it went to.
 _STATE_ACTIONS = {
@@ -97,6 +100,11 @@ FIELD_NAMES = {
     "expires_at": _("expires"),
     "acknowledged_at": _("acknowledged"),
     "note": _("note"),
+    "brand": _("card brand"),
+    "last4": _("last four digits"),
+    "removed_at": _("removed at"),
+    "currency": _("currency"),
+    "reference": _("reference"),
 }
 
 
@@ -141,6 +149,8 @@ SOURCES = tuple(
         (
             Source("allocation", events.AllocationAudit,
                    ("state", "paid_from", "paid_until", "node", "gpu_model", "gpu_count")),
+            Source("card", events.CardAudit, ("brand", "last4", "removed_at")),
+            Source("cash", events.CashAudit, ("amount", "currency", "reference")),
             Source("credit", events.CreditAudit, ("amount",)),
             Source("flag", events.FlagAudit, ("acknowledged_at", "note"), team=None),
             Source("gpuprice", events.GpuPriceAudit, ("unit_price", "effective_from"),

@@ -36,6 +36,7 @@ from lxml import etree
 from core.vat import TaxTreatment
 from invoices.errors import XmlInvalid, XmlNotApplicable
 from invoices.models import Invoice, KsefStatus
+from invoices.selectors import paid_on_of, with_payment_facts
 from invoices.texts import line_both, reason_text
 
 SCHEMA_FILE = "schemat_FA(3)_v1-0E.xsd"
@@ -210,6 +211,15 @@ def invoice_xml(invoice: Invoice) -> bytes:
     builder.seller(_seller(invoice.seller)).buyer(_buyer(invoice.buyer))
     if invoice.tax_treatment == TaxTreatment.REVERSE_CHARGE:
         builder.reverse_charge()
+    if not invoice.is_credit_note:
+        # Platnosc: paid, with its date (a card's capture, a transfer in full); else the
+        # due date of an invoiced team's invoice.
+        facts = with_payment_facts(Invoice.objects.filter(pk=invoice.pk)).first()
+        paid_on = paid_on_of(facts) if facts is not None else None
+        if paid_on is not None:
+            builder.paid(paid_on)
+        elif invoice.due_on is not None:
+            builder.payment_due(invoice.due_on)
     if invoice.seller.get("bank_account"):
         builder.bank_account(invoice.seller["bank_account"].replace(" ", ""))
     try:

@@ -128,6 +128,9 @@ class Invoice(models.Model):
     legal_note = models.TextField(
         blank=True
     )  # both languages, e.g. "Odwrotne obciążenie / Reverse charge"
+    # An invoiced team's invoice is due `payment_terms_days` after its issue day; a card
+    # team's has none (it is paid by the capture, `InvoicePayment`).
+    due_on = models.DateField(null=True, blank=True)
 
     class Meta:
         ordering = ["-issued_at", "-id"]
@@ -175,6 +178,48 @@ class Invoice(models.Model):
         return sum(
             (round(line.vat * self.pln_rate, 2) for line in self.lines.all()), Decimal("0.00")
         )
+
+
+class PaymentStatus(models.TextChoices):
+    UNPAID = "unpaid", _("unpaid")
+    PARTIALLY_PAID = "partially_paid", _("partially paid")
+    PAID = "paid", _("paid")
+    OVERDUE = "overdue", _("overdue")
+
+
+class PaymentSource(models.TextChoices):
+    CARD = "card", _("card payment")
+    TRANSFER = "transfer", _("bank transfer")
+    MANUAL = "manual", _("recorded by staff")
+    CREDIT = "credit", _("credit note")
+
+
+class InvoicePayment(models.Model):
+    """An amount of the team's cash applied to an invoice (a capture, a transfer, a payment
+    staff recorded), or to a credit note (negative: the credit goes back to the team's cash,
+    to be refunded or applied again). Append-only (a trigger, migration 0005_invoicepayment_append_only): an invoice's
+    payment status is what these rows add up to, never a flag that could drift."""
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="payments")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    currency = CurrencyField()
+    amount = MoneyField()
+    source = models.CharField(max_length=10, choices=PaymentSource.choices)
+    paid_on = models.DateField()  # in the invoices' time zone
+    at = models.DateTimeField()
+    # What paid it, in the payments app's words (pi_…, a bank reference, a staff note).
+    reference = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            choices_check("source", PaymentSource, name="invoices_invoicepayment_source_valid"),
+            models.CheckConstraint(condition=~Q(amount=0), name="invoices_invoicepayment_not_zero"),
+        ]
+        indexes = [models.Index(fields=["team", "currency"], name="invoices_payment_team")]
+
+    def __str__(self):
+        return f"{self.invoice_id}: {self.amount} {self.currency}"
 
 
 class InvoiceLine(models.Model):

@@ -23,6 +23,7 @@ from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, Tabl
 from core.money import money_text
 from core.vat import TaxTreatment
 from invoices.models import Invoice
+from invoices.selectors import paid_on_of, with_payment_facts
 from invoices.texts import label, line_both, reason_text
 
 FONT_FOLDERS = (Path("/usr/share/fonts/truetype/dejavu"),)
@@ -198,6 +199,15 @@ def invoice_pdf(invoice: Invoice) -> bytes:
     story.append(Spacer(1, 6 * mm))
     if invoice.legal_note:
         story.append(_p(invoice.legal_note, s["head"]))
+    if not invoice.is_credit_note:
+        facts = with_payment_facts(Invoice.objects.filter(pk=invoice.pk)).first()
+        paid_on = paid_on_of(facts) if facts is not None else None
+        if facts is not None and facts.allocation_id:
+            story.append(_p(f"{label('allocation')}: {facts.allocation_id}", s["base"]))
+        if paid_on is not None:
+            story.append(_p(f"{label('paid_on')}: {paid_on.isoformat()}", s["head"]))
+        elif invoice.due_on is not None:
+            story.append(_p(f"{label('due_on')}: {invoice.due_on.isoformat()}", s["head"]))
     if invoice.seller.get("bank_account"):
         story.append(_p(f"{label('bank_account')}: {invoice.seller['bank_account']}", s["base"]))
 

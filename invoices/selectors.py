@@ -5,15 +5,35 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 from datetime import date, timedelta
+from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import (
+    Count,
+    DecimalField,
+    F,
+    Max,
+    OuterRef,
+    Prefetch,
+    QuerySet,
+    Subquery,
+    Sum,
+)
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.access import Acting, Action
 from invoices.errors import BadMonth, InvoiceNotFound
-from invoices.models import RATE_MAX_AGE_DAYS, HeldInvoice, Invoice, InvoiceLine
+from invoices.models import (
+    RATE_MAX_AGE_DAYS,
+    HeldInvoice,
+    Invoice,
+    InvoiceKind,
+    InvoiceLine,
+    InvoicePayment,
+    PaymentStatus,
+)
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -36,7 +56,9 @@ def invoice_list(
     """The team's documents, newest first; `month` (YYYY-MM, by issue date) and `kind`
     narrow them."""
     acting.require(Action.READ_INVOICES)
-    qs = Invoice.objects.filter(team=acting.team).select_related("corrects", "ksef")
+    qs = with_payment_facts(
+        Invoice.objects.filter(team=acting.team).select_related("corrects", "ksef")
+    )
     span = month_parse(month)
     if span:
         qs = qs.filter(issued_on__gte=span[0], issued_on__lt=span[1])
@@ -65,7 +87,7 @@ def invoice_documents(*, acting: Acting, month: str) -> QuerySet[Invoice]:
 def invoice_get(*, acting: Acting, pk: int) -> Invoice:
     acting.require(Action.READ_INVOICES)
     invoice = (
-        Invoice.objects.filter(team=acting.team, pk=pk)
+        with_payment_facts(Invoice.objects.filter(team=acting.team, pk=pk))
         .select_related("corrects__ksef", "ksef")
         .prefetch_related("lines")
         .first()
@@ -73,6 +95,69 @@ def invoice_get(*, acting: Acting, pk: int) -> Invoice:
     if invoice is None:
         raise InvoiceNotFound(_("There is no such invoice in this team."))
     return invoice
+
+
+_MONEY = DecimalField(max_digits=18, decimal_places=4)
+
+
+def _summed(queryset, field):
+    return Coalesce(
+        Subquery(queryset.values(field).annotate(total=Sum("amount")).values("total")[:1]),
+        Decimal(0),
+        output_field=_MONEY,
+    )
+
+
+def with_payment_facts(qs: QuerySet[Invoice]) -> QuerySet[Invoice]:
+    """Invoices annotated with what was applied to them (`applied`), what their credit notes
+    took off (`credited`, negative), the last payment's day (`last_paid_on`) and the
+    allocation they bill (`allocation_id`): `payment_status_of` reads these."""
+    applied = InvoicePayment.objects.filter(invoice=OuterRef("pk"))
+    credited = Invoice.objects.filter(corrects=OuterRef("pk"), kind=InvoiceKind.CREDIT_NOTE)
+    return qs.annotate(
+        applied=_summed(applied, "invoice"),
+        credited=Coalesce(
+            Subquery(credited.values("corrects").annotate(total=Sum("gross")).values("total")[:1]),
+            Decimal(0),
+            output_field=_MONEY,
+        ),
+        last_paid_on=Subquery(
+            applied.values("invoice").annotate(last=Max("paid_on")).values("last")[:1]
+        ),
+        allocation_id=F("ledger_entry__allocation_id"),
+    )
+
+
+def invoice_today() -> date:
+    """Today in the invoices' time zone: the day due dates are compared with."""
+    zone = zoneinfo.ZoneInfo(settings.INVOICES["TIME_ZONE"])
+    return timezone.now().astimezone(zone).date()
+
+
+def invoice_owed(invoice: Invoice) -> Decimal:
+    """What is still to pay on an invoice annotated by `with_payment_facts`: its gross less
+    its credit notes and what was applied (never below zero: over-payments stay on the
+    team's cash ledger)."""
+    if invoice.kind != InvoiceKind.INVOICE:
+        return Decimal(0)
+    return max(invoice.gross + invoice.credited - invoice.applied, Decimal(0))
+
+
+def payment_status_of(invoice: Invoice, *, today: date | None = None, grace_days: int = 0) -> str:
+    """unpaid, partially_paid, paid or overdue, from the facts `with_payment_facts` adds."""
+    if invoice.kind != InvoiceKind.INVOICE or invoice_owed(invoice) == 0:
+        return PaymentStatus.PAID
+    today = today or invoice_today()
+    if invoice.due_on is not None and invoice.due_on + timedelta(days=grace_days) < today:
+        return PaymentStatus.OVERDUE
+    return PaymentStatus.PARTIALLY_PAID if invoice.applied > 0 else PaymentStatus.UNPAID
+
+
+def paid_on_of(invoice: Invoice):
+    """The day the invoice was paid in full (its last payment's), or None."""
+    if invoice.kind != InvoiceKind.INVOICE or invoice_owed(invoice) != 0 or not invoice.applied:
+        return None
+    return invoice.last_paid_on
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
 
+from accounts.models import BillingMode
 from catalog.models import GpuPrice, OptionPrice
 from core.db import db_now
 from core.money import default_currency
@@ -94,6 +95,7 @@ def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[
                 "mirrored": sql.MIRRORED,
                 "credited": sql.CREDITED,
                 "impaired": "impaired",
+                "invoiced_mode": BillingMode.INVOICED,
             },
         )
         ids = [row[0] for row in cursor.fetchall()]

@@ -182,14 +182,18 @@ WITH clock AS (
     INSERT INTO invoices_invoice (kind, series, year, number, display_number, team_id,
         ledger_entry_id, corrects_id, issued_at, issued_on, sold_on, seller, buyer,
         tax_treatment, vat_rate, currency, net, vat, gross, pln_rate, pln_rate_on,
-        pln_rate_table, reason, legal_note)
+        pln_rate_table, reason, legal_note, due_on)
     SELECT d.kind, d.series, d.year, c.last - d.n + d.k,
            d.series || '/' || d.year || '/' || lpad((c.last - d.n + d.k)::text, 6, '0'),
            d.team_id, d.entry_id, d.corrects_id, clock.at, clock.day, d.sold_on,
            %(seller)s::jsonb, {buyer}, d.tax_treatment, d.vat_rate, d.currency,
            d.net, d.vat, d.gross, d.pln_rate, d.pln_rate_on, d.pln_table,
            d.reason,
-           coalesce(%(notes)s::jsonb ->> d.tax_treatment, '')
+           coalesce(%(notes)s::jsonb ->> d.tax_treatment, ''),
+           -- An invoiced team's invoice is due after its payment terms; a card team's is
+           -- paid by the capture that follows the booking's commit.
+           CASE WHEN d.kind = %(invoice)s AND t.billing_mode = %(invoiced_mode)s
+                THEN clock.day + t.payment_terms_days END
     FROM numbered d
     JOIN counter c USING (series)
     JOIN accounts_team t ON t.id = d.team_id

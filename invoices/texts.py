@@ -47,6 +47,9 @@ LABELS = {
     "consumer": gettext_lazy("Consumer"),
     "vat_pln": gettext_lazy("VAT in PLN"),
     "rate": gettext_lazy("Exchange rate"),
+    "paid_on": gettext_lazy("Paid on"),
+    "due_on": gettext_lazy("Due on"),
+    "allocation": gettext_lazy("Allocation"),
 }
 
 REASONS = {

@@ -11,7 +11,7 @@ from accounts.access import acting_for_request
 from invoices import documents, selectors
 from invoices.errors import BadMonth
 from invoices.fa3 import xml_enabled
-from invoices.models import InvoiceKind
+from invoices.models import InvoiceKind, PaymentStatus
 
 PAGE_SIZE = 50
 
@@ -47,6 +47,11 @@ def invoices_page(request):
     form, filters = _filters(request)
     qs = selectors.invoice_list(acting=acting, month=filters.get("month"), kind=filters.get("kind"))
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    invoices = list(page.object_list)
+    for invoice in invoices:  # words for the payment facts with_payment_facts read
+        if invoice.kind == InvoiceKind.INVOICE:
+            invoice.payment_words = PaymentStatus(selectors.payment_status_of(invoice)).label
+            invoice.paid_on_day = selectors.paid_on_of(invoice)
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -55,7 +60,7 @@ def invoices_page(request):
         {
             "form": form,
             "page": page,
-            "invoices": page.object_list,
+            "invoices": invoices,
             "query": query.urlencode(),
             "month": filters.get("month") or "",
             "xml": xml_enabled(),

@@ -14,7 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.access import acting_as, personal_team
-from accounts.models import SshKey, Team
+from accounts.models import BillingMode, SshKey, Team
 from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu, NodeState
 from core.errors import DomainError
@@ -75,6 +75,10 @@ def seed_rentals() -> None:
         Team.objects.filter(pk=personal_team(user).pk, legal_name="").update(
             **DEMO_BUYERS[user.username]
         )
+        # The demo's history is booked invoiced (the first seeding); `seed_payments` then
+        # makes alice's team a card team with a saved test card.
+        if not Allocation.objects.filter(user=user).exists():
+            Team.objects.filter(pk=personal_team(user).pk).update(billing_mode=BillingMode.INVOICED)
     alice = User.objects.get(username="alice")
     if Allocation.objects.filter(user=alice).exists():
         return

@@ -26,6 +26,7 @@ from core.errors import DomainError
 from rentals import sql
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
 from rentals.models import IdempotencyKey
+from rentals.purchase_hooks import purchase_authorise, purchase_settle
 
 REPLAYED = "Idempotent-Replayed"
 FORM_FIELD = "idempotency_key"
@@ -120,16 +121,21 @@ def _in_flight() -> KeyInFlight:
     return KeyInFlight(_("The first request with this key is still running; retry shortly."))
 
 
-def idempotent(view=None, *, refused=None):
+def idempotent(view=None, *, refused=None, purchase=False):
     """Make a purchase view answer once per (team, key): an API view's method or a page view.
 
     The API takes the key from the `Idempotency-Key` header and answers refusals as problem
     details (DRF's exception handler). A page takes it from the form's `idempotency_key`
     field; the page view turns its own refusals into the page the customer sees, and
     `refused(request, exc, **kwargs)` answers the layer's (a bad key, a duplicate in flight).
+
+    `purchase`: the request buys a quote (rentals.purchase_hooks): True for the body's
+    `quote`, or a function of (data, kwargs) that names it: a card team's gross is
+    authorised before the transaction (outside any lock), handed to the view as
+    `request.purchase_payment`, and captured or cancelled once the answer is stored.
     """
     if view is None:
-        return functools.partial(idempotent, refused=refused)
+        return functools.partial(idempotent, refused=refused, purchase=purchase)
 
     @functools.wraps(view)
     def wrapper(*args, **kwargs):
@@ -138,7 +144,7 @@ def idempotent(view=None, *, refused=None):
         waits = 0 if isinstance(args[0], APIView) else PAGE_IN_FLIGHT_WAITS
         while True:
             try:
-                return _answer(view, args, kwargs)
+                return _answer(view, args, kwargs, purchase)
             except KeyInFlight as exc:
                 if waits > 0:
                     waits -= 1
@@ -155,8 +161,8 @@ def idempotent(view=None, *, refused=None):
     return wrapper
 
 
-def _answer(view, args, kwargs):
-    """Key, fingerprint, then the stored answer or a new one."""
+def _answer(view, args, kwargs, purchase=False):
+    """Key, fingerprint, the purchase's payment, then the stored answer or a new one."""
     api = args[0] if isinstance(args[0], APIView) else None
     request = args[1] if api else args[0]
     if api:
@@ -181,8 +187,31 @@ def _answer(view, args, kwargs):
             return _finalized(api, request, api.handle_exception(exc))
 
     acting = acting_for_request(request)
+    payment = None
+    if purchase:
+        try:
+            quote_id = (
+                purchase(data, kwargs)
+                if callable(purchase)
+                else data.get("quote")
+                if isinstance(data, dict)
+                else None
+            )
+            payment = purchase_authorise(acting=acting, quote_id=quote_id, key=key)
+        except DomainError as exc:
+            if api is None or not getattr(exc, "final", False):
+                raise  # not final (3-D Secure asked for): nothing stored, the key stays open
+            return respond_once(
+                acting=acting, key=key, fingerprint=fingerprint,
+                respond=functools.partial(respond, refusal=exc),
+            )  # fmt: skip
+        request.purchase_payment = payment
+    settle = True
     try:
         return respond_once(acting=acting, key=key, fingerprint=fingerprint, respond=respond)
+    except KeyInFlight:
+        settle = False  # the first request settles its own payment
+        raise
     except DomainError as exc:
         if api is None or isinstance(exc, (KeyInFlight, KeyReused)):
             raise
@@ -194,6 +223,9 @@ def _answer(view, args, kwargs):
             fingerprint=fingerprint,
             respond=functools.partial(respond, refusal=exc),
         )
+    finally:
+        if settle:
+            purchase_settle(payment=payment)  # after the commit: capture, or cancel
 
 
 def _finalized(api, request, response):

@@ -23,6 +23,9 @@ def pytest_configure(config):
     settings.WHITENOISE_AUTOREFRESH = True
     # Django's default hasher spends 0.24 s per password on purpose; tests make hundreds.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Teams made by tests are invoiced (no limit): only tests of payments need the processor
+    # (tests/payments set card mode on their teams).
+    settings.ANCHORGPU["NEW_TEAM_BILLING_MODE"] = "invoiced"
     # A transactional test's database is put back as the template left it in milliseconds
     # rather than flushed (tests/dbtemplate.py).
     TransactionTestCase._fixture_teardown = dbtemplate.transactional_teardown

@@ -1,7 +1,10 @@
+from datetime import date
+
 from django.urls import reverse
 from rest_framework import serializers
 
-from invoices.models import Invoice, InvoiceKind, InvoiceLine
+from invoices.models import Invoice, InvoiceKind, InvoiceLine, PaymentStatus
+from invoices.selectors import paid_on_of, payment_status_of
 from invoices.texts import line_both
 
 
@@ -46,6 +49,9 @@ class InvoiceSerializer(serializers.ModelSerializer):
     pdf = serializers.SerializerMethodField()
     xml = serializers.SerializerMethodField()
     lines = InvoiceLineSerializer(many=True)
+    payment_status = serializers.SerializerMethodField()
+    paid_on = serializers.SerializerMethodField()
+    allocations = serializers.SerializerMethodField()
 
     class Meta:
         model = Invoice
@@ -53,8 +59,19 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "id", "kind", "display_number", "series", "year", "number", "issued_at",
             "issued_on", "sold_on", "corrects", "corrects_id", "reason", "tax_treatment",
             "vat_rate", "currency", "net", "vat", "gross", "legal_note", "seller", "buyer",
-            "ksef_status", "ksef_number", "pdf", "xml", "lines",
+            "ksef_status", "ksef_number", "pdf", "xml", "lines", "payment_status", "due_on",
+            "paid_on", "allocations",
         ]  # fmt: skip
+
+    def get_payment_status(self, invoice) -> PaymentStatus:
+        return payment_status_of(invoice)
+
+    def get_paid_on(self, invoice) -> date | None:
+        return paid_on_of(invoice)
+
+    def get_allocations(self, invoice) -> list[str]:
+        allocation = getattr(invoice, "allocation_id", None)
+        return [str(allocation)] if allocation else []
 
     def get_ksef_status(self, invoice) -> str | None:
         ksef = getattr(invoice, "ksef", None)

@@ -153,7 +153,7 @@ class AllocationExtendApi(APIView):
             429: PROBLEM,
         },
     )
-    @idempotent
+    @idempotent(purchase=True)
     def post(self, request, pk):
         allocation = _own_allocation(request, pk)
         extend_from_request(request, allocation)
@@ -176,6 +176,7 @@ def extend_from_request(request, allocation):
         allocation=allocation,
         quote=quote,
         period_count=data.validated_data.get("period_count"),
+        payment=getattr(request, "purchase_payment", None),
     )
 
 

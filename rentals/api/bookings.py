@@ -47,12 +47,14 @@ class BookingCreateApi(APIView):
             201: BookingSerializer,
             400: PROBLEM,
             401: PROBLEM,
+            402: PROBLEM,
             409: PROBLEM,
             422: PROBLEM,
             429: PROBLEM,
+            503: PROBLEM,
         },
     )
-    @idempotent
+    @idempotent(purchase=True)
     def post(self, request):
         data = BookingInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -61,6 +63,7 @@ class BookingCreateApi(APIView):
             acting=acting,
             quote=data.validated_data["quote"],
             ssh_keys=data.validated_data.get("ssh_keys"),
+            payment=getattr(request, "purchase_payment", None),
         )
         quote = allocation.quote
         if allocation.cluster_id:

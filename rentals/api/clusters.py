@@ -95,7 +95,7 @@ class ClusterExtendApi(APIView):
         parameters=[IDEMPOTENCY_HEADER],
         responses={**CLUSTER_ACTION, 400: PROBLEM, 422: PROBLEM, 429: PROBLEM},
     )
-    @idempotent
+    @idempotent(purchase=True)
     def post(self, request, pk):
         _cluster_row, members = _cluster(request, pk, act=True)
         extend_from_request(request, members[0])

@@ -38,6 +38,7 @@ from rentals.models import (
     Quote,
     QuoteKind,
 )
+from rentals.purchase_hooks import purchase_check
 from rentals.selectors import holdings_overlapping, quote_options
 from rentals.services.events import (
     event_record,
@@ -304,6 +305,7 @@ def allocation_extend(
     quote: Quote | None = None,
     period_count: int | None = None,
     now: datetime | None = None,
+    payment=None,
 ) -> Allocation:
     """Add an extension quote's periods right after paid_until on the same GPUs, if they are
     free, and charge exactly its total. Without a quote, one is made now (what the customer
@@ -322,6 +324,7 @@ def allocation_extend(
     quote = _extension_quote_locked(acting, members, quote, now)
     _refuse_if_taken(members, quote.paid_until)
     spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
+    purchase_check(acting=acting, quote=quote, payment=payment, at=now)
     _extension_write(acting, members, quote, now)
     return next(m for m in members if m.pk == allocation.pk)
 

@@ -38,6 +38,7 @@ from rentals.models import (
     QuoteKind,
 )
 from rentals.placement import place_cluster_locked, place_locked
+from rentals.purchase_hooks import purchase_check
 from rentals.services.access import allocation_keys_attach, keys_for_booking
 from rentals.services.events import events_announce, ledger_announce, raise_if_lost_race
 from rentals.services.notices import receipt_mail
@@ -52,6 +53,7 @@ def allocation_book(
     quote: Quote | UUID,
     now: datetime | None = None,
     ssh_keys: list[int] | None = None,
+    payment=None,
 ) -> Allocation:
     """Turn a valid quote (or its id) into an allocation of specific GPUs and one charge of
     its total. For a cluster quote: one allocation per node, sharing a `Cluster`; the first
@@ -59,13 +61,18 @@ def allocation_book(
     `ssh_keys` (ids), or all the booker's keys.
 
     The allocations come back carrying what was written (their quote, model, period, node,
-    GPUs and event), so a caller answers without reading them back."""
+    GPUs and event), so a caller answers without reading them back.
+
+    `payment`: what `rentals.purchase_hooks.purchase_authorise` gave the caller for this
+    quote (a card team's authorisation), checked in this transaction with the team's mode,
+    credit limit and overdue invoices."""
     acting.require(Action.BOOK)
     quote = _quote_locked(acting, quote)
     now = now or quote.clock
     paid_from, paid_until = _paid_window(quote, now)
     if quote.team.monthly_spend_limit is not None:  # checked again under the team's lock
         spend_limit_check(team=acting.team, amount=quote.total, currency=quote.currency, at=now)
+    purchase_check(acting=acting, quote=quote, payment=payment, at=now)
     keys = keys_for_booking(acting=acting, ssh_key_ids=ssh_keys)
     cluster, placed = _place(acting, quote, paid_from, paid_until)
     state = AllocationState.RUNNING if paid_from <= now else AllocationState.SCHEDULED

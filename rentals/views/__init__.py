@@ -19,6 +19,8 @@ def key_refused(*, back: str, in_flight: str, in_flight_to: str | None = None):
             messages.info(request, in_flight)
             return redirect(in_flight_to) if in_flight_to else redirect(back, pk=pk)
         messages.error(request, exc.detail)
+        if exc.extra.get("complete_url"):  # a card asks for 3-D Secure: complete it there
+            return redirect(exc.extra["complete_url"])
         return redirect(back, pk=pk)
 
     return refused

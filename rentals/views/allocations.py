@@ -268,7 +268,8 @@ def allocation_keys_page(request, pk):
     refused=key_refused(
         back="allocation-detail",
         in_flight=gettext_lazy("Your extension is being processed."),
-    )
+    ),
+    purchase=lambda data, kwargs: data.get("quote") or None,
 )
 def allocation_extend_page(request, pk):
     """Extend from the detail page; the form's own key makes a resubmit extend once."""
@@ -290,6 +291,7 @@ def allocation_extend_page(request, pk):
             allocation=allocation,
             quote=quote,
             period_count=form.cleaned_data["period_count"],
+            payment=getattr(request, "purchase_payment", None),
         )
     except QuoteExpired:
         return _extension_requote(request, allocation, quote)

@@ -233,7 +233,8 @@ def quote_requote(request, pk):
         back="quote",
         in_flight_to="allocation-list",
         in_flight=gettext_lazy("Your booking is being processed."),
-    )
+    ),
+    purchase=lambda data, kwargs: kwargs.get("pk"),
 )
 def quote_book(request, pk):
     """Book from the quote page, for the team the page's form was made for. The form's own
@@ -251,8 +252,9 @@ def quote_book(request, pk):
         chosen = [int(k) for k in request.POST.getlist("ssh_keys") if str(k).isdecimal()]
     try:
         allocation = services.allocation_book(
-            acting=acting_for_request(request), quote=quote, ssh_keys=chosen
-        )
+            acting=acting_for_request(request), quote=quote, ssh_keys=chosen,
+            payment=getattr(request, "purchase_payment", None),
+        )  # fmt: skip
     except QuoteExpired:
         return _requote(request, quote)
     except NoCapacity as exc:

@@ -280,6 +280,32 @@ def _page_delete_team(c, w):
     return r, history or not Team.objects.filter(pk=w.team.pk).exists()
 
 
+def _card(w):
+    from payments.models import Card  # noqa: PLC0415
+
+    return Card.objects.create(
+        team=w.team, processor_id=f"pm_probe{uuid.uuid4().hex[:12]}", brand="visa",
+        last4="4242", exp_month=12, exp_year=2031,
+    )  # fmt: skip
+
+
+def _removed(card) -> bool:
+    card.refresh_from_db()
+    return card.removed_at is not None
+
+
+def _api_manage_cards(c, w):
+    card = _card(w)
+    r = c.delete(_team_url(w, f"cards/{card.pk}/"))
+    return r, _removed(card)
+
+
+def _page_manage_cards(c, w):
+    card = _card(w)
+    r = c.post(f"/teams/{w.team.pk}/billing/", {"remove": str(card.pk)})
+    return r, _removed(card)
+
+
 PROBES = {
     surface: {action: globals()[f"_{surface}_{action.value}"] for action in Action}
     for surface in ("api", "page")

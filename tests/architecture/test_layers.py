@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing",
-    "webhooks", "invoices", "nodeagent", "audit", "cli",
+    "webhooks", "invoices", "payments", "nodeagent", "audit", "cli",
 }  # fmt: skip
 # What each package may import of ours (besides itself).
 ALLOWED = {
@@ -34,6 +34,9 @@ ALLOWED = {
     "sizing": {"core", "catalog", "telemetry", "glossary"},
     "webhooks": {"core", "accounts", "catalog", "rentals"},
     "invoices": {"core", "accounts", "catalog", "rentals"},
+    # Getting paid: above invoices (it applies money to them); rentals reaches it only
+    # through rentals.purchase_hooks, which the composition root connects.
+    "payments": {"core", "accounts", "catalog", "rentals", "invoices"},
     # The audit log reads every app's changes: at the top, below only the composition root.
     "audit": {
         "core",
@@ -45,6 +48,7 @@ ALLOWED = {
         "sizing",
         "webhooks",
         "invoices",
+        "payments",
     },
     "anchorgpu": OURS - {"cli"},
 }
