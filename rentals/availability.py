@@ -8,7 +8,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from catalog.models import GpuModel, Node, NodeState
-from catalog.selectors import catalog_rows, gpu_model_list
+from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
 from rentals import sql
 
 MAX_START_CANDIDATES = 500
@@ -22,8 +22,10 @@ def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None)
     with connection.cursor() as cursor:
         cursor.execute(sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
         free = dict(cursor.fetchall())
+    software = software_by_model()
     for model in models:
         model.free_gpus_now = free.get(model.pk, 0)
+        model.software = software.get(model.pk) or software_unknown()
     return models
 
 

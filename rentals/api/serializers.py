@@ -40,11 +40,29 @@ class PriceSerializer(serializers.Serializer):
     effective_from = serializers.DateTimeField()
 
 
+class SoftwareVersionCountSerializer(serializers.Serializer):
+    version = serializers.CharField()
+    gpus = serializers.IntegerField(help_text="GPUs on active nodes with this version")
+    regions = serializers.ListField(child=serializers.SlugField(), help_text="where (slugs)")
+
+
+class GpuModelSoftwareSerializer(serializers.Serializer):
+    drivers = SoftwareVersionCountSerializer(many=True, help_text="GPU driver versions")
+    cuda = SoftwareVersionCountSerializer(
+        many=True, help_text="the highest CUDA version each node's driver supports"
+    )
+    rocm = SoftwareVersionCountSerializer(many=True, help_text="ROCm releases")
+    unknown_gpus = serializers.IntegerField(help_text="GPUs whose node's stack is unknown")
+
+
 class GpuModelSerializer(serializers.ModelSerializer):
     interconnect = in_language("The GPU-to-GPU link")
     notes = in_language("What to know before renting it")
     prices = PriceSerializer(source="current_prices", many=True)
     free_gpus_now = serializers.IntegerField()
+    software = GpuModelSoftwareSerializer(
+        help_text="the driver, CUDA and ROCm versions of the model's active nodes"
+    )
 
     class Meta:
         model = GpuModel
@@ -65,6 +83,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
             "ram_gib_per_gpu",
             "prices",
             "free_gpus_now",
+            "software",
         ]
 
 
