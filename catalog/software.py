@@ -110,18 +110,24 @@ class Requires:
 NO_REQUIRES = Requires()
 
 
+def version_error(value: str) -> str | None:
+    """Why `value` is not a version, in words, or None."""
+    try:
+        version_key(value)
+    except ValueError:
+        return _("“%(value)s” is not a version: use dotted numbers, e.g. 12.8 or 550.54.15.") % {
+            "value": value[:40]
+        }
+    return None
+
+
 def requires_errors(data) -> dict[str, str]:
     """Field errors for malformed `requires_*` values (empty ones ask nothing)."""
     errors = {}
     for name in REQUIRES:
         value = (data.get(name) or "").strip()
-        if value:
-            try:
-                version_key(value)
-            except ValueError:
-                errors[name] = _(
-                    "“%(value)s” is not a version: use dotted numbers, e.g. 12.8 or 550.54.15."
-                ) % {"value": value[:40]}
+        if value and (error := version_error(value)):
+            errors[name] = error
     return errors
 
 

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from catalog.api.serializers import in_language
 from catalog.models import GpuModel, SoftwareStack, Vendor
+from catalog.software import version_error
 from core.fields import BoundedDateTimeField, MoneyAmountField
 from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals import limits
@@ -142,6 +143,24 @@ class QuoteOptionInSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
+class RequiresVersionField(serializers.CharField):
+    """A minimum version of the node's stack: dotted numbers, compared as versions."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            required=False, allow_blank=True, allow_null=True, default="", max_length=40,
+            validators=[_version_valid], **kwargs,
+        )  # fmt: skip
+
+    def to_internal_value(self, data):
+        return (super().to_internal_value(data) or "").strip()
+
+
+def _version_valid(value: str) -> None:
+    if value and (error := version_error(value)):
+        raise serializers.ValidationError(error)
+
+
 class QuoteInSerializer(serializers.Serializer):
     gpu_model = serializers.SlugField()
     gpu_count = serializers.IntegerField(
@@ -164,6 +183,15 @@ class QuoteInSerializer(serializers.Serializer):
         help_text="place only on nodes of this region (slug, as in /api/v1/regions/); "
         "empty: any region",
     )  # fmt: skip
+    requires_driver = RequiresVersionField(
+        help_text="place only on nodes whose GPU driver is at least this version (550.54.15)"
+    )
+    requires_cuda = RequiresVersionField(
+        help_text="place only on nodes whose driver supports at least this CUDA version (12.8)"
+    )
+    requires_rocm = RequiresVersionField(
+        help_text="place only on nodes with at least this ROCm release (6.2)"
+    )
 
     def validate(self, data):
         if ("gpu_count" in data) == ("node_count" in data):
@@ -232,6 +260,9 @@ class QuoteSerializer(serializers.ModelSerializer):
             "period",
             "period_count",
             "region",
+            "requires_driver",
+            "requires_cuda",
+            "requires_rocm",
             "vcpus_per_gpu",
             "ram_gib_per_gpu",
             "lines",
