@@ -129,6 +129,8 @@ def availability_days(
             },
         )  # fmt: skip
         rows = cursor.fetchall()
+    if not rows:  # no node of the model (in the region, meeting the stack): every day empty
+        rows = [(first + timedelta(days=k), 0, 0, 0) for k in range(days)]
     return [
         {
             "date": d.date(),
