@@ -198,3 +198,33 @@ def software_by_model() -> dict[int, dict]:
 
 def software_unknown() -> dict:
     return {"drivers": [], "cuda": [], "rocm": [], "unknown_gpus": 0}
+
+
+def stacks_by_model() -> list[dict]:
+    """Each active model's software stacks: per (driver, CUDA, ROCm) its GPUs on active
+    nodes and the regions (slugs) where; a model no agent reported on has one unknown
+    stack (all empty). One grouped query; models by name, stacks newest first."""
+    rows = (
+        Node.objects.filter(state=NodeState.ACTIVE, gpu_count__gt=0, gpu_model__is_active=True)
+        .values("gpu_model_id", "driver_version", "cuda_version", "rocm_version", "region__slug")
+        .annotate(gpus=Sum("gpu_count"))
+        .order_by()
+    )
+    stacks: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row["gpu_model_id"], row["driver_version"], row["cuda_version"], row["rocm_version"])
+        entry = stacks.setdefault(key, {"gpus": 0, "regions": set()})
+        entry["gpus"] += row["gpus"]
+        entry["regions"].add(row["region__slug"])
+    models = {m.pk: m for m in GpuModel.objects.filter(pk__in={k[0] for k in stacks})}
+
+    def order(key):
+        _model, driver, cuda, rocm = key
+        newest = [version_key(v) if v else [-1] for v in (cuda or rocm, driver)]
+        return (models[key[0]].name, [-p for p in newest[0]], [-p for p in newest[1]])
+
+    return [
+        {"gpu_model": models[key[0]], "driver": key[1], "cuda": key[2], "rocm": key[3],
+         "gpus": entry["gpus"], "regions": sorted(entry["regions"])}
+        for key, entry in sorted(stacks.items(), key=lambda item: order(item[0]))
+    ]  # fmt: skip
