@@ -65,3 +65,11 @@ def reference_load(*, toolkits, builds, rocm) -> dict[str, int]:
                 model.objects.filter(pk=found.pk).update(**fields)
                 counts["updated"] += 1
     return counts
+
+
+def reference_row_save_by_staff(row) -> None:
+    """A row staff added or changed in the admin: theirs from now on, so a newer shipped
+    table never overwrites it (`reference_load` keeps it)."""
+    row.origin = STAFF
+    row.full_clean()
+    row.save()
