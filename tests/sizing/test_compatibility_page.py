@@ -35,3 +35,10 @@ def test_a_field_error_in_polish(catalog, client):
     assert page.status_code == 200 and "nie ma kompilacji" in page.content.decode()
     jax = client.get("/compatibility/?framework=cuda&version=12.x").content.decode()
     assert "is not a version" in jax
+
+
+def test_the_catalog_shows_each_models_software_and_unknown_gpus(catalog, client):
+    _stacks(catalog)
+    html = client.get("/").content.decode()
+    assert "CUDA 13.0" in html and "CUDA 12.4" in html and "GPUs: unknown" in html
+    assert "580.65.06" in html and "/compatibility/" in html
