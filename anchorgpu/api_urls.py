@@ -35,6 +35,7 @@ from rentals.api import (
 from rentals.api.availability import AvailabilityApi
 from rentals.api.catalog import GpuModelListApi
 from sizing.api import SizingApi
+from sizing.compat_api import CompatibilityApi
 from telemetry.api import views as telemetry
 from webhooks.api import views as webhooks
 
@@ -211,5 +212,6 @@ urlpatterns = [
     ),
     path("glossary/", GlossaryListApi.as_view(), name="api-glossary"),
     path("sizing/", SizingApi.as_view(), name="api-sizing"),
+    path("compatibility/", CompatibilityApi.as_view(), name="api-compatibility"),
     path("audit/", AuditListApi.as_view(), name="api-audit"),
 ]

@@ -7,6 +7,7 @@ from glossary import views as glossary
 from invoices import views as invoices
 from payments import views as payments
 from rentals.views import allocations, booking, fleet, impaired, statement
+from sizing import compat_views
 from sizing import views as sizing
 from telemetry import views as flags
 from webhooks import views as webhooks
@@ -60,6 +61,7 @@ urlpatterns = [
     path("impaired/<uuid:pk>/replace/", impaired.impaired_replace, name="impaired-replace"),
     path("impaired/<uuid:pk>/credit/", impaired.impaired_credit, name="impaired-credit"),
     path("sizing/", sizing.sizing_page, name="sizing"),
+    path("compatibility/", compat_views.compatibility_page, name="compatibility"),
     path("flags/", flags.flags_page, name="flags"),
     path("flags/<int:pk>/acknowledge/", flags.flag_acknowledge_page, name="flag-acknowledge"),
     path("glossary/", glossary.glossary_page, name="glossary"),

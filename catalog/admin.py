@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 from translated_fields import TranslatedFieldAdmin
 
@@ -26,6 +28,7 @@ from catalog.models import (
 )
 from catalog.selectors import price_rows_with_status, price_status
 from catalog.services import fleet_import, gpu_price_set, option_price_set, price_start_check
+from catalog.software import node_driver_disagrees
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, when_column
 from core.dates import when_text
 from core.money import money_text
@@ -243,6 +246,9 @@ class NodeAdmin(admin.ModelAdmin):
         "exporter",
         "state",
         "health",
+        "driver_version",
+        "cuda_version",
+        "rocm_version",
         "last_good_poll_at",
     ]
     list_filter = [
@@ -250,8 +256,37 @@ class NodeAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     search_fields = ["hostname", "gpus__uuid"]
     inlines = [GpuInline]
-    readonly_fields = ["health", "health_detail", "last_poll_at", "last_good_poll_at"]
+    readonly_fields = [
+        "health", "health_detail", "last_poll_at", "last_good_poll_at", "driver_version",
+        "cuda_version", "rocm_version", "software_stack",
+    ]  # fmt: skip
     change_list_template = "admin/catalog/node/change_list.html"
+
+    @admin.display(description="software stack")
+    def software_stack(self, node):
+        """What the node's agent reported, and the exporter's driver where it disagrees."""
+        stack = node.software or {}
+        if not node.software_reported_at:
+            return "unknown (no agent has reported this node's stack)"
+        gpus = ", ".join(
+            f"#{g.get('index')} {g.get('name') or ''} "
+            f"{g.get('compute_cap') or g.get('gfx_target') or 'unknown'}".strip()
+            for g in stack.get("gpus", [])
+        )
+        lines = [
+            ("driver", node.driver_version or "unknown"),
+            ("CUDA (driver's highest)", node.cuda_version or "unknown"),
+            ("ROCm", node.rocm_version or "unknown"),
+            ("OS", stack.get("os") or "unknown"),
+            ("kernel", stack.get("kernel") or "unknown"),
+            ("GPUs", gpus or "unknown"),
+            ("reported", f"{node.software_reported_at:%Y-%m-%d %H:%M} UTC"),
+        ]
+        if node.exporter_driver_version:
+            lines.append(("exporter's driver label", node.exporter_driver_version))
+        if node_driver_disagrees(node):
+            lines.append(("disagreement", "the exporter names another driver; the agent's wins"))
+        return format_html_join(mark_safe("<br>"), "{}: {}", lines)
 
     def get_urls(self):
         return [

@@ -26,6 +26,7 @@ from catalog.models import (
     Region,
     RentalPeriod,
 )
+from catalog.services import node_software_record
 
 PERIODS = [
     ("day", ("day", "dzień"), timedelta(hours=24)),
@@ -116,6 +117,57 @@ FLEET = [
     ("us-east", "mi300x", 2, 8, "none", ""), ("us-east", "h200", 1, 8, "none", ""),
     ("us-east", "l40s", 1, 4, "none", ""),
 ]  # fmt: skip
+
+# The software each demo node's agent would report, by hostname: one model on different
+# drivers (so "Will it run?" and `requires_cuda` have something to tell apart), versions from
+# NVIDIA's and AMD's published pairs (docs/reference/software-compatibility.md §1, §6). A
+# node left out reports nothing: its stack is unknown.
+_UBUNTU, _KERNEL = "Ubuntu 24.04.2 LTS", "6.8.0-51-generic"
+
+
+def _nvidia(driver, cuda, cc, name, os=_UBUNTU, kernel=_KERNEL, gpus=8):
+    return {"vendor": "nvidia", "driver": driver, "cuda": cuda, "os": os, "kernel": kernel,
+            "gpus": [{"index": i, "name": name, "compute_cap": cc} for i in range(gpus)]}  # fmt: skip
+
+
+def _amd(rocm, amdgpu, gfx, name, gpus=8):
+    return {"vendor": "amd", "rocm": rocm, "amdgpu": amdgpu, "os": "Ubuntu 22.04.5 LTS",
+            "kernel": "5.15.0-126-generic",
+            "gpus": [{"index": i, "name": name, "gfx_target": gfx} for i in range(gpus)]}  # fmt: skip
+
+
+SOFTWARE = {
+    "h200-pl-waw-01": _nvidia("580.65.06", "13.0", "9.0", "NVIDIA H200"),
+    "h200-pl-waw-02": _nvidia("575.57.08", "12.9", "9.0", "NVIDIA H200"),
+    "h100-sxm-pl-waw-01": _nvidia("580.65.06", "13.0", "9.0", "NVIDIA H100 80GB HBM3"),
+    "h100-sxm-pl-waw-02": _nvidia("580.65.06", "13.0", "9.0", "NVIDIA H100 80GB HBM3"),
+    "h100-sxm-pl-waw-03": _nvidia("570.124.06", "12.8", "9.0", "NVIDIA H100 80GB HBM3"),
+    "h100-sxm-pl-waw-04": _nvidia(
+        "550.127.05",
+        "12.4",
+        "9.0",
+        "NVIDIA H100 80GB HBM3",
+        os="Ubuntu 22.04.5 LTS",
+        kernel="5.15.0-126-generic",
+    ),
+    "l40s-pl-waw-01": _nvidia("560.35.05", "12.6", "8.9", "NVIDIA L40S", gpus=4),
+    "h100-sxm-de-fra-01": _nvidia(
+        "535.104.05",
+        "12.2",
+        "9.0",
+        "NVIDIA H100 80GB HBM3",
+        os="Ubuntu 22.04.5 LTS",
+        kernel="5.15.0-126-generic",
+    ),
+    "a100-80gb-de-fra-01": _nvidia("570.124.06", "12.8", "8.0", "NVIDIA A100-SXM4-80GB"),
+    "a100-80gb-de-fra-02": _nvidia("535.104.05", "12.2", "8.0", "NVIDIA A100-SXM4-80GB"),
+    "l4-de-fra-01": _nvidia("580.65.06", "13.0", "8.9", "NVIDIA L4", gpus=4),
+    "l4-de-fra-02": _nvidia("550.54.15", "12.4", "8.9", "NVIDIA L4", gpus=4),
+    "mi300x-us-east-01": _amd("7.1.1", "6.16.6", "gfx942", "AMD Instinct MI300X"),
+    "mi300x-us-east-02": _amd("6.3.3", "6.10.5", "gfx942", "AMD Instinct MI300X"),
+    "h200-us-east-01": _nvidia("580.82.07", "13.0", "9.0", "NVIDIA H200"),
+    # l40s-us-east-01: no agent report yet (its stack shows as unknown)
+}
 
 # username, e-mail, staff, superuser. Staff read dashboards and allocations and change
 # nothing; `pricing` is staff who may also schedule prices (the Pricing group); `admin` all.
@@ -224,6 +276,8 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
                     "network_group": group,
                 },
             )
+            if hostname in SOFTWARE:
+                node_software_record(node_id=node.pk, report=SOFTWARE[hostname], at=now)
             for index in range(per_node):
                 Gpu.objects.get_or_create(
                     node=node,

@@ -9,6 +9,7 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -339,6 +340,33 @@ class Node(models.Model):
         _("SSH port"), default=22, db_default=22,
         validators=[MinValueValidator(1), MaxValueValidator(65535)],
     )  # fmt: skip
+    # The software stack its agent last reported (catalog.software): the GPU driver (NVIDIA's,
+    # or amdgpu), the highest CUDA the driver supports, the ROCm release; empty is unknown.
+    # Each version's key (its parts as integers) sits beside it, so availability and
+    # placement compare versions in SQL (rentals.sql.stack_meets), never as strings.
+    driver_version = models.CharField(
+        _("driver version"), max_length=40, blank=True, default="", db_default=""
+    )
+    cuda_version = models.CharField(
+        _("CUDA version"), max_length=40, blank=True, default="", db_default="",
+        help_text="the highest CUDA version the driver supports (nvidia-smi's header)",
+    )  # fmt: skip
+    rocm_version = models.CharField(
+        _("ROCm version"), max_length=40, blank=True, default="", db_default=""
+    )
+    driver_key = ArrayField(models.IntegerField(), null=True, blank=True, editable=False)
+    cuda_key = ArrayField(models.IntegerField(), null=True, blank=True, editable=False)
+    rocm_key = ArrayField(models.IntegerField(), null=True, blank=True, editable=False)
+    software = models.JSONField(
+        _("software stack"), default=dict, db_default={}, blank=True, editable=False,
+        help_text="as the node's agent reported it: OS, kernel, each GPU's target",
+    )  # fmt: skip
+    software_reported_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The driver dcgm-exporter names in its DCGM_FI_DRIVER_VERSION label, where its CSV
+    # declares one: shown beside the agent's (which wins) when the two disagree.
+    exporter_driver_version = models.CharField(
+        max_length=40, blank=True, default="", db_default="", editable=False
+    )
 
     class Meta:
         ordering = ["hostname"]
@@ -355,6 +383,15 @@ class Node(models.Model):
                 name="catalog_node_ssh_port_valid",
             ),
             choices_check("health", NodeHealth, name="catalog_node_health_valid"),
+            # a version's key is there exactly when its version is known
+            *(
+                models.CheckConstraint(
+                    condition=Q(**{f"{part}_version": "", f"{part}_key__isnull": True})
+                    | (~Q(**{f"{part}_version": ""}) & Q(**{f"{part}_key__isnull": False})),
+                    name=f"catalog_node_{part}_key_with_version",
+                )
+                for part in ("driver", "cuda", "rocm")
+            ),
         ]
 
     def __str__(self):

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Exists, Max, OuterRef, Prefetch, QuerySet
+from django.db.models import Exists, Max, OuterRef, Prefetch, QuerySet, Sum
 from django.utils import timezone
 
 from catalog.models import (
@@ -15,6 +15,7 @@ from catalog.models import (
     OptionPrice,
     RentalPeriod,
 )
+from catalog.software import version_key
 from core.versions import CATALOG_ROWS, versioned_copy
 
 
@@ -158,3 +159,72 @@ def _catalog_rows() -> CatalogRows:
         periods={p.slug: p for p in RentalPeriod.objects.filter(is_active=True)},
         gpus_per_node=per_node,
     )
+
+
+def software_by_model() -> dict[int, dict]:
+    """Per model, the driver, CUDA and ROCm versions its active nodes run, each with the
+    GPUs that have it and the regions (slugs) where; `unknown_gpus` on nodes whose stack no
+    agent has reported. One grouped query, whatever the fleet's size."""
+    rows = (
+        Node.objects.filter(state=NodeState.ACTIVE, gpu_count__gt=0)
+        .values("gpu_model_id", "region__slug", "driver_version", "cuda_version", "rocm_version")
+        .annotate(gpus=Sum("gpu_count"))
+        .order_by()
+    )
+    found: dict[int, dict] = {}
+    for row in rows:
+        model = found.setdefault(
+            row["gpu_model_id"], {"drivers": {}, "cuda": {}, "rocm": {}, "unknown_gpus": 0}
+        )
+        if not (row["driver_version"] or row["cuda_version"] or row["rocm_version"]):
+            model["unknown_gpus"] += row["gpus"]
+        for part, name in (("drivers", "driver_version"), ("cuda", "cuda_version"),
+                           ("rocm", "rocm_version")):  # fmt: skip
+            if version := row[name]:
+                entry = model[part].setdefault(version, {"version": version, "gpus": 0,
+                                                         "regions": set()})  # fmt: skip
+                entry["gpus"] += row["gpus"]
+                entry["regions"].add(row["region__slug"])
+    for model in found.values():
+        for part in ("drivers", "cuda", "rocm"):
+            model[part] = [
+                {**entry, "regions": sorted(entry["regions"])}
+                for entry in sorted(
+                    model[part].values(), key=lambda e: version_key(e["version"]), reverse=True
+                )
+            ]
+    return found
+
+
+def software_unknown() -> dict:
+    return {"drivers": [], "cuda": [], "rocm": [], "unknown_gpus": 0}
+
+
+def stacks_by_model() -> list[dict]:
+    """Each active model's software stacks: per (driver, CUDA, ROCm) its GPUs on active
+    nodes and the regions (slugs) where; a model no agent reported on has one unknown
+    stack (all empty). One grouped query; models by name, stacks newest first."""
+    rows = (
+        Node.objects.filter(state=NodeState.ACTIVE, gpu_count__gt=0, gpu_model__is_active=True)
+        .values("gpu_model_id", "driver_version", "cuda_version", "rocm_version", "region__slug")
+        .annotate(gpus=Sum("gpu_count"))
+        .order_by()
+    )
+    stacks: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row["gpu_model_id"], row["driver_version"], row["cuda_version"], row["rocm_version"])
+        entry = stacks.setdefault(key, {"gpus": 0, "regions": set()})
+        entry["gpus"] += row["gpus"]
+        entry["regions"].add(row["region__slug"])
+    models = {m.pk: m for m in GpuModel.objects.filter(pk__in={k[0] for k in stacks})}
+
+    def order(key):
+        _model, driver, cuda, rocm = key
+        newest = [version_key(v) if v else [-1] for v in (cuda or rocm, driver)]
+        return (models[key[0]].name, [-p for p in newest[0]], [-p for p in newest[1]])
+
+    return [
+        {"gpu_model": models[key[0]], "driver": key[1], "cuda": key[2], "rocm": key[3],
+         "gpus": entry["gpus"], "regions": sorted(entry["regions"])}
+        for key, entry in sorted(stacks.items(), key=lambda item: order(item[0]))
+    ]  # fmt: skip

@@ -22,8 +22,10 @@ from catalog.models import (
     RentalPeriod,
 )
 from catalog.selectors import gpu_price_at, option_price_at
+from catalog.software import stack_from_report, version_key, version_or_none
 from core.db import db_now
 from core.money import Money, default_currency, quantize
+from core.versions import CATALOG, bump
 
 
 def price_start_check(effective_from: datetime | None) -> datetime:
@@ -173,3 +175,39 @@ def fleet_import(*, text: str) -> dict:
     if errors:
         raise ValidationError({"file": errors})
     return {"created": created, "updated": updated, "gpus": gpus}
+
+
+def node_software_record(*, node_id: int, report: dict, at) -> bool:
+    """Keep the stack a node's agent reported (catalog.software.stack_from_report); False
+    when it is what was kept already (most reports: a stack rarely changes). One UPDATE,
+    so a report racing another writes whole or not at all."""
+    stack = stack_from_report(report)
+    fields = {
+        "driver_version": stack["driver"] or stack["amdgpu"],
+        "cuda_version": stack["cuda"],
+        "rocm_version": stack["rocm"],
+    }
+    keys = {
+        name.replace("_version", "_key"): version_key(value) if value else None
+        for name, value in fields.items()
+    }
+    changed = (
+        Node.objects.filter(pk=node_id)
+        .exclude(software=stack, **fields)
+        .update(**fields, **keys, software=stack, software_reported_at=at)
+    )
+    if changed:
+        bump(CATALOG)  # the catalog's software column (an UPDATE sends no signal)
+    return bool(changed)
+
+
+def node_exporter_driver_record(*, drivers: dict[int, str]) -> None:
+    """The driver each node's exporter names (its DCGM_FI_DRIVER_VERSION label), where it
+    changed: a poll round's nodes, one statement per distinct driver (a handful)."""
+    by_driver: dict[str, list[int]] = {}
+    for node_id, driver in drivers.items():
+        by_driver.setdefault(version_or_none(driver) or "", []).append(node_id)
+    for driver, node_ids in by_driver.items():
+        Node.objects.filter(pk__in=node_ids).exclude(exporter_driver_version=driver).update(
+            exporter_driver_version=driver
+        )

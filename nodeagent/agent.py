@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from nodeagent import TENANT_PREFIX, VERSION, HostError, cgroups, node_config
+from nodeagent import TENANT_PREFIX, VERSION, HostError, cgroups, node_config, software
 from nodeagent.devices import discover, inventory_from_file
 from nodeagent.hosts import FolderHost, Grant, Layout, LinuxHost
 from nodeagent.systemd import SystemdSlices
@@ -56,7 +56,7 @@ def _write(path: Path, data) -> None:
 
 class Agent:
     def __init__(self, *, url: str, credential: str, host, state_dir: Path, clock=time.time,
-                 timeout: float = 10.0):  # fmt: skip
+                 timeout: float = 10.0, stack=None):  # fmt: skip
         self.url = url.rstrip("/")
         self.credential = credential
         self.host = host
@@ -65,6 +65,8 @@ class Agent:
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         self.clock = clock
         self.timeout = timeout
+        # The node's software stack (nodeagent.software.stack), or None to report none
+        self.stack = stack
 
     # --- talking to AnchorGPU -----------------------------------------------------------------
     def _request(self, path: str, *, body: dict | None = None, etag: str = ""):
@@ -109,6 +111,11 @@ class Agent:
         state, applied the same way: most rounds). A lost record only means saying it again."""
         body = {"generation": result.generation, "applied": result.applied,
                 "errors": result.errors, "agent": VERSION}  # fmt: skip
+        if self.stack is not None:
+            try:
+                body["software"] = self.stack()
+            except Exception:  # a tool that misbehaves costs the stack, never the report
+                logger.exception("software stack")
         try:
             if json.loads(self.reported_file.read_text()) == body:
                 return
@@ -254,6 +261,7 @@ def main(argv=None) -> int:
     agent = Agent(
         url=args.url, credential=args.credential_file.read_text().strip(), host=host,
         state_dir=args.state_dir,
+        stack=None if args.simulated_root else functools.cache(lambda: software.stack(args.vendor)),
     )  # fmt: skip
     if args.once:
         result = agent.run_once()

@@ -8,7 +8,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 from catalog.models import GpuModel, Node, NodeState
-from catalog.selectors import catalog_rows, gpu_model_list
+from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
+from catalog.software import NO_REQUIRES, Requires
 from rentals import sql
 
 MAX_START_CANDIDATES = 500
@@ -22,8 +23,10 @@ def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None)
     with connection.cursor() as cursor:
         cursor.execute(sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
         free = dict(cursor.fetchall())
+    software = software_by_model()
     for model in models:
         model.free_gpus_now = free.get(model.pk, 0)
+        model.software = software.get(model.pk) or software_unknown()
     return models
 
 
@@ -50,22 +53,25 @@ def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
 
 
 def _room_read(
-    statement: str, *, gpu_model, gpu_count, starts_at, ends_at, region_id=None
-) -> list[tuple]:
+    statement: str, *, gpu_model, gpu_count, starts_at, ends_at, region_id=None,
+    requires: Requires = NO_REQUIRES,
+) -> list[tuple]:  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(
             statement,
             {"model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
-             "starts_at": starts_at, "ends_at": ends_at, "region": region_id},
+             "starts_at": starts_at, "ends_at": ends_at, "region": region_id,
+             **requires.params()},
         )  # fmt: skip
         return cursor.fetchall()
 
 
 def candidate_nodes(
-    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None
-) -> list[int]:
-    """Nodes with room (in `region_id`, or any region), fullest first: packing keeps whole
-    nodes free for whole-node bookings.
+    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES,
+) -> list[int]:  # fmt: skip
+    """Nodes with room (in `region_id`, or any region; whose stack meets `requires`),
+    fullest first: packing keeps whole nodes free for whole-node bookings.
 
     Counted in the database (one grouped query), so the cost does not grow with fleet size
     on the Python side.
@@ -73,18 +79,18 @@ def candidate_nodes(
     rows = _room_read(
         sql.ROOM_NODES,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
-        region_id=region_id,
+        region_id=region_id, requires=requires,
     )  # fmt: skip
     return [node_id for (node_id,) in rows]
 
 
-def fits(*, gpu_model, gpu_count, starts_at, ends_at, region_id=None) -> bool:
+def fits(*, gpu_model, gpu_count, starts_at, ends_at, region_id=None, requires=NO_REQUIRES) -> bool:
     """Whether some node (in `region_id`, or any region) has room: a yes or no, not the
     candidate list (every quote asks)."""
     rows = _room_read(
         sql.ROOM_EXISTS,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
-        region_id=region_id,
+        region_id=region_id, requires=requires,
     )  # fmt: skip
     return rows[0][0]
 
@@ -92,20 +98,22 @@ def fits(*, gpu_model, gpu_count, starts_at, ends_at, region_id=None) -> bool:
 def earliest_start(
     *, gpu_model: GpuModel, gpu_count: int = 1, node_count: int | None = None,
     duration: timedelta, not_before: datetime, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES,
 ) -> datetime | None:  # fmt: skip
     """The first instant ≥ not_before at which the request (GPUs on one node, or whole
     nodes of one network group; in `region_id`, or any region) fits, or None if none is in
     sight (the first of `start_windows`)."""
     windows = start_windows(
         gpu_model=gpu_model, duration=duration, not_before=not_before, gpu_count=gpu_count,
-        node_count=node_count, region_id=region_id, limit=1,
+        node_count=node_count, region_id=region_id, limit=1, requires=requires,
     )  # fmt: skip
     return windows[0]["starts_at"] if windows else None
 
 
 def availability_days(
-    *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None
-) -> list[dict]:
+    *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES,
+) -> list[dict]:  # fmt: skip
     """Per day from `start`'s day: the most GPUs free on one node for the whole day, the
     whole nodes free, and the GPUs free in all (today counts from now). One statement over
     the same holds the exclusion constraint guards, so a day is never shown freer than a
@@ -117,9 +125,12 @@ def availability_days(
             {
                 "first": first, "days": days, "now": start,
                 "model": gpu_model.pk, "active": NodeState.ACTIVE, "region": region_id,
+                **requires.params(),
             },
         )  # fmt: skip
         rows = cursor.fetchall()
+    if not rows:  # no node of the model (in the region, meeting the stack): every day empty
+        rows = [(first + timedelta(days=k), 0, 0, 0) for k in range(days)]
     return [
         {
             "date": d.date(),
@@ -131,13 +142,14 @@ def availability_days(
     ]
 
 
-def _params(*, gpu_model, duration, gpu_count, node_count, region_id):
+def _params(*, gpu_model, duration, gpu_count, node_count, region_id, requires):
     per_node = cluster_shape(gpu_model=gpu_model)[0] if node_count else 0
     return {
         "per_node": per_node,
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "duration": duration,
         "count": 1 if node_count else gpu_count, "whole": bool(node_count),
         "nodes": node_count or 1, "region": region_id, "limit": MAX_START_CANDIDATES,
+        **requires.params(),
     }  # fmt: skip
 
 
@@ -154,13 +166,14 @@ def _in_spans(t: datetime, spans: list[tuple]) -> bool:
 
 
 def cluster_fits(
-    *, gpu_model: GpuModel, node_count: int, starts_at, ends_at, region_id: int | None = None
-) -> bool:
+    *, gpu_model: GpuModel, node_count: int, starts_at, ends_at, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES,
+) -> bool:  # fmt: skip
     """Whether `node_count` whole nodes of one network group (in `region_id`, or any
     region) are free for the window."""
     params = _params(
         gpu_model=gpu_model, duration=ends_at - starts_at, gpu_count=1, node_count=node_count,
-        region_id=region_id,
+        region_id=region_id, requires=requires,
     )  # fmt: skip
     with connection.cursor() as cursor:
         return bool(_fitting_at(cursor, starts_at, params))
@@ -169,13 +182,14 @@ def cluster_fits(
 def start_windows(
     *, gpu_model: GpuModel, duration: timedelta, not_before: datetime, gpu_count: int = 1,
     node_count: int | None = None, region_id: int | None = None, limit: int = 5,
+    requires: Requires = NO_REQUIRES,
 ) -> list[dict]:  # fmt: skip
     """The next start times at which the request fits, with where: `gpu_count` GPUs on one
     node, or `node_count` whole nodes of one network group for the same window. Capacity
     only frees up when a holding ends, so those instants are the only candidates."""
     params = _params(
         gpu_model=gpu_model, duration=duration, gpu_count=gpu_count, node_count=node_count,
-        region_id=region_id,
+        region_id=region_id, requires=requires,
     )  # fmt: skip
     with connection.cursor() as cursor:
         # Usually the request fits from `not_before` already: that is asked first, and only

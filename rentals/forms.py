@@ -17,10 +17,17 @@ from catalog.models import (
     Vendor,
 )
 from catalog.selectors import current_option_prices
+from catalog.software import REQUIRES, validate_version
 from core.money import DECIMAL_PLACES, MAX_DIGITS, money_text
 from rentals import limits
 from rentals.availability import max_gpus_per_node
 from rentals.models import AllocationState, LedgerKind
+
+REQUIRES_LABELS = {
+    "requires_cuda": _("CUDA at least"),
+    "requires_driver": _("Driver at least"),
+    "requires_rocm": _("ROCm at least"),
+}
 
 
 class GpuModelFilterForm(forms.Form):
@@ -165,6 +172,13 @@ class QuoteForm(forms.Form):
             required=False,
             empty_label=_("Any region"),
         )
+        for name, label in REQUIRES_LABELS.items():
+            if (name == "requires_rocm") != (gpu_model.vendor == "amd"):
+                continue  # what the model's stack has: ROCm for AMD, driver and CUDA else
+            self.fields[name] = forms.CharField(
+                label=label, required=False, max_length=40, validators=[validate_version],
+                help_text=_("minimum version; empty: any"),
+            )  # fmt: skip
         self.options = [
             o
             for o in Option.objects.filter(is_active=True).prefetch_related("gpu_models")
@@ -265,6 +279,7 @@ class QuoteForm(forms.Form):
                 if data.get(f"option_{o.slug}")
             ],
             "region": data["region"].slug if data.get("region") else None,
+            **{name: data.get(name) or "" for name in REQUIRES},
         }
 
 

@@ -5,6 +5,7 @@ from collections import defaultdict
 from django.db import connection, transaction
 
 from catalog.models import Gpu, GpuModel, Node, NodeState, Region
+from catalog.software import NO_REQUIRES, Requires
 from rentals import sql
 from rentals.availability import candidate_nodes
 
@@ -18,10 +19,12 @@ def _free_by_node(*, starts_at, ends_at, node_ids):
 
 
 def place_locked(
-    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None
-):
+    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES,
+):  # fmt: skip
     """(node, gpus) with the node row locked, or None: on a node of `region_id` where given
-    (a quote for a region), else of any region. Call inside a transaction.
+    (a quote for a region), else of any region, whose software stack meets `requires` (the
+    quote's minimum versions; checked again under the row lock). Call inside a transaction.
 
     One statement finds the fullest node with room that no other booking holds right now
     and locks it (SKIP LOCKED: concurrent bookings spread instead of queueing on one node);
@@ -31,7 +34,7 @@ def place_locked(
     """
     params = {
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
-        "starts_at": starts_at, "ends_at": ends_at, "region": region_id,
+        "starts_at": starts_at, "ends_at": ends_at, "region": region_id, **requires.params(),
     }  # fmt: skip
     for node in Node.objects.raw(sql.PLACE, params):
         node.region = Region.from_db(
@@ -44,25 +47,29 @@ def place_locked(
             return node, gpus[:gpu_count]
     return _place_waiting(
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
-        region_id=region_id,
+        region_id=region_id, requires=requires,
     )  # fmt: skip
 
 
-def _place_waiting(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id):
+def _place_waiting(
+    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id, requires
+):  # fmt: skip
     """Node by node, fullest first, waiting for a node another booking holds."""
     candidates = candidate_nodes(
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
-        region_id=region_id,
+        region_id=region_id, requires=requires,
     )  # fmt: skip
     busy = []
     for node_id in candidates:
-        placed = _lock_and_take(node_id, gpu_count, starts_at, ends_at, skip_locked=True)
+        placed = _lock_and_take(
+            node_id, gpu_count, starts_at, ends_at, skip_locked=True, requires=requires
+        )
         if placed is _LOCKED:
             busy.append(node_id)
         elif placed is not None:
             return placed
     for node_id in busy:
-        placed = _lock_and_take(node_id, gpu_count, starts_at, ends_at)
+        placed = _lock_and_take(node_id, gpu_count, starts_at, ends_at, requires=requires)
         if placed is not None:
             return placed
     return None
@@ -71,7 +78,9 @@ def _place_waiting(*, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, r
 _LOCKED = object()
 
 
-def _lock_and_take(node_id, gpu_count, starts_at, ends_at, *, skip_locked=False):
+def _lock_and_take(
+    node_id, gpu_count, starts_at, ends_at, *, skip_locked=False, requires=NO_REQUIRES
+):
     node = (
         Node.objects.select_for_update(skip_locked=skip_locked, of=("self",))
         .select_related("region")
@@ -80,18 +89,24 @@ def _lock_and_take(node_id, gpu_count, starts_at, ends_at, *, skip_locked=False)
     )
     if node is None:
         return _LOCKED if skip_locked else None
+    if not requires.met_by(
+        driver=node.driver_version, cuda=node.cuda_version, rocm=node.rocm_version
+    ):  # its stack changed since it was a candidate: read again under the lock
+        return None
     gpus = _free_by_node(starts_at=starts_at, ends_at=ends_at, node_ids=[node_id])[node_id]
     return (node, gpus[:gpu_count]) if len(gpus) >= gpu_count else None
 
 
-def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked):
+def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked, requires=NO_REQUIRES):
     """`node_count` of `nodes` locked and free, or [] with none of them held: a savepoint
     rolled back lets go of the row locks taken since. Waiting (not `skip_locked`) goes in
     id order holding nothing else of the group, so two waiting bookings cannot deadlock."""
     savepoint = transaction.savepoint()
     taken = []
     for node_id, gpus in nodes:
-        placed = _lock_and_take(node_id, gpus, starts_at, ends_at, skip_locked=skip_locked)
+        placed = _lock_and_take(
+            node_id, gpus, starts_at, ends_at, skip_locked=skip_locked, requires=requires
+        )
         if placed is not None and placed is not _LOCKED:
             taken.append(placed)
             if len(taken) == node_count:
@@ -103,7 +118,7 @@ def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked):
 
 def place_cluster_locked(
     *, gpu_model: GpuModel, node_count: int, gpus_per_node: int, starts_at, ends_at,
-    region_id: int | None = None,
+    region_id: int | None = None, requires: Requires = NO_REQUIRES,
 ):  # fmt: skip
     """(network group, [(node, its GPUs)]) for `node_count` whole nodes of `gpus_per_node`
     GPUs in one group (of `region_id` where given), every node row locked, or None. Call
@@ -120,13 +135,13 @@ def place_cluster_locked(
             sql.WHOLE_FREE_GROUPS,
             {"model": gpu_model.pk, "active": NodeState.ACTIVE, "nodes": node_count,
              "per_node": gpus_per_node, "starts_at": starts_at, "ends_at": ends_at,
-             "region": region_id},
+             "region": region_id, **requires.params()},
         )  # fmt: skip
         groups = cursor.fetchall()
     for group, node_ids, gpus_per_node in groups:
         nodes = list(zip(node_ids, gpus_per_node, strict=True))  # in id order
         for skip_locked in (True, False):
-            taken = _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked)
+            taken = _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked, requires)
             if taken:
                 return group, taken
     return None

@@ -63,13 +63,30 @@ _WINDOW = {"starts": Placeholder("starts_at"), "ends": Placeholder("ends_at")}
 
 # --- Availability and placement ----------------------------------------------------------
 
+
 # Per active node of the model, how many of its GPUs no live holding holds in the period,
 # where that is at least `count`: placement's candidates. `region` (an id, or NULL for any
 # region) narrows the nodes: a literal NULL is folded away when the statement is planned, so
 # one text serves both. A node's free GPUs are its GPU count (Node.gpu_count) less those
 # held, counted per node from the live holdings (`gpus_held_per_node`): no GPU row is read.
+# A node's software stack meets a booking's minimum versions (`requires_driver`,
+# `requires_cuda`, `requires_rocm`: catalog.software.Requires.params, each an integer array
+# or NULL for no minimum). The keys are version parts as integers (catalog 0014), which
+# PostgreSQL orders part by part: 12.10 > 12.9. A node whose version is unknown (NULL key)
+# meets no minimum. Like `region`, a NULL parameter is folded away when planned.
+def stack_meets(node: str) -> Composed:
+    n = Identifier(node)
+    return SQL(
+        """(%(min_driver)s::int[] IS NULL OR {n}.driver_key >= %(min_driver)s::int[])
+  AND (%(min_cuda)s::int[] IS NULL OR {n}.cuda_key >= %(min_cuda)s::int[])
+  AND (%(min_rocm)s::int[] IS NULL OR {n}.rocm_key >= %(min_rocm)s::int[])"""
+    ).format(n=n)
+
+
 _MODEL_NODES = SQL("""m.gpu_model_id = %(model)s AND m.state = %(active)s
-  AND (%(region)s::bigint IS NULL OR m.region_id = %(region)s)""")
+  AND (%(region)s::bigint IS NULL OR m.region_id = %(region)s) AND {stack}""").format(
+    stack=stack_meets("m")
+)
 _ROOM = SQL(
     """
 SELECT m.id AS node_id, m.gpu_count - coalesce(held.gpus, 0) AS free
@@ -135,7 +152,8 @@ SELECT n.*, r.slug AS region_slug, r.name_en AS region_name_en, r.name_pl AS reg
 FROM (SELECT node_id, free FROM room ORDER BY free, node_id) AS fullest_first
 JOIN LATERAL (
     -- a primary-key lookup per candidate, in order, until one is not held by another booking
-    SELECT * FROM catalog_node WHERE id = fullest_first.node_id AND state = %(active)s
+    SELECT * FROM catalog_node c
+    WHERE c.id = fullest_first.node_id AND c.state = %(active)s AND {stack}
 ) n ON true
 JOIN catalog_region r ON r.id = n.region_id  -- the booking's answer names it
 ORDER BY fullest_first.free, fullest_first.node_id
@@ -143,7 +161,7 @@ LIMIT 1
 FOR UPDATE OF n SKIP LOCKED
 """
     )
-    .format(room=_ROOM)
+    .format(room=_ROOM, stack=stack_meets("c"))
     .as_string()
 )
 
@@ -156,7 +174,7 @@ SELECT n.network_group, array_agg(n.id ORDER BY n.id), array_agg(n.gpu_count ORD
 FROM catalog_node n
 WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.network_group <> ''
   AND n.gpu_count = %(per_node)s
-  AND (%(region)s::bigint IS NULL OR n.region_id = %(region)s)
+  AND (%(region)s::bigint IS NULL OR n.region_id = %(region)s) AND {stack}
   AND NOT EXISTS (
       SELECT 1 FROM catalog_gpu g
       WHERE g.node_id = n.id AND {held})
@@ -165,7 +183,7 @@ HAVING count(*) >= %(nodes)s
 ORDER BY count(*), n.network_group
 """
     )
-    .format(held=gpu_held(_G_ID, **_WINDOW))
+    .format(held=gpu_held(_G_ID, **_WINDOW), stack=stack_meets("n"))
     .as_string()
 )
 
@@ -190,6 +208,7 @@ WITH nodes AS MATERIALIZED (
     SELECT n.id, n.gpu_count AS gpus  -- the node's GPU rows, counted by the database
     FROM catalog_node n
     WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
+      AND {stack}
 ), spans AS (
     SELECT ag.node_id, ag.gpu_id, ag.starts_at,
            greatest(floor(date_part('epoch', ag.starts_at - %(first)s::timestamptz) / 86400),
@@ -250,9 +269,12 @@ _CALENDAR_HOLDINGS = holding_overlaps(
     starts=SQL("%(now)s::timestamptz"),
     ends=SQL("%(first)s::timestamptz + %(days)s * interval '1 day'"),
 )
-FREE_BY_DAY = _FREE_BY_DAY.format(region=SQL(""), overlaps=_CALENDAR_HOLDINGS).as_string()
+_STACK_N = stack_meets("n")
+FREE_BY_DAY = _FREE_BY_DAY.format(
+    region=SQL(""), overlaps=_CALENDAR_HOLDINGS, stack=_STACK_N
+).as_string()
 FREE_BY_DAY_IN_REGION = _FREE_BY_DAY.format(
-    region=_IN_REGION, overlaps=_CALENDAR_HOLDINGS
+    region=_IN_REGION, overlaps=_CALENDAR_HOLDINGS, stack=_STACK_N
 ).as_string()
 
 # The instants at which capacity can free up: `not_before` and the next `limit` ends of
@@ -279,7 +301,7 @@ WITH nodes AS MATERIALIZED (
            CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp
     FROM catalog_node n
     WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
-      AND (NOT %(whole)s OR n.network_group <> '')
+      AND (NOT %(whole)s OR n.network_group <> '') AND {stack}
 ), held AS (
 {held}
 ), free AS (
@@ -302,8 +324,10 @@ _FITTING_HELD = gpus_held_per_node(
     starts=Placeholder("t"),
     ends=SQL("{}::timestamptz + {}").format(Placeholder("t"), Placeholder("duration")),
 )
-FITTING_AT = _FITTING_AT.format(held=_FITTING_HELD, region=SQL("")).as_string()
-FITTING_AT_IN_REGION = _FITTING_AT.format(held=_FITTING_HELD, region=_IN_REGION).as_string()
+FITTING_AT = _FITTING_AT.format(held=_FITTING_HELD, region=SQL(""), stack=_STACK_N).as_string()
+FITTING_AT_IN_REGION = _FITTING_AT.format(
+    held=_FITTING_HELD, region=_IN_REGION, stack=_STACK_N
+).as_string()
 
 # The spans of start instants ≥ `not_before` at which the request fits for `duration`,
 # [from, until] (until NULL: open-ended), in time order; none: it never fits, as the holdings
@@ -326,7 +350,7 @@ WITH nodes AS MATERIALIZED (
            CASE WHEN %(whole)s THEN n.network_group ELSE n.id::text END AS grp,
            CASE WHEN %(whole)s THEN 1 ELSE n.gpu_count END AS units
     FROM catalog_node n
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region}
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s {region} AND {stack}
       AND CASE WHEN %(whole)s THEN n.network_group <> '' AND n.gpu_count = %(per_node)s
                ELSE n.gpu_count >= %(count)s END
 ), busy AS (
@@ -376,8 +400,8 @@ WITH nodes AS MATERIALIZED (
 SELECT at, until FROM spans WHERE fits ORDER BY at
 """
 )
-FITTING_SPANS = _FITTING_SPANS.format(region=SQL("")).as_string()
-FITTING_SPANS_IN_REGION = _FITTING_SPANS.format(region=_IN_REGION).as_string()
+FITTING_SPANS = _FITTING_SPANS.format(region=SQL(""), stack=_STACK_N).as_string()
+FITTING_SPANS_IN_REGION = _FITTING_SPANS.format(region=_IN_REGION, stack=_STACK_N).as_string()
 
 
 # --- Booking, enforcement, idempotency ----------------------------------------------------

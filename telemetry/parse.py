@@ -44,6 +44,8 @@ class Scrape:
     readings: dict[str, Reading]
     problems: list[str]
     gpu_families: int
+    # dcgm-exporter's DCGM_FI_DRIVER_VERSION label, where its counters CSV declares it
+    driver: str = ""
 
 
 # What a DCGM field holds decides which blank it can carry (telemetry-formats.md §1): an
@@ -214,6 +216,7 @@ class _Scan:
         self.problems: list[str] = []
         self.seen: set = set()
         self.gpu_families = 0
+        self.driver = ""
 
     def reading(self, name: str, key: str, identity: tuple, index) -> Reading:
         """The GPU's reading that a sample of series `identity` adds to (made on its first
@@ -230,7 +233,7 @@ class _Scan:
         return reading
 
     def scrape(self) -> Scrape:
-        return Scrape(self.readings, self.problems, self.gpu_families)
+        return Scrape(self.readings, self.problems, self.gpu_families, self.driver)
 
 
 def dcgm_scrape(families) -> Scrape:
@@ -252,6 +255,8 @@ def dcgm_scrape(families) -> Scrape:
             if not key:
                 problems.append(f"{name} sample without UUID: skipped")
                 continue
+            if not scan.driver:
+                scan.driver = labels.get("DCGM_FI_DRIVER_VERSION", "")
             mig = labels.get("GPU_I_ID")
             identity = (name, key, mig, labels.get("err_code"))
             reading = scan.reading(name, key, identity, labels.get("gpu"))

@@ -20,6 +20,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Min, Q
 
 from catalog.models import Gpu, Node, NodeHealth, NodeState
+from catalog.software import version_or_none
 from core.db import db_now
 from telemetry import sql
 from telemetry.flags import reading_flags_update
@@ -241,7 +242,9 @@ def node_poll_of(
         node.pk, now, min(duration_ms, 2**31 - 1), outcome, detail[:2000],
         min(len(scrape.readings) if scrape else 0, 32767),
     )  # fmt: skip
-    return NodePoll(poll, samples, readings, (node.pk, health, detail[:2000], last_good))
+    # the exporter's driver label (dcgm-exporter, where its CSV declares one): "" for none
+    driver = (version_or_none(scrape.driver) or "") if scrape and good else None
+    return NodePoll(poll, samples, readings, (node.pk, health, detail[:2000], last_good, driver))
 
 
 def _malformed(node, item: Fetched, *, now) -> NodePoll:
@@ -317,16 +320,17 @@ def store_polls(nodes, gpus_by_node, fetched: list[Fetched], *, now) -> dict:
 
 
 def nodes_health_update(updates, now):
-    """Every node's health in one statement, the values as four array parameters (rows of
-    (node id, health, detail, last good poll))."""
+    """Every node's health in one statement, the values as five array parameters (rows of
+    (node id, health, detail, last good poll[, the exporter's driver label or None])."""
     if not updates:
         return
-    ids, health, detail, last_good = (list(column) for column in zip(*updates, strict=True))
+    updates = [(*row, None) if len(row) == 4 else row for row in updates]
+    ids, health, detail, last_good, driver = (list(column) for column in zip(*updates, strict=True))
     with connection.cursor() as cursor:
         cursor.execute(
             sql.NODES_HEALTH,
             {"ids": ids, "health": [str(h) for h in health], "detail": detail,
-             "last_good": last_good, "now": now, "gap": stale_window()},
+             "last_good": last_good, "driver": driver, "now": now, "gap": stale_window()},
         )  # fmt: skip
 
 

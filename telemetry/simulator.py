@@ -124,6 +124,9 @@ class SimNode:
     memory_mib: int
     gpus: list[SimGpu] = field(default_factory=list)
     prefix: str = ""
+    # The driver the node runs: dcgm-exporter names it in a DCGM_FI_DRIVER_VERSION label
+    # (as a counters CSV that declares it does); none where the node's stack is unknown.
+    driver: str = ""
 
 
 def _load(gpu_state, index, t, uuid, memory_mib, *, hot=False):
@@ -168,9 +171,8 @@ def render_dcgm(
         xid = xids.get(gpu.index) or (story.xid(gpu.uuid, t) if story else 0)
         labels = (
             f'gpu="{gpu.index}",UUID="{gpu.uuid}",pci_bus_id="00000000:{0x18 + gpu.index * 0x11:02X}:00.0",'
-            f'device="nvidia{gpu.index}",modelName="{node.model_name}",Hostname="{node.hostname}",'
-            'DCGM_FI_DRIVER_VERSION="580.105.08"'
-        )
+            f'device="nvidia{gpu.index}",modelName="{node.model_name}",Hostname="{node.hostname}"'
+        ) + (f',DCGM_FI_DRIVER_VERSION="{node.driver}"' if node.driver else "")
         reserved = 480
         used = int(mem)
         rows["GPU_TEMP"].append((labels, f"{int(temp)}"))
@@ -473,6 +475,7 @@ def fleet_from_database(*, gpu_states: GpuStates | None = None) -> dict[str, Sim
                 model_name=node.gpu_model.name,
                 memory_mib=node.gpu_model.memory_reported_mib,
                 prefix=node.metric_prefix,
+                driver=node.driver_version if node.exporter == "dcgm" else "",
                 gpus=[SimGpu(g.index, g.uuid, states.get(g.pk, "free")) for g in node.gpus.all()],
             )
         return nodes

@@ -46,7 +46,7 @@ def copy_binary(table: str, columns: tuple[str, ...]) -> str:
     )
 
 
-# Every node's health in one statement, the values as four array parameters. A node polled
+# Every node's health in one statement, the values as five array parameters. A node polled
 # again after a gap longer than `gap` (the console stopped, restarted, or polled nobody)
 # starts a new run of polls: staleness counts from its start (`polled_since`).
 NODES_HEALTH = """
@@ -54,9 +54,12 @@ UPDATE catalog_node n
 SET health = u.health, health_detail = u.detail, last_good_poll_at = u.last_good,
     last_poll_at = %(now)s,
     polled_since = CASE WHEN n.last_poll_at IS NULL OR n.last_poll_at < %(now)s - %(gap)s
-                        THEN %(now)s ELSE coalesce(n.polled_since, %(now)s) END
+                        THEN %(now)s ELSE coalesce(n.polled_since, %(now)s) END,
+    -- the exporter's driver label where the poll read the exporter (NULL: unchanged)
+    exporter_driver_version = coalesce(u.driver, n.exporter_driver_version)
 FROM unnest(%(ids)s::bigint[], %(health)s::text[], %(detail)s::text[],
-            %(last_good)s::timestamptz[]) AS u (id, health, detail, last_good)
+            %(last_good)s::timestamptz[], %(driver)s::text[])
+     AS u (id, health, detail, last_good, driver)
 WHERE n.id = u.id
 """
 

@@ -54,6 +54,24 @@ class AgentErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(max_length=500)
 
 
+class AgentSoftwareGpuSerializer(serializers.Serializer):
+    index = serializers.IntegerField(required=False, min_value=0, max_value=255)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    compute_cap = serializers.CharField(required=False, allow_blank=True, max_length=20)
+    gfx_target = serializers.CharField(required=False, allow_blank=True, max_length=20)
+
+
+class AgentSoftwareSerializer(serializers.Serializer):
+    vendor = serializers.CharField(required=False, allow_blank=True, max_length=20)
+    driver = serializers.CharField(required=False, allow_blank=True, max_length=80)
+    cuda = serializers.CharField(required=False, allow_blank=True, max_length=80)
+    rocm = serializers.CharField(required=False, allow_blank=True, max_length=80)
+    amdgpu = serializers.CharField(required=False, allow_blank=True, max_length=80)
+    os = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    kernel = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    gpus = AgentSoftwareGpuSerializer(many=True, required=False, max_length=64)
+
+
 class AgentReportSerializer(serializers.Serializer):
     generation = serializers.CharField(max_length=64)
     applied = serializers.ListField(
@@ -62,6 +80,10 @@ class AgentReportSerializer(serializers.Serializer):
     )  # fmt: skip
     errors = AgentErrorSerializer(many=True, required=False, default=list, max_length=MAX_ENTRIES)
     agent = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    software = AgentSoftwareSerializer(
+        required=False, help_text="the node's software stack (nodeagent.software); absent: "
+        "unchanged",
+    )  # fmt: skip
 
 
 class _AgentApi(APIView):
@@ -121,5 +143,6 @@ class AgentReportApi(_AgentApi):
             applied=report["applied"],
             errors=report["errors"],
             version=report["agent"],
+            software=report.get("software"),
         )
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -11,9 +11,10 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from catalog.models import GpuModel, Region, RentalPeriod
+from catalog.software import Requires
 from core.fields import BoundedDateTimeField
 from rentals import limits
-from rentals.api.serializers import PeriodCountField
+from rentals.api.serializers import PeriodCountField, RequiresVersionField
 from rentals.availability import availability_days, max_gpus_per_node, start_windows
 
 DAYS_MAX = 90
@@ -28,6 +29,11 @@ class AvailabilityQuerySerializer(serializers.Serializer):
     period = serializers.SlugField(required=False, default="day")
     period_count = PeriodCountField(required=False, default=1)
     region = serializers.SlugField(required=False)
+    requires_driver = RequiresVersionField(help_text="only nodes with at least this driver")
+    requires_cuda = RequiresVersionField(
+        help_text="only nodes whose driver supports at least this CUDA version"
+    )
+    requires_rocm = RequiresVersionField(help_text="only nodes with at least this ROCm")
     start = BoundedDateTimeField(required=False, help_text="default: now")
     end = BoundedDateTimeField(required=False, help_text="default and at most: 90 days later")
 
@@ -61,7 +67,7 @@ class AvailabilityQuerySerializer(serializers.Serializer):
                 }
             )
         return {**data, "model": model, "period_obj": period, "region_obj": region,
-                "start": start, "end": end}  # fmt: skip
+                "start": start, "end": end, "requires": Requires.of(data)}  # fmt: skip
 
 
 # The answer's body, named in the view's schema and used by its code (no docstrings: they
@@ -94,7 +100,7 @@ def availability(data: dict) -> dict:
     windows = start_windows(
         gpu_model=model, duration=duration, not_before=data["start"],
         gpu_count=data.get("gpu_count", 1), node_count=data.get("node_count"),
-        region_id=region.pk if region else None,
+        region_id=region.pk if region else None, requires=data["requires"],
     )  # fmt: skip
     days = (data["end"] - data["start"]).days + 1
     return {
@@ -106,6 +112,7 @@ def availability(data: dict) -> dict:
             start=data["start"],
             days=min(days, DAYS_MAX),
             region_id=region.pk if region else None,
+            requires=data["requires"],
         ),  # fmt: skip
     }
 

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from catalog.api.serializers import in_language
 from catalog.models import GpuModel, SoftwareStack, Vendor
+from catalog.software import version_error
 from core.fields import BoundedDateTimeField, MoneyAmountField
 from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals import limits
@@ -40,11 +41,29 @@ class PriceSerializer(serializers.Serializer):
     effective_from = serializers.DateTimeField()
 
 
+class SoftwareVersionCountSerializer(serializers.Serializer):
+    version = serializers.CharField()
+    gpus = serializers.IntegerField(help_text="GPUs on active nodes with this version")
+    regions = serializers.ListField(child=serializers.SlugField(), help_text="where (slugs)")
+
+
+class GpuModelSoftwareSerializer(serializers.Serializer):
+    drivers = SoftwareVersionCountSerializer(many=True, help_text="GPU driver versions")
+    cuda = SoftwareVersionCountSerializer(
+        many=True, help_text="the highest CUDA version each node's driver supports"
+    )
+    rocm = SoftwareVersionCountSerializer(many=True, help_text="ROCm releases")
+    unknown_gpus = serializers.IntegerField(help_text="GPUs whose node's stack is unknown")
+
+
 class GpuModelSerializer(serializers.ModelSerializer):
     interconnect = in_language("The GPU-to-GPU link")
     notes = in_language("What to know before renting it")
     prices = PriceSerializer(source="current_prices", many=True)
     free_gpus_now = serializers.IntegerField()
+    software = GpuModelSoftwareSerializer(
+        help_text="the driver, CUDA and ROCm versions of the model's active nodes"
+    )
 
     class Meta:
         model = GpuModel
@@ -65,6 +84,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
             "ram_gib_per_gpu",
             "prices",
             "free_gpus_now",
+            "software",
         ]
 
 
@@ -123,6 +143,24 @@ class QuoteOptionInSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
+class RequiresVersionField(serializers.CharField):
+    """A minimum version of the node's stack: dotted numbers, compared as versions."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            required=False, allow_blank=True, allow_null=True, default="", max_length=40,
+            validators=[_version_valid], **kwargs,
+        )  # fmt: skip
+
+    def to_internal_value(self, data):
+        return (super().to_internal_value(data) or "").strip()
+
+
+def _version_valid(value: str) -> None:
+    if value and (error := version_error(value)):
+        raise serializers.ValidationError(error)
+
+
 class QuoteInSerializer(serializers.Serializer):
     gpu_model = serializers.SlugField()
     gpu_count = serializers.IntegerField(
@@ -145,6 +183,15 @@ class QuoteInSerializer(serializers.Serializer):
         help_text="place only on nodes of this region (slug, as in /api/v1/regions/); "
         "empty: any region",
     )  # fmt: skip
+    requires_driver = RequiresVersionField(
+        help_text="place only on nodes whose GPU driver is at least this version (550.54.15)"
+    )
+    requires_cuda = RequiresVersionField(
+        help_text="place only on nodes whose driver supports at least this CUDA version (12.8)"
+    )
+    requires_rocm = RequiresVersionField(
+        help_text="place only on nodes with at least this ROCm release (6.2)"
+    )
 
     def validate(self, data):
         if ("gpu_count" in data) == ("node_count" in data):
@@ -213,6 +260,9 @@ class QuoteSerializer(serializers.ModelSerializer):
             "period",
             "period_count",
             "region",
+            "requires_driver",
+            "requires_cuda",
+            "requires_rocm",
             "vcpus_per_gpu",
             "ram_gib_per_gpu",
             "lines",

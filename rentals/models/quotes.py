@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from accounts.models import Team
 from catalog.models import GpuModel, Option, Region, RentalPeriod
+from catalog.software import Requires, validate_version
 from core.db import choices_check
 from core.money import CurrencyField, MoneyField
 from core.vat import TaxTreatment, legal_note
@@ -49,6 +50,17 @@ class Quote(HostShare, models.Model):
     # The region the customer chose: the booking places only on its nodes. Empty: any region.
     region = models.ForeignKey(
         Region, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # The minimum versions the customer asked of the node's software stack (empty: none):
+    # the booking places only on nodes that meet them, as it does for `region`.
+    requires_driver = models.CharField(
+        max_length=40, blank=True, default="", db_default="", validators=[validate_version]
+    )
+    requires_cuda = models.CharField(
+        max_length=40, blank=True, default="", db_default="", validators=[validate_version]
+    )
+    requires_rocm = models.CharField(
+        max_length=40, blank=True, default="", db_default="", validators=[validate_version]
     )
     paid_from = models.DateTimeField()
     paid_until = models.DateTimeField()
@@ -117,6 +129,11 @@ class Quote(HostShare, models.Model):
 
     def __str__(self):
         return f"Quote {self.id}"
+
+    @property
+    def requires(self) -> Requires:
+        """The stack minimums as one value (catalog.software.Requires)."""
+        return Requires.of(self)
 
     @property
     def tax_note(self) -> str:

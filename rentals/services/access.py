@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from accounts.access import Acting, Action
 from accounts.errors import NotAllowed
 from accounts.models import SshKey
+from catalog.services import node_software_record
 from core.db import db_now
 from rentals.models import (
     LIVE_STATES,
@@ -128,10 +129,19 @@ def _merged(before: dict | None, served: dict, applied_ids: set[str], failed: se
 
 @transaction.atomic
 def access_report(
-    *, agent: NodeAgent, generation: str, applied: list, errors: list, version: str = ""
+    *,
+    agent: NodeAgent,
+    generation: str,
+    applied: list,
+    errors: list,
+    version: str = "",
+    software: dict | None = None,
 ) -> None:
-    """A node's agent says what it applied of the state it was served."""
+    """A node's agent says what it applied of the state it was served (and, where it
+    sends one, the node's software stack)."""
     now = db_now()
+    if software is not None:
+        node_software_record(node_id=agent.node_id, report=software, at=now)
     applied_ids = {str(a) for a in applied}
     failed = {str(e["allocation"]) for e in errors if e.get("allocation")}
     stored = [

@@ -220,6 +220,7 @@ def _place(acting, quote, paid_from, paid_until):
             starts_at=paid_from,
             ends_at=paid_until,
             region_id=quote.region_id,  # a quote for a region places only there
+            requires=quote.requires,  # and one with minimum versions only on nodes that meet them
         )
         if placed is None:
             raise _no_capacity(quote, paid_from, paid_until)
@@ -231,6 +232,7 @@ def _place(acting, quote, paid_from, paid_until):
         starts_at=paid_from,
         ends_at=paid_until,
         region_id=quote.region_id,
+        requires=quote.requires,
     )
     if placed is None:
         raise _no_capacity(quote, paid_from, paid_until)
@@ -245,5 +247,5 @@ def _place(acting, quote, paid_from, paid_until):
 def _no_capacity(quote, paid_from, paid_until) -> NoCapacity:
     return no_capacity(
         gpu_model=quote.gpu_model, gpu_count=quote.gpu_count, node_count=quote.node_count,
-        starts_at=paid_from, ends_at=paid_until, region=quote.region,
+        starts_at=paid_from, ends_at=paid_until, region=quote.region, requires=quote.requires,
     )  # fmt: skip

@@ -16,6 +16,7 @@ from accounts.buyer import team_tax_treatment
 from accounts.models import Team
 from catalog.models import GpuModel, NodeState, Option, OptionBilling, Region, RentalPeriod
 from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
+from catalog.software import NO_REQUIRES, Requires, requires_errors
 from core.dates import when_text
 from core.db import constraint_name, db_now, prefetched
 from core.money import Money
@@ -161,6 +162,7 @@ class QuoteRequest:
     options: list[tuple[Option, int]]
     region: Region | None = None  # None: any region
     notes: dict | None = None  # option slug → what the customer said (Option.input_label)
+    requires: Requires = NO_REQUIRES  # minimum driver, CUDA, ROCm versions of the node
 
 
 @transaction.atomic
@@ -175,11 +177,15 @@ def quote_create(
     starts_at: datetime | None = None,
     options: list[dict] | None = None,
     region: str | None = None,
+    requires_driver: str = "",
+    requires_cuda: str = "",
+    requires_rocm: str = "",
     now: datetime | None = None,
 ) -> Quote:
     """Price a request and store it as a snapshot valid for a limited time: `gpu_count`
     GPUs on one node, or `node_count` whole nodes of one network group (a cluster, whose
-    GPU line is node_count × GPUs per node), on nodes of `region` (a slug) or any region.
+    GPU line is node_count × GPUs per node), on nodes of `region` (a slug) or any region
+    whose software stack meets the `requires_*` minimum versions (empty: any).
 
     Raises ValidationError with field errors for bad input, NoCapacity (with the
     earliest start that would fit) when no node has enough free GPUs.
@@ -189,7 +195,8 @@ def quote_create(
     quote, lines, total = _quote_priced(
         gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, period=period,
         period_count=period_count, starts_at=starts_at, options=options, region=region,
-        now=now,
+        requires_driver=requires_driver, requires_cuda=requires_cuda,
+        requires_rocm=requires_rocm, now=now,
     )  # fmt: skip
     _capacity_check(quote)
     quote.team, quote.user = acting.team, acting.user
@@ -206,6 +213,9 @@ def quote_estimate(
     starts_at: datetime | None = None,
     options: list[dict] | None = None,
     region: str | None = None,
+    requires_driver: str = "",
+    requires_cuda: str = "",
+    requires_rocm: str = "",
     team: Team | None = None,
     now: datetime | None = None,
 ) -> Quote:
@@ -219,7 +229,8 @@ def quote_estimate(
     quote, lines, total = _quote_priced(
         gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, period=period,
         period_count=period_count, starts_at=starts_at, options=options, region=region,
-        now=now or db_now(),
+        requires_driver=requires_driver, requires_cuda=requires_cuda,
+        requires_rocm=requires_rocm, now=now or db_now(),
     )  # fmt: skip
     quote_taxed(quote, lines=lines, net=total, team=team)
     for position, line in enumerate(lines):
@@ -249,6 +260,7 @@ def _quote_priced(*, now: datetime, **requested) -> tuple[Quote, list[QuoteLine]
         period=request.period,
         period_count=request.period_count,
         region=request.region,
+        **request.requires.as_fields(),
         paid_from=paid_from,
         paid_until=paid_until,
         starts_now=request.starts_at is None,
@@ -260,7 +272,7 @@ def _quote_priced(*, now: datetime, **requested) -> tuple[Quote, list[QuoteLine]
 
 def quote_request_check(
     *, gpu_model, gpu_count, node_count, period, period_count, starts_at, options, now,
-    region=None,
+    region=None, requires_driver="", requires_cuda="", requires_rocm="",
 ) -> QuoteRequest:  # fmt: skip
     """The request's catalog rows and counts, or a ValidationError with every field's
     refusal at once."""
@@ -286,12 +298,15 @@ def quote_request_check(
     chosen = _options(options, model, rental_period, errors, notes=notes)
     _lead_times_check(options, chosen, starts_at, now, errors)
     chosen_region = _region(region, model, errors) if region not in (None, "") else None
+    asked = {"requires_driver": requires_driver or "", "requires_cuda": requires_cuda or "",
+             "requires_rocm": requires_rocm or ""}  # fmt: skip
+    errors.update(requires_errors(asked))
     if errors:
         raise ValidationError(errors)
     return QuoteRequest(
         gpu_model=model, period=rental_period, gpu_count=gpu_count, node_count=node_count,
         period_count=period_count, starts_at=starts_at, options=chosen, region=chosen_region,
-        notes=notes,
+        notes=notes, requires=Requires.of(asked),
     )  # fmt: skip
 
 
@@ -364,7 +379,8 @@ def quote_capacity_refusal(*, quote: Quote) -> NoCapacity | None:
     its region (or any) has it free; the refusal names the earliest start that would fit.
     None when it fits. What quote_create refuses, and what an estimate says beside its total."""
     model, node_count, region_id = quote.gpu_model, quote.node_count, quote.region_id
-    window = {"starts_at": quote.paid_from, "ends_at": quote.paid_until, "region_id": region_id}
+    window = {"starts_at": quote.paid_from, "ends_at": quote.paid_until, "region_id": region_id,
+              "requires": quote.requires}  # fmt: skip
     if node_count:
         fitting = cluster_fits(gpu_model=model, node_count=node_count, **window)
     else:
@@ -374,13 +390,14 @@ def quote_capacity_refusal(*, quote: Quote) -> NoCapacity | None:
     return no_capacity(
         gpu_model=model, gpu_count=quote.gpu_count, node_count=node_count,
         starts_at=quote.paid_from, ends_at=quote.paid_until, region=quote.region,
-        field="starts_at",
+        field="starts_at", requires=quote.requires,
     )  # fmt: skip
 
 
 def no_capacity(
-    *, gpu_model, gpu_count, node_count, starts_at, ends_at, region=None, field=None
-) -> NoCapacity:
+    *, gpu_model, gpu_count, node_count, starts_at, ends_at, region=None, field=None,
+    requires: Requires = NO_REQUIRES,
+) -> NoCapacity:  # fmt: skip
     """The refusal of a window that does not fit, naming the earliest start that would (in
     `region` where one was chosen; for a quote, and for a booking that lost its GPUs since)."""
     if region is not None:
@@ -396,8 +413,14 @@ def no_capacity(
             if node_count
             else _("Not enough free %(model)s GPUs for that period.")
         )
+    detail = detail % {"model": gpu_model.name, "region": getattr(region, "name", "")}
+    if requires:
+        detail = _("%(detail)s (on nodes with %(requires)s)") % {
+            "detail": detail.rstrip("."),
+            "requires": requires.words(),
+        }
     return NoCapacity(
-        detail % {"model": gpu_model.name, "region": getattr(region, "name", "")},
+        detail,
         earliest_start=earliest_start(
             gpu_model=gpu_model,
             gpu_count=gpu_count,
@@ -405,6 +428,7 @@ def no_capacity(
             duration=ends_at - starts_at,
             not_before=starts_at,
             region_id=getattr(region, "pk", None),
+            requires=requires,
         ),
         field=field,
     )

@@ -24,6 +24,7 @@ from accounts.access import acting_for_request, acting_for_team_of
 from accounts.ssh_keys import ssh_keys_of
 from catalog.models import GpuModel, NodeState, Region, RentalPeriod
 from catalog.selectors import gpu_price_history
+from catalog.software import NO_REQUIRES, REQUIRES, Requires, requires_errors
 from core.dates import when_text
 from core.db import db_now
 from core.errors import DomainError
@@ -328,6 +329,7 @@ class _Choice:
     period_count: int
     region: Region | None
     regions: list[Region]
+    requires: Requires = NO_REQUIRES
 
 
 def _availability_context(request, gpu_model, form) -> dict:
@@ -338,8 +340,9 @@ def _availability_context(request, gpu_model, form) -> dict:
     region_id = choice.region.pk if choice.region else None
     now = db_now()
     days = availability_days(
-        gpu_model=gpu_model, start=now, days=CALENDAR_DAYS, region_id=region_id
-    )
+        gpu_model=gpu_model, start=now, days=CALENDAR_DAYS, region_id=region_id,
+        requires=choice.requires,
+    )  # fmt: skip
     per_node = max_gpus_per_node(gpu_model=gpu_model)
     fits_shape = (
         choice.node_count <= largest_group
@@ -352,7 +355,7 @@ def _availability_context(request, gpu_model, form) -> dict:
             gpu_model=gpu_model, duration=choice.period.duration * choice.period_count,
             not_before=now, gpu_count=choice.gpu_count,
             node_count=choice.node_count if choice.shape == "nodes" else None,
-            region_id=region_id, limit=3,
+            region_id=region_id, limit=3, requires=choice.requires,
         )  # fmt: skip
     nodes = max(
         gpu_model.nodes.filter(state=NodeState.ACTIVE)
@@ -393,6 +396,7 @@ def _availability_context(request, gpu_model, form) -> dict:
         },
         "regions": choice.regions,
         "region": choice.region,
+        "requires": choice.requires,
     }
 
 
@@ -448,7 +452,12 @@ def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice
         period_count=period_count,
         region=next((r for r in regions if r.slug == data.get("region")), None),
         regions=regions,
-    )
+        # only what reads as a version narrows the calendar (the form names the rest)
+        requires=Requires.of(
+            {name: (data.get(name) or "").strip()[:40] for name in REQUIRES
+             if not requires_errors({name: data.get(name) or ""})}
+        ),
+    )  # fmt: skip
 
 
 def _start_then_url(gpu_model, choice: _Choice, windows: list, now) -> str | None:
@@ -462,6 +471,7 @@ def _start_then_url(gpu_model, choice: _Choice, windows: list, now) -> str | Non
     }  # fmt: skip
     if choice.region:
         params["region"] = choice.region.slug
+    params |= {k: v for k, v in choice.requires.as_fields().items() if v}
     if at > now + timedelta(minutes=1):
         params |= {
             "start": "later",
@@ -486,6 +496,7 @@ def _requote_url(quote, *, starts_at=None):
                 params[f"option_{line.option.slug}_input"] = line.note
     if quote.region_id:
         params["region"] = quote.region.slug
+    params |= {k: v for k, v in quote.requires.as_fields().items() if v}
     if starts_at is not None:
         at = timezone.localtime(_ceil_minute(starts_at)).strftime("%Y-%m-%dT%H:%M")
         params |= {"start": "later", "starts_at": at}

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from catalog.models import Node
+from catalog.software import node_driver_disagrees
 from telemetry.models import Flag, FlagKind, Severity
 
 
@@ -25,11 +26,42 @@ class NodeAgentSerializer(serializers.Serializer):
         return bool(agent.served_generation) and agent.applied_generation == agent.served_generation
 
 
+class NodeSoftwareSerializer(serializers.Serializer):
+    driver = serializers.CharField(source="driver_version", help_text="empty: unknown")
+    cuda = serializers.CharField(
+        source="cuda_version", help_text="the highest CUDA the driver supports; empty: unknown"
+    )
+    rocm = serializers.CharField(source="rocm_version", help_text="empty: unknown")
+    os = serializers.SerializerMethodField()
+    kernel = serializers.SerializerMethodField()
+    gpus = serializers.SerializerMethodField(help_text="index, name, compute_cap or gfx_target")
+    reported_at = serializers.DateTimeField(source="software_reported_at", allow_null=True)
+    exporter_driver = serializers.CharField(
+        source="exporter_driver_version", help_text="the exporter's DCGM_FI_DRIVER_VERSION label"
+    )
+    disagreement = serializers.SerializerMethodField(
+        help_text="the exporter names another driver than the agent (the agent's wins)"
+    )
+
+    def get_os(self, node) -> str:
+        return (node.software or {}).get("os", "")
+
+    def get_kernel(self, node) -> str:
+        return (node.software or {}).get("kernel", "")
+
+    def get_gpus(self, node) -> list[dict]:
+        return (node.software or {}).get("gpus", [])
+
+    def get_disagreement(self, node) -> bool:
+        return node_driver_disagrees(node)
+
+
 class NodeSerializer(serializers.ModelSerializer):
     region = serializers.CharField(source="region.slug")
     gpu_model = serializers.CharField(source="gpu_model.slug")
     gpu_total = serializers.IntegerField()
     agent = serializers.SerializerMethodField()
+    software = NodeSoftwareSerializer(source="*", help_text="as the node's agent reported it")
 
     def get_agent(self, node) -> NodeAgentSerializer(allow_null=True):
         agent = getattr(node, "agent", None)
@@ -51,6 +83,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "ssh_host",
             "ssh_port",
             "agent",
+            "software",
         ]
 
 

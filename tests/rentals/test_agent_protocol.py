@@ -261,3 +261,26 @@ def test_the_agents_one_statement_poll_reads_what_the_orm_reads(catalog, alice, 
     assert set(listed) == {str(running.pk), str(stopped.pk), str(soon.pk)}
     assert listed[str(running.pk)]["keys"] == [keys[0].public_key]  # bob's went with him
     assert listed[str(stopped.pk)]["keys"] == [] and not listed[str(stopped.pk)]["granted"]
+
+
+def test_the_report_carries_the_nodes_software_stack_and_staff_see_it(catalog, alice, staff):
+    allocation, _key = _booked_with_key(alice)
+    agent = _agent(allocation.node)
+    state = agent.get("/api/v1/agent/state/").json()
+    body = {"generation": state["generation"], "applied": [], "errors": [],
+            "software": {"vendor": "nvidia", "driver": "570.124.06", "cuda": "12.8",
+                         "os": "Ubuntu 24.04.2 LTS", "kernel": "6.8.0-51-generic",
+                         "gpus": [{"index": 0, "name": "NVIDIA H100", "compute_cap": "9.0"}]}}  # fmt: skip
+    assert agent.post("/api/v1/agent/report/", body, format="json").status_code == 204
+    node = Node.objects.get(pk=allocation.node_id)
+    assert (node.driver_version, node.cuda_version, node.cuda_key) == (
+        "570.124.06",
+        "12.8",
+        [12, 8],
+    )
+    assert node.software["os"] == "Ubuntu 24.04.2 LTS"
+    # a report without `software` (an older agent) leaves the stack as it was
+    assert _report(agent, state, applied=[]).status_code == 204
+    assert Node.objects.get(pk=node.pk).cuda_version == "12.8"
+    bad = {**body, "software": {"gpus": "many"}}
+    assert agent.post("/api/v1/agent/report/", bad, format="json").status_code == 400

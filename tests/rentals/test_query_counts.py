@@ -56,7 +56,7 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
         allocation.node.hostname, allocation.node.region.slug
     )  # fmt: skip
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
-    assert statements == 4  # a fresh answer: the next change in time, models, prices, periods
+    assert statements == 5  # a fresh answer: next change in time, models, prices, periods, stacks
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
     assert statements == 0  # the read model
 

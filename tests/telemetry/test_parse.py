@@ -183,3 +183,12 @@ def test_every_dropped_blank_is_a_parse_problem(family, raw):
         None,
     )
     assert scrape.problems == [f"{family} for GPU-x is a DCGM blank ({raw}): ignored"]
+
+
+def test_the_exporters_driver_label_is_read_where_the_exporter_declares_one():
+    from telemetry.simulator import SimGpu, SimNode, render_dcgm
+
+    node = SimNode("n1", "dcgm", "H100", 81559, [SimGpu(0, "GPU-a", "free")], driver="570.124.06")
+    assert parse_dcgm(render_dcgm(node, 0.0)).driver == "570.124.06"
+    node.driver = ""
+    assert parse_dcgm(render_dcgm(node, 0.0)).driver == ""

@@ -178,3 +178,26 @@ def test_amd_exporter_without_serials_maps_gpus_by_index(catalog, simulator, fas
     node.refresh_from_db()
     assert node.health == NodeHealth.HEALTHY, node.health_detail
     assert GpuSample.objects.filter(gpu__node=node).count() == 4
+
+
+def test_a_poll_keeps_the_exporters_driver_label_and_staff_see_a_disagreement(
+    catalog, simulator, fast_polls
+):
+    from catalog.services import node_software_record
+    from catalog.software import node_driver_disagrees
+
+    node = NodeFactory(gpu_model=catalog.h100, gpus=2)
+    node_software_record(
+        node_id=node.pk, report={"vendor": "nvidia", "driver": "580.65.06", "cuda": "13.0"},
+        at=timezone.now(),
+    )  # fmt: skip
+    point_at(simulator, [node])
+    simulator.state["nodes"][node.hostname].driver = "570.124.06"  # not what the agent said
+    poll_nodes([node.pk])
+    node.refresh_from_db()
+    assert node.exporter_driver_version == "570.124.06" and node.driver_version == "580.65.06"
+    assert node_driver_disagrees(node)
+    simulator.state["nodes"][node.hostname].driver = "580.65.06"
+    poll_nodes([node.pk])
+    node.refresh_from_db()
+    assert node.exporter_driver_version == "580.65.06" and not node_driver_disagrees(node)
