@@ -35,6 +35,7 @@ import random
 import time
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -646,7 +647,7 @@ def generate_scale(
     # extension quote's allocation, is met by copying those quotes and their lines after
     # the allocations.
     extends = [name for name, _ in COLUMNS["rentals_quote"]].index("extends_id")
-    later = {"rentals_quote": [], "rentals_quoteline": []}
+    later: dict[str, list[tuple[Any, ...]]] = {"rentals_quote": [], "rentals_quoteline": []}
     extensions = {r[0] for r in world.rows["rentals_quote"] if r[extends] is not None}
     for table in later:
         rows, world.rows[table] = world.rows[table], []
@@ -708,21 +709,23 @@ def _telemetry(now, days, hourly_days, raw_hours, step) -> dict:
     with transaction.atomic(), connection.cursor() as cursor:
         for name, statement, bucket, since, until, size in fills:
             seconds = size.total_seconds()
-            cursor.execute(statement, {
+            params: dict[str, Any] = {  # Any: the stubs' parameter types leave out timedelta
                 "bucket": bucket, "from": since, "until": until, "step": size,
                 "samples": int(seconds / poll.total_seconds()), "seconds": seconds,
                 "threshold": threshold,
-            })  # fmt: skip
+            }  # fmt: skip
+            cursor.execute(statement, params)
             counts[name] = cursor.rowcount
             step(f"{name} ({cursor.rowcount} rows)")
         cursor.execute(sql.FLEET_SIZE_FILL, {"from": today - timedelta(days=days), "until": hour})
-        cursor.execute(sql.SAMPLES_FILL, {"from": raw_from, "until": now, "step": poll})
+        samples: dict[str, Any] = {"from": raw_from, "until": now, "step": poll}  # as above
+        cursor.execute(sql.SAMPLES_FILL, samples)
         counts["raw samples"] = cursor.rowcount
         step(f"raw samples ({cursor.rowcount} rows)")
-        cursor.execute(
-            sql.POLLS_FILL,
-            {"from": raw_from, "until": now, "step": poll, "outcome": PollOutcome.OK},
-        )
+        polls: dict[str, Any] = {
+            "from": raw_from, "until": now, "step": poll, "outcome": PollOutcome.OK,
+        }  # fmt: skip
+        cursor.execute(sql.POLLS_FILL, polls)
         counts["polls"] = cursor.rowcount
         step(f"polls ({cursor.rowcount} rows)")
     step("commit")

@@ -18,6 +18,8 @@ The rows are append-only: a trigger refuses every UPDATE, and a DELETE but the r
 task's of rows older than AUDIT_RETENTION_DAYS (`audit.services.audit_prune`).
 """
 
+from typing import Any
+
 import pghistory
 import pgtrigger
 from django.db import models
@@ -35,7 +37,7 @@ def _changed(*fields: str) -> pgtrigger.Condition:
     return pgtrigger.AnyChange(*fields)
 
 
-def _append_only(model_name: str) -> dict:
+def _append_only(model_name: str) -> dict[str, Any]:
     """Meta for an event table: refuse UPDATE always, DELETE but the retention's."""
     return {
         "triggers": [
@@ -89,7 +91,7 @@ def _event_model(tracked, *trackers, fields, name, team_index=False):
 
 
 class AllocationAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         Allocation,
         pghistory.InsertEvent("booked"),
         # started, stopped, cancelled, expired: the new state says which.
@@ -123,7 +125,7 @@ class AllocationAudit(
 
 
 class CreditAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         LedgerEntry,
         pghistory.InsertEvent(
             "credit issued", condition=pgtrigger.Q(new__kind=LedgerKind.CREDIT.value)
@@ -137,7 +139,7 @@ class CreditAudit(
 
 
 class MaintenanceAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         MaintenanceWindow,
         pghistory.InsertEvent("maintenance scheduled"),
         pghistory.UpdateEvent(
@@ -155,7 +157,7 @@ class MaintenanceAudit(
 
 
 class SshKeyAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         SshKey,
         pghistory.InsertEvent("key added"),
         pghistory.DeleteEvent("key removed"),
@@ -167,7 +169,7 @@ class SshKeyAudit(
 
 
 class ApiTokenAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         ApiToken,
         pghistory.InsertEvent("token created"),
         pghistory.UpdateEvent("token revoked", condition=_changed("revoked_at")),
@@ -181,7 +183,7 @@ class ApiTokenAudit(
 
 
 class MembershipAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         Membership,
         pghistory.InsertEvent("member added"),
         pghistory.UpdateEvent("role changed", condition=_changed("role")),
@@ -195,7 +197,7 @@ class MembershipAudit(
 
 
 class InvitationAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         Invitation,
         pghistory.InsertEvent("invited"),
         pghistory.UpdateEvent("invitation accepted", condition=_changed("accepted_at")),
@@ -217,7 +219,7 @@ class InvitationAudit(
 
 
 class TeamAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         Team,
         pghistory.UpdateEvent("spend limit changed", condition=_changed("monthly_spend_limit")),
         pghistory.UpdateEvent("second factor changed", condition=_changed("require_second_factor")),
@@ -274,7 +276,7 @@ class CashAudit(
 
 
 class GpuPriceAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         GpuPrice,
         pghistory.InsertEvent("price changed"),
         # Price rows are never edited (a new row supersedes): an edit is worth seeing.
@@ -289,7 +291,7 @@ class GpuPriceAudit(
 
 
 class OptionPriceAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         OptionPrice,
         pghistory.InsertEvent("price changed"),
         pghistory.UpdateEvent(
@@ -306,7 +308,7 @@ class OptionPriceAudit(
 
 
 class FlagAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         Flag,
         pghistory.UpdateEvent("flag acknowledged", condition=_changed("acknowledged_at")),
         fields=["kind", "severity", "node", "gpu", "acknowledged_at", "acknowledged_by", "note"],

@@ -10,12 +10,25 @@ statement per kind.
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, cast
 
 from django.contrib.auth import get_user_model
-from django.db.models import CharField, DecimalField, F, OuterRef, Q, Subquery, Value
+from django.db.models import (
+    CharField,
+    DecimalField,
+    F,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
 from django.db.models.functions import Cast, JSONObject
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
+from pghistory.core import Tracker
+from pghistory.models import Event
 
 from accounts.models import Membership, Role
 from audit import models as events
@@ -25,6 +38,9 @@ from catalog.models import Node as CatalogNode
 from core.money import default_currency, money_text
 from core.pagination import aware_datetime, cursor_read, cursor_write
 from rentals.models import AllocationState
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 PAGE_SIZE = 50
 
@@ -115,19 +131,20 @@ class Source:
     and currency), and how a team's rows are found (None: staff only)."""
 
     key: str
-    model: type
+    model: type[Event]
     shown: tuple[str, ...]
     before_of: tuple[str, ...] = ("pgh_obj_id",)
     team: str | None = "team_id"
 
     @property
-    def labels(self) -> frozenset[str]:
-        return frozenset(tracker.label for tracker in self.model.pgh_trackers)
+    def labels(self) -> frozenset[str | None]:
+        trackers: list[Tracker] = self.model.pgh_trackers or []  # None on pghistory's base
+        return frozenset(tracker.label for tracker in trackers)
 
-    def columns(self) -> dict:
+    def columns(self) -> dict[str, Cast | F]:
         """The tracked columns as JSON members, by field name (team → team_id; money as
         text, so that 12.50 stays 12.50 and not a float)."""
-        names = {}
+        names: dict[str, Cast | F] = {}
         for f in self.model._meta.concrete_fields:
             if f.name.startswith("pgh_") or f.name == "id":
                 continue
@@ -174,6 +191,20 @@ SOURCES = tuple(
 )  # fmt: skip
 
 
+class RawEvent(TypedDict):
+    """A row of the union (`_branch`): the event's columns as JSON, and those of the event
+    before it on the same object (None for the first)."""
+
+    a_at: datetime
+    a_source: str
+    a_id: int
+    a_label: str
+    a_context: dict[str, Any] | None
+    a_obj: str
+    a_data: dict[str, Any]
+    a_before: dict[str, Any] | None
+
+
 @dataclass(frozen=True)
 class Change:
     field: str
@@ -214,12 +245,18 @@ class AuditFilter:
     cursor: tuple[datetime, str, int] | None = None
 
 
-def audit_filter(*, action=None, since=None, until=None, cursor=None) -> AuditFilter:
+def audit_filter(
+    *,
+    action: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    cursor: str | None = None,
+) -> AuditFilter:
     """A filter from strings (a page's query or an API's), or BadAuditFilter naming the field."""
-    errors = {}
+    errors: dict[str, StrOrPromise] = {}
     if action and action not in ACTIONS:
         errors["action"] = _("Unknown action.")
-    dates = {}
+    dates: dict[str, date] = {}
     for name, value in (("since", since), ("until", until)):
         if value:
             try:
@@ -247,12 +284,20 @@ def _source_key(text: str) -> str:
 
 
 def _cursor_read(text: str) -> tuple[datetime, str, int] | None:
-    return cursor_read(text, aware_datetime, _source_key, int)
+    key = cursor_read(text, aware_datetime, _source_key, int)
+    if key is None:
+        return None
+    at, source, pk = key
+    if at is None or source is None or pk is None:  # a part left empty: no cursor of ours
+        return None
+    return at, source, pk
 
 
-def _branch(source: Source, flt: AuditFilter, team_id: int | None):
+def _branch(
+    source: Source, flt: AuditFilter, team_id: int | None
+) -> "QuerySet[Event, dict[str, Any]] | None":
     """One table's part of the union, or None when the filter rules it out."""
-    qs = source.model.objects.order_by()
+    qs = source.model._default_manager.order_by()
     if team_id is not None:
         scope = source.team_rows(team_id)
         if scope is None:
@@ -260,7 +305,8 @@ def _branch(source: Source, flt: AuditFilter, team_id: int | None):
         qs = qs.filter(scope)
     if flt.action:
         if source.key == "allocation" and flt.action in _STATE_ACTIONS:
-            qs = qs.filter(pgh_label="state", state=_STATE_ACTIONS[flt.action])
+            # The allocation's event table has `state`; the plugin sees pghistory's base only.
+            qs = qs.filter(pgh_label="state", state=_STATE_ACTIONS[flt.action])  # type: ignore[misc]
         elif flt.action in source.labels:
             qs = qs.filter(pgh_label=flt.action)
         else:
@@ -280,10 +326,10 @@ def _branch(source: Source, flt: AuditFilter, team_id: int | None):
             qs = qs.filter(pgh_created_at__lt=at)
     columns = source.columns()
     data = JSONObject(**columns)
-    before = source.model.objects.filter(
+    before = source.model._default_manager.filter(
         pgh_id__lt=OuterRef("pgh_id"), **{c: OuterRef(c) for c in source.before_of}
     ).order_by("-pgh_id")
-    before = before.annotate(snapshot=JSONObject(**source.columns())).values("snapshot")[:1]
+    snapshot = before.annotate(snapshot=JSONObject(**source.columns())).values("snapshot")[:1]
     return qs.annotate(
         a_at=F("pgh_created_at"),
         a_source=Value(source.key, output_field=CharField()),
@@ -292,7 +338,7 @@ def _branch(source: Source, flt: AuditFilter, team_id: int | None):
         a_context=F("pgh_context"),
         a_obj=Cast("pgh_obj_id", CharField()),
         a_data=data,
-        a_before=Subquery(before),
+        a_before=Subquery(snapshot),
     ).values("a_at", "a_source", "a_id", "a_label", "a_context", "a_obj", "a_data", "a_before")
 
 
@@ -305,15 +351,16 @@ def audit_page(
     if not branches:
         return AuditPage(rows=[], next_cursor=None)
     union = branches[0].union(*branches[1:], all=True) if len(branches) > 1 else branches[0]
-    raw = list(union.order_by("-a_at", "-a_source", "-a_id")[: size + 1])
+    # The rows are the values() named in `_branch`, which the stubs cannot follow.
+    raw = cast(list[RawEvent], list(union.order_by("-a_at", "-a_source", "-a_id")[: size + 1]))
     more = len(raw) > size
     raw = raw[:size]
     rows = _rows(raw)
-    last = raw[-1] if raw else None
-    return AuditPage(
-        rows=rows,
-        next_cursor=cursor_write(last["a_at"], last["a_source"], last["a_id"]) if more else None,
-    )
+    next_cursor = None
+    if more:
+        last = raw[-1]
+        next_cursor = cursor_write(last["a_at"], last["a_source"], last["a_id"])
+    return AuditPage(rows=rows, next_cursor=next_cursor)
 
 
 # --- turning events into rows -----------------------------------------------------------
@@ -322,7 +369,7 @@ def audit_page(
 class _Names:
     """The names a page's rows mention, read in one statement per kind."""
 
-    KINDS = {
+    KINDS: ClassVar[dict[str, tuple[type[Model], str]]] = {
         "user": (get_user_model(), "username"),
         "gpu_model": (GpuModel, "name"),
         "node": (CatalogNode, "hostname"),
@@ -330,8 +377,8 @@ class _Names:
         "option": (Option, "name"),
     }
 
-    def __init__(self, raw):
-        wanted = {kind: set() for kind in self.KINDS}
+    def __init__(self, raw: list[RawEvent]) -> None:
+        wanted: dict[str, set[object]] = {kind: set() for kind in self.KINDS}
         for r in raw:
             ctx = r["a_context"] or {}
             if isinstance(ctx.get("user"), int):
@@ -344,16 +391,16 @@ class _Names:
                 ):  # fmt: skip
                     if snapshot.get(key) is not None:
                         wanted[kind].add(snapshot[key])
-        self.names = {}
+        self.names: dict[str, dict[object, str]] = {}
         for kind, ids in wanted.items():
             if not ids:
                 self.names[kind] = {}
                 continue
             model, attr = self.KINDS[kind]
-            objs = model.objects.filter(pk__in=ids)
+            objs = model._default_manager.filter(pk__in=ids)
             self.names[kind] = {o.pk: (getattr(o, attr) if attr else str(o)) for o in objs}
 
-    def of(self, kind, pk) -> str:
+    def of(self, kind: str, pk: object) -> str:
         if pk is None:
             return "—"
         return self.names[kind].get(pk, f"#{pk}")
@@ -371,7 +418,8 @@ _LABEL_FIELDS = {
 }
 
 
-def _value(names: _Names, name: str, value, currency: str | None = None) -> str:
+def _value(names: _Names, name: str, value: Any, currency: str | None = None) -> str:
+    """`value`: a JSON value as the event row holds it."""
     if value is None or value == "":
         return "—"
     if name in _MONEY:
@@ -384,7 +432,7 @@ def _value(names: _Names, name: str, value, currency: str | None = None) -> str:
     if name == "role":
         return str(Role(value).label) if value in Role.values else str(value)
     if name == "state":
-        return str(AllocationState(value).label) if value in AllocationState.values else value
+        return str(AllocationState(value).label) if value in AllocationState.values else str(value)
     if isinstance(value, bool):
         return str(_("yes") if value else _("no"))
     if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] == "T":
@@ -394,7 +442,7 @@ def _value(names: _Names, name: str, value, currency: str | None = None) -> str:
     return str(value)
 
 
-def _object(source: str, obj: str, data: dict, names: _Names) -> str:
+def _object(source: str, obj: str, data: dict[str, Any], names: _Names) -> str:
     if source == "allocation":
         return (
             f"{_('allocation')} {obj[:8]} · {names.of('gpu_model', data.get('gpu_model'))}"
@@ -427,7 +475,7 @@ def _object(source: str, obj: str, data: dict, names: _Names) -> str:
     return obj  # pragma: no cover
 
 
-def _changes(source: Source, row: dict, names: _Names) -> list[Change]:
+def _changes(source: Source, row: RawEvent, names: _Names) -> list[Change]:
     after, before = row["a_data"], row["a_before"]
     label = row["a_label"]
     deleted = label in {"key removed", "token deleted", "member removed", "maintenance removed"}
@@ -447,13 +495,13 @@ def _changes(source: Source, row: dict, names: _Names) -> list[Change]:
     return out
 
 
-def _action(row: dict) -> str:
+def _action(row: RawEvent) -> str:
     if row["a_source"] == "allocation" and row["a_label"] == "state":
-        return _ACTION_OF_STATE.get(row["a_data"].get("state"), "state")
+        return _ACTION_OF_STATE.get(str(row["a_data"].get("state")), "state")
     return row["a_label"]
 
 
-def _rows(raw: list[dict]) -> list[AuditRow]:
+def _rows(raw: list[RawEvent]) -> list[AuditRow]:
     names = _Names(raw)
     by_key = {s.key: s for s in SOURCES}
     out = []

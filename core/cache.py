@@ -25,26 +25,37 @@ object, so no two threads share one.
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from django.core.cache.backends import redis
+from django.core.cache.backends.base import DEFAULT_TIMEOUT
 from django.utils.translation import gettext_lazy as _
+from redis import ConnectionPool, Redis
 from redis.exceptions import RedisError
 
 from core.errors import CacheUnavailable
 
+if TYPE_CHECKING:
+    from django.core.cache.backends.redis import _Key
+
 logger = logging.getLogger(__name__)
 BREAKER_SECONDS = 2.0
+
+P = ParamSpec("P")
+T = TypeVar("T")
+F = TypeVar("F")
 
 
 class _Breaker:
     """Per process: after a failure, Redis is not tried again for BREAKER_SECONDS; the
     first success after a failure runs the recovery hooks once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.open_until = 0.0
         self.failed = False
         self.lock = threading.Lock()
-        self.on_recovery: list = []
+        self.on_recovery: list[Callable[[], object]] = []
 
     def allows(self) -> bool:
         return time.monotonic() >= self.open_until
@@ -78,17 +89,21 @@ class _Breaker:
 breaker = _Breaker()
 
 
-def on_recovery(hook) -> None:
+def on_recovery(hook: Callable[[], object]) -> None:
     """Run `hook()` whenever this process reaches Redis again after a failure."""
     breaker.on_recovery.append(hook)
 
 
 class RedisCacheClient(redis.RedisCacheClient):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._clients = {}
+    # Django's own, which the stubs leave out.
+    _client: type[Redis]
+    _get_connection_pool: Callable[[bool], ConnectionPool]
 
-    def get_client(self, key=None, *, write=False):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients: dict[int, Redis] = {}
+
+    def get_client(self, key: "_Key | None" = None, *, write: bool = False) -> Redis:
         pool = self._get_connection_pool(write)
         client = self._clients.get(id(pool))
         if client is None:
@@ -96,18 +111,22 @@ class RedisCacheClient(redis.RedisCacheClient):
         return client
 
 
-_MISSING = object()
-
-
 class RedisCache(redis.RedisCache):
     """Fails open: an operation Redis cannot do returns what a missing key would."""
 
-    def __init__(self, server, params):
+    # Django's own, which the stubs leave out (`_cache` is a cached property there).
+    _class: type[RedisCacheClient]
+    _cache: RedisCacheClient
+
+    def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = RedisCacheClient
         self.strict = StrictCache(self)
 
-    def _attempt(self, operation, *args, fallback=None, **kwargs):
+    def _attempt(
+        self, fallback: F, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> T | F:
+        """`operation(*args, **kwargs)`, or `fallback` while Redis cannot do it."""
         if not breaker.allows():
             return fallback
         try:
@@ -118,38 +137,57 @@ class RedisCache(redis.RedisCache):
         breaker.success()
         return result
 
-    def get(self, key, default=None, version=None):
-        return self._attempt(super().get, key, default, version, fallback=default)
+    def get(self, key: Any, default: Any | None = None, version: int | None = None) -> Any:
+        return self._attempt(default, super().get, key, default, version)
 
-    def get_many(self, keys, version=None):
-        return self._attempt(super().get_many, keys, version, fallback={})
+    def get_many(self, keys: Iterable[Any], version: int | None = None) -> dict[Any, Any]:
+        return self._attempt({}, super().get_many, keys, version)
 
-    def set(self, key, value, timeout=redis.DEFAULT_TIMEOUT, version=None):
-        self._attempt(super().set, key, value, timeout, version)
+    def set(
+        self,
+        key: Any,
+        value: Any,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        version: int | None = None,
+    ) -> None:
+        self._attempt(None, super().set, key, value, timeout, version)
 
-    def set_many(self, data, timeout=redis.DEFAULT_TIMEOUT, version=None):
-        return self._attempt(super().set_many, data, timeout, version, fallback=list(data))
+    def set_many(
+        self,
+        data: dict[Any, Any],
+        timeout: float | None = DEFAULT_TIMEOUT,
+        version: int | None = None,
+    ) -> list[Any]:
+        return self._attempt(list(data), super().set_many, data, timeout, version)
 
-    def add(self, key, value, timeout=redis.DEFAULT_TIMEOUT, version=None):
+    def add(
+        self,
+        key: Any,
+        value: Any,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        version: int | None = None,
+    ) -> bool:
         # Failing open, an add "succeeds": a lock taken this way (allauth's rate limits take
         # one) lets the caller go on, as a read that finds nothing does.
-        return self._attempt(super().add, key, value, timeout, version, fallback=True)
+        return self._attempt(True, super().add, key, value, timeout, version)
 
-    def touch(self, key, timeout=redis.DEFAULT_TIMEOUT, version=None):
-        return self._attempt(super().touch, key, timeout, version, fallback=False)
+    def touch(
+        self, key: Any, timeout: float | None = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> bool:
+        return self._attempt(False, super().touch, key, timeout, version)
 
-    def delete(self, key, version=None):
-        return self._attempt(super().delete, key, version, fallback=False)
+    def delete(self, key: Any, version: int | None = None) -> bool:
+        return self._attempt(False, super().delete, key, version)
 
-    def delete_many(self, keys, version=None):
-        self._attempt(super().delete_many, keys, version)
+    def delete_many(self, keys: Iterable[Any], version: int | None = None) -> None:
+        self._attempt(None, super().delete_many, keys, version)
 
-    def has_key(self, key, version=None):
-        return self._attempt(super().has_key, key, version, fallback=False)
+    def has_key(self, key: Any, version: int | None = None) -> bool:
+        return self._attempt(False, super().has_key, key, version)
 
-    def incr(self, key, delta=1, version=None):
-        found = self._attempt(super().incr, key, delta, version, fallback=_MISSING)
-        if found is _MISSING:
+    def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        found = self._attempt(None, super().incr, key, delta, version)  # never None from Redis
+        if found is None:
             raise ValueError(f"Key '{key}' not found (Redis unavailable)")
         return found
 
@@ -157,7 +195,12 @@ class RedisCache(redis.RedisCache):
         """INCR: one round trip, counting from 0 where the key is missing (Django's `incr`
         refuses a missing key, so callers `add` first: two). None without Redis."""
         key = self.make_and_validate_key(key)
-        return self._attempt(lambda: self._cache.get_client(key, write=True).incr(key))
+
+        def incr() -> int:
+            count: int = self._cache.get_client(key, write=True).incr(key)
+            return count
+
+        return self._attempt(None, incr)
 
 
 class StrictCache:
@@ -167,28 +210,29 @@ class StrictCache:
     def __init__(self, cache: RedisCache):
         self._cache = cache
 
-    def _do(self, name, *args, **kwargs):
+    def _do(self, operation: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Django's own `operation` (not the fail-open one), or `CacheUnavailable`."""
         if not breaker.allows():
             raise _unavailable()
         try:
-            result = getattr(redis.RedisCache, name)(self._cache, *args, **kwargs)
+            result = operation(*args, **kwargs)
         except RedisError as exc:
             breaker.failure(exc)
             raise _unavailable() from exc
         breaker.success()
         return result
 
-    def add(self, key, value, timeout=redis.DEFAULT_TIMEOUT):
-        return self._do("add", key, value, timeout)
+    def add(self, key: Any, value: Any, timeout: float | None = DEFAULT_TIMEOUT) -> bool:
+        return self._do(redis.RedisCache.add, self._cache, key, value, timeout)
 
-    def incr(self, key, delta=1):
-        return self._do("incr", key, delta)
+    def incr(self, key: Any, delta: int = 1) -> int:
+        return self._do(redis.RedisCache.incr, self._cache, key, delta)
 
-    def decr(self, key, delta=1):
-        return self._do("incr", key, -delta)
+    def decr(self, key: Any, delta: int = 1) -> int:
+        return self._do(redis.RedisCache.incr, self._cache, key, -delta)
 
-    def delete(self, key):
-        return self._do("delete", key)
+    def delete(self, key: Any) -> bool:
+        return self._do(redis.RedisCache.delete, self._cache, key)
 
 
 def _unavailable() -> CacheUnavailable:

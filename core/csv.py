@@ -7,6 +7,7 @@ statement costs the memory of one chunk of rows, not of the whole file."""
 import csv
 import io
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from django.http import StreamingHttpResponse
 
@@ -15,7 +16,7 @@ from django.http import StreamingHttpResponse
 LINES_PER_CHUNK = 500
 
 
-def csv_lines(header: list[str], rows: Iterable) -> Iterator[str]:
+def csv_lines(header: list[str], rows: Iterable[Iterable[Any]]) -> Iterator[str]:
     """The header and the rows as CSV text, `LINES_PER_CHUNK` lines at a time."""
     chunk = io.StringIO()
     writer = csv.writer(chunk)
@@ -30,7 +31,9 @@ def csv_lines(header: list[str], rows: Iterable) -> Iterator[str]:
         yield tail
 
 
-def csv_response(*, filename: str, header: list[str], rows: Iterable) -> StreamingHttpResponse:
+def csv_response(
+    *, filename: str, header: list[str], rows: Iterable[Iterable[Any]]
+) -> StreamingHttpResponse:
     response = StreamingHttpResponse(
         csv_lines(header, rows), content_type="text/csv; charset=utf-8"
     )

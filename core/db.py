@@ -46,18 +46,28 @@ import functools
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import OperationalError, connection, connections, models, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Func, Q
+from django.db.transaction import Atomic
 
 RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
 ATTEMPTS = 4
 
+P = ParamSpec("P")
+R = TypeVar("R")
+M = TypeVar("M", bound=models.Model)
 
-def choices_check(field: str, choices, *, name: str, blank: bool = False):
+
+def choices_check(
+    field: str, choices: type[models.Choices], *, name: str, blank: bool = False
+) -> models.CheckConstraint:
     """A CHECK that the column holds one of the enum's values (or '' where `blank`)."""
     condition = Q(**{f"{field}__in": list(choices.values)})
     if blank:
@@ -65,14 +75,16 @@ def choices_check(field: str, choices, *, name: str, blank: bool = False):
     return models.CheckConstraint(condition=condition, name=name)
 
 
-def sqlstate(exc) -> str | None:
-    return getattr(getattr(exc, "__cause__", None), "sqlstate", None)
+def sqlstate(exc: BaseException) -> str | None:
+    state: str | None = getattr(getattr(exc, "__cause__", None), "sqlstate", None)
+    return state
 
 
-def constraint_name(exc) -> str | None:
+def constraint_name(exc: BaseException) -> str | None:
     """The constraint a database error names (psycopg's diagnostics), if any."""
     diag = getattr(getattr(exc, "__cause__", None), "diag", None)
-    return getattr(diag, "constraint_name", None)
+    name: str | None = getattr(diag, "constraint_name", None)
+    return name
 
 
 class Retry(Exception):
@@ -87,7 +99,7 @@ class Retry(Exception):
 _local = threading.local()  # each thread has its own database connection
 
 
-def savepoint():
+def savepoint() -> Atomic:
     """A savepoint around one statement whose IntegrityError the caller catches (a lost race
     on the exclusion constraint, a duplicate row): the error rolls back that statement only,
     and the caller's transaction goes on. Not a service's transaction: that is declared on
@@ -102,7 +114,7 @@ def savepoint():
     return transaction.atomic(savepoint=True)
 
 
-def retried_transaction(func):
+def retried_transaction(func: Callable[P, R]) -> Callable[P, R]:
     """Run `func` in a transaction of its own and run that whole transaction again on a
     deadlock, a serialization failure or a `Retry`, with jitter.
 
@@ -113,7 +125,7 @@ def retried_transaction(func):
     """
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         if getattr(_local, "retrying", False):
             with transaction.atomic():
                 return func(*args, **kwargs)
@@ -147,7 +159,8 @@ def db_now() -> datetime:
     runs on it too)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0]
+        now: datetime = cursor.fetchone()[0]
+        return now
 
 
 def db_clock() -> Func:
@@ -155,7 +168,7 @@ def db_clock() -> Func:
     return Func(function="statement_timestamp", output_field=models.DateTimeField())
 
 
-def prefetched(instance: models.Model, related: str, rows: list) -> None:
+def prefetched(instance: models.Model, related: str, rows: list[M]) -> None:
     """Make `instance.<related>.all()` answer `rows` without a query, as `prefetch_related`
     leaves it; a further filter still reads the table.
 
@@ -179,7 +192,7 @@ def lease_free(now: datetime, *, field: str = "claimed_until") -> Q:
 
 
 @contextmanager
-def reporting_reads():
+def reporting_reads() -> Iterator[None]:
     """Inside this block, reads go to the reporting database where one is configured."""
     before = getattr(_local, "reporting", False)
     _local.reporting = True
@@ -191,16 +204,18 @@ def reporting_reads():
 
 def reads_db() -> str:
     """The alias reads use here: the reporting database inside `reporting_reads()`."""
-    return settings.REPORTING_DATABASE if getattr(_local, "reporting", False) else "default"
+    alias: str = settings.REPORTING_DATABASE if getattr(_local, "reporting", False) else "default"
+    return alias
 
 
-def reads_cursor():
+def reads_cursor() -> CursorWrapper:
     """A cursor for raw reads on `reads_db()`."""
     return connections[reads_db()].cursor()
 
 
-def read_rows(sql: str, params: dict | None = None) -> list[dict]:
-    """A raw read on `reads_db()`, each row a dict by column name."""
+def read_rows(sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A raw read on `reads_db()`, each row a dict by column name. `params`: any value
+    psycopg adapts (the stubs' list of them leaves out timedelta, an interval here)."""
     with reads_cursor() as cursor:
         cursor.execute(sql, params)
         names = [column.name for column in cursor.description]
@@ -211,14 +226,16 @@ class ReportingRouter:
     """Routes the ORM's reads inside `reporting_reads()`; writes and migrations go to the
     primary only."""
 
-    def db_for_read(self, model, **hints):
+    def db_for_read(self, model: type[models.Model], **hints: Any) -> str:
         return reads_db()
 
-    def db_for_write(self, model, **hints):
+    def db_for_write(self, model: type[models.Model], **hints: Any) -> str:
         return "default"
 
-    def allow_relation(self, obj1, obj2, **hints):
+    def allow_relation(self, obj1: models.Model, obj2: models.Model, **hints: Any) -> bool:
         return True
 
-    def allow_migrate(self, db, app_label, model_name=None, **hints):
+    def allow_migrate(
+        self, db: str, app_label: str, model_name: str | None = None, **hints: Any
+    ) -> bool:
         return db == "default"

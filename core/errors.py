@@ -1,6 +1,13 @@
 """Errors that services raise; the API turns them into problem details, pages into messages."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from django.utils.translation import gettext_lazy as _
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 
 class DomainError(Exception):
@@ -11,7 +18,13 @@ class DomainError(Exception):
     title = _("The request was refused")
     retry_after: int | None = None  # seconds, for refusals that a retry soon may pass
 
-    def __init__(self, detail, *, field=None, extra=None):
+    def __init__(
+        self,
+        detail: StrOrPromise,
+        *,
+        field: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(str(detail))
         self.detail = detail
         self.field = field

@@ -1,6 +1,8 @@
 """Serializer fields every API shares."""
 
 from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
 
 from django.utils.translation import gettext as _
 from rest_framework import serializers
@@ -16,7 +18,7 @@ class BoundedDateTimeField(serializers.DateTimeField):
     """A time between 2000 and 2100: arithmetic on year 1 or 9999 overflows, and nothing
     of ours happens outside these bounds."""
 
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: datetime | str) -> datetime:
         parsed = super().to_internal_value(value)
         if not EARLIEST <= parsed < LATEST:
             raise serializers.ValidationError(
@@ -30,15 +32,16 @@ class MoneyAmountField(serializers.DecimalField):
     """An amount as a string with its own currency's decimals, read from `currency_source`
     beside it: "1296.00" USD, "1296" JPY, "12.345" KWD."""
 
-    def __init__(self, currency_source="currency", **kwargs):
+    def __init__(self, currency_source: str = "currency", **kwargs: Any) -> None:
         self.currency_source = currency_source.split(".")
         kwargs.setdefault("read_only", True)
         super().__init__(max_digits=MAX_DIGITS, decimal_places=DECIMAL_PLACES, **kwargs)
 
-    def get_attribute(self, instance):
+    # The stubs' DecimalField reads and shows one Decimal; this one reads (amount, currency).
+    def get_attribute(self, instance: Any) -> tuple[Decimal | None, str]:  # type: ignore[override]
         amount = super().get_attribute(instance)
         return amount, get_attribute(instance, self.currency_source)
 
-    def to_representation(self, value):
+    def to_representation(self, value: tuple[Decimal | None, str]) -> str | None:  # type: ignore[override]
         amount, currency = value
         return None if amount is None else str(quantize(amount, currency))

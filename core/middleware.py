@@ -9,10 +9,19 @@ glossary says "no match", the sign-in form asks again); a path with one is a 400
 """
 
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.http import HttpResponse, JsonResponse, UnreadablePostError
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    QueryDict,
+    UnreadablePostError,
+)
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 from kombu.exceptions import OperationalError as BrokerError
@@ -21,36 +30,40 @@ from redis.exceptions import RedisError
 from core.errors import DomainError
 from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE, unavailable
 
+if TYPE_CHECKING:
+    from django.http.request import _ImmutableQueryDict
+
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # A \u escape of one of those inside JSON text (not preceded by an escaping backslash).
 ESCAPED_CONTROL = re.compile(rb"(?<!\\)(?:\\\\)*\\u00(?:0[0-8bcef]|1[0-9a-f]|7f)", re.I)
 FORM = "application/x-www-form-urlencoded"
 
 
-def _without_control(values):
+def _without_control(values: QueryDict) -> "_ImmutableQueryDict":
     """A copy of a QueryDict with the control characters taken out of keys and values."""
     cleaned = values.copy()
     cleaned.clear()
     for key, items in values.lists():
         cleaned.setlist(CONTROL.sub("", key), [CONTROL.sub("", v) for v in items])
     cleaned._mutable = False
-    return cleaned
+    return cast("_ImmutableQueryDict", cleaned)
 
 
-def _has_any(values) -> bool:
+def _has_any(values: QueryDict) -> bool:
     return any(CONTROL.search(v) for k, vs in values.lists() for v in [k, *vs])
 
 
-def _cleaned_for_a_page(request) -> None:
+def _cleaned_for_a_page(request: HttpRequest) -> None:
     """Pages: the query and form values without control characters (files untouched)."""
     if _has_any(request.GET):
         request.GET = _without_control(request.GET)
-    form = request.content_type == FORM or request.content_type.startswith("multipart/")
+    content_type = request.content_type or ""
+    form = content_type == FORM or content_type.startswith("multipart/")
     if request.method == "POST" and form and _has_any(request.POST):
         request.POST = _without_control(request.POST)
 
 
-def _has_control(request) -> bool:
+def _has_control(request: HttpRequest) -> bool:
     if CONTROL.search(request.path):
         return True
     if not request.path.startswith("/api/"):
@@ -69,7 +82,7 @@ def _has_control(request) -> bool:
     return False
 
 
-def _too_large(request) -> bool:
+def _too_large(request: HttpRequest) -> bool:
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -82,10 +95,10 @@ class RefuseControlCharacters:
     """Also the first reader of a body: one too large or unreadable is refused here, in
     words (problem details under /api/), before a view or a parser meets it."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         try:
             if _too_large(request):
                 raise RequestDataTooBig
@@ -120,7 +133,9 @@ class RefuseControlCharacters:
         return self.get_response(request)
 
 
-def refusal(request, *, status: int, code: str, title, detail):
+def refusal(
+    request: HttpRequest, *, status: int, code: str, title: object, detail: object
+) -> HttpResponse:
     """A refused request in words: problem details under /api/, plain text elsewhere."""
     if request.path.startswith("/api/"):
         body = {"type": f"{TYPE_BASE}{code}", "title": str(title), "status": status,
@@ -134,13 +149,13 @@ class RefusalPage:
     in words with its status (403 for a role that may not, 409 for a conflict), never as a
     500. The API answers the same refusals as problem details."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         return self.get_response(request)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, RedisError | BrokerError):
             exception = unavailable(exception)
         if not isinstance(exception, DomainError) or request.path.startswith("/api/"):

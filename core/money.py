@@ -6,9 +6,11 @@ babel ships rather than a table of our own. Columns hold up to 4 decimal places,
 any ISO 4217 currency uses; an amount is always stored at its currency's precision.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from babel.numbers import format_currency, get_currency_precision, is_currency
 from django.conf import settings
@@ -21,8 +23,9 @@ MAX_DIGITS = 18
 DECIMAL_PLACES = 4  # the column's scale; `minor_units` is each currency's own
 
 
-def default_currency():
-    return settings.ANCHORGPU["CURRENCY"]
+def default_currency() -> str:
+    currency: str = settings.ANCHORGPU["CURRENCY"]
+    return currency
 
 
 @lru_cache(maxsize=64)
@@ -56,7 +59,7 @@ def amount_check(amount: Decimal, currency: str) -> None:
         )
 
 
-def money_text(amount, currency: str, language: str | None = None) -> str:
+def money_text(amount: Decimal | int | str, currency: str, language: str | None = None) -> str:
     """ "1,296.00 USD" (en), "1 296,00 USD" (pl), "1,296 JPY", "12.345 KWD": grouped, with the
     language's decimal mark and the currency's own number of decimals."""
     locale = (language or get_language() or "en").replace("-", "_")
@@ -73,21 +76,30 @@ def _money_text(amount: str, currency: str, locale: str) -> str:
     )
 
 
-class MoneyField(models.DecimalField):
-    def __init__(self, *args, **kwargs):
+if TYPE_CHECKING:
+    # The stubs' fields are generic in what they take and give (Django's are not subscriptable
+    # at run time); left Any, the plugin fills in each column's own, None where it is nullable.
+    _DecimalField = models.DecimalField[Any, Any]
+    _CharField = models.CharField[Any, Any]
+else:
+    _DecimalField, _CharField = models.DecimalField, models.CharField
+
+
+class MoneyField(_DecimalField):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("max_digits", MAX_DIGITS)
         kwargs.setdefault("decimal_places", DECIMAL_PLACES)
         super().__init__(*args, **kwargs)
 
 
-class CurrencyField(models.CharField):
-    def __init__(self, *args, **kwargs):
+class CurrencyField(_CharField):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", 3)
         kwargs.setdefault("default", default_currency)
         kwargs.setdefault("validators", [validate_currency])
         super().__init__(*args, **kwargs)
 
-    def deconstruct(self):
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, path, args, kwargs = super().deconstruct()
         kwargs.pop("default", None)
         kwargs.pop("validators", None)
@@ -99,36 +111,38 @@ class Money:
     amount: Decimal
     currency: str
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.amount, float):
             raise TypeError("Money never holds a float")
         object.__setattr__(self, "amount", quantize(Decimal(self.amount), self.currency))
 
-    def _same(self, other):
-        if not isinstance(other, Money):
-            return NotImplemented
+    def _same(self, other: "Money") -> "Money":
         if other.currency != self.currency:
             raise ValueError(f"cannot combine {self.currency} with {other.currency}")
         return other
 
-    def __add__(self, other):
+    def __add__(self, other: object) -> "Money":
+        if not isinstance(other, Money):
+            return NotImplemented
         other = self._same(other)
         return Money(self.amount + other.amount, self.currency)
 
-    def __sub__(self, other):
+    def __sub__(self, other: object) -> "Money":
+        if not isinstance(other, Money):
+            return NotImplemented
         other = self._same(other)
         return Money(self.amount - other.amount, self.currency)
 
-    def __mul__(self, factor: int):
+    def __mul__(self, factor: int) -> "Money":
         if not isinstance(factor, int):
             raise TypeError("Money multiplies by whole numbers only")
         return Money(self.amount * factor, self.currency)
 
     @classmethod
-    def zero(cls, currency):
+    def zero(cls, currency: str) -> "Money":
         return cls(Decimal(0), currency)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.amount} {self.currency}"
 
     def text(self, language: str | None = None) -> str:

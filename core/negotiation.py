@@ -2,13 +2,23 @@
 empty one) gets our default representation, as RFC 9110 §12.5.1 allows. Clients always
 get JSON or problem details they can read, and no status they were not told about."""
 
+from collections.abc import Iterable
+
 from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
 
 
 class LenientNegotiation(DefaultContentNegotiation):
-    def select_renderer(self, request, renderers, format_suffix=None):
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
         try:
-            return super().select_renderer(request, renderers, format_suffix)
+            chosen: tuple[BaseRenderer, str] = super().select_renderer(
+                request, renderers, format_suffix
+            )
+            return chosen
         except NotAcceptable:
-            return renderers[0], renderers[0].media_type
+            first = next(iter(renderers))
+            return first, first.media_type

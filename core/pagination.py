@@ -5,10 +5,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
+from typing import Any, Generic, TypeVar, overload
 
-from django.db.models import Q, Subquery
+from django.db.models import Model, Q, QuerySet, Subquery
+from django.http import QueryDict
 from django.utils.dateparse import parse_datetime
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+
+Row = TypeVar("Row")
+M = TypeVar("M", bound=Model)
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+Key = tuple[object, ...]  # a row's sort key, one value per SortKey
 
 
 class BoundedLimitOffsetPagination(LimitOffsetPagination):
@@ -19,7 +29,7 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
     max_limit = 500
     max_offset = 10**9
 
-    def get_offset(self, request):
+    def get_offset(self, request: Request) -> int:
         return min(super().get_offset(request), self.max_offset)
 
 
@@ -39,7 +49,7 @@ class SortKey:
     nullable: bool = False
 
 
-def keyset_filter(keys: Sequence[SortKey], values: Sequence, *, forward: bool) -> Q:
+def keyset_filter(keys: Sequence[SortKey], values: Sequence[object], *, forward: bool) -> Q:
     """The rows strictly after `values` in the order `keys` (forward), or strictly before
     them. The first column is also bounded on its own (`at <= x`), so an index on the
     order reads only from the cursor on."""
@@ -55,7 +65,10 @@ def keyset_filter(keys: Sequence[SortKey], values: Sequence, *, forward: bool) -
                 step |= Q(**{f"{key.field}__isnull": True})
         if step is not None:
             terms.append(equal & step)
-        equal &= Q(**{f"{key.field}__isnull": True} if value is None else {key.field: value})
+        same: dict[str, object] = (
+            {f"{key.field}__isnull": True} if value is None else {key.field: value}
+        )
+        equal &= Q(**same)
     condition = reduce(operator.or_, terms) if terms else Q(pk__in=[])
     first, value = keys[0], values[0]
     if value is not None and not first.nullable:
@@ -64,7 +77,7 @@ def keyset_filter(keys: Sequence[SortKey], values: Sequence, *, forward: bool) -
     return condition
 
 
-def cursor_write(*values) -> str:
+def cursor_write(*values: object) -> str:
     """A sort key as an opaque, URL-safe token (datetimes ISO 8601, None empty)."""
     parts = [
         "" if v is None else (v.isoformat() if isinstance(v, datetime) else str(v)) for v in values
@@ -72,7 +85,13 @@ def cursor_write(*values) -> str:
     return base64.urlsafe_b64encode("|".join(parts).encode()).decode().rstrip("=")
 
 
-def cursor_read(text: str, *parsers):
+@overload
+def cursor_read(
+    text: str, a: Callable[[str], A], b: Callable[[str], B], c: Callable[[str], C], /
+) -> tuple[A | None, B | None, C | None] | None: ...
+@overload
+def cursor_read(text: str, *parsers: Callable[[str], object]) -> Key | None: ...
+def cursor_read(text: str, *parsers: Callable[[str], object]) -> Key | None:
     """The sort key a `cursor_write` token carries, each part read by its parser (a part
     written as None reads as None), or None when the token does not read."""
     try:
@@ -94,14 +113,14 @@ def aware_datetime(text: str) -> datetime:
 
 
 @dataclass
-class KeysetPage:
+class KeysetPage(Generic[Row]):
     """One page of a list read by keyset: its rows, where they sit in the whole list
     (`start`, 1-based, and `total`, both exact, set by `place`), and the cursors of the
     pages on either side (None at either end). `valid` is False when the query's cursor did
     not read (the first page is shown instead, and the page says so)."""
 
-    rows: list
-    key_of: Callable
+    rows: list[Row]
+    key_of: Callable[[Row], Key]
     query: str = ""
     valid: bool = True
     start: int = 1
@@ -110,14 +129,14 @@ class KeysetPage:
     older: str | None = None
 
     @property
-    def first_key(self) -> tuple | None:
+    def first_key(self) -> Key | None:
         return self.key_of(self.rows[0]) if self.rows else None
 
     def place(self, *, before: int, total: int) -> None:
         """Where the page sits: `before` rows of the list come before its first, of `total`."""
         self.start, self.total = before + 1, total
         if self.rows and self.start > 1:
-            self.newer = cursor_write(*self.first_key)
+            self.newer = cursor_write(*self.key_of(self.rows[0]))
         if self.rows and self.end < total:
             self.older = cursor_write(*self.key_of(self.rows[-1]))
 
@@ -130,7 +149,15 @@ class KeysetPage:
         return bool(self.newer or self.older)
 
 
-def keyset_rows(qs, keys: Sequence[SortKey], *, direction: str | None, key, size: int, narrow=None):
+def keyset_rows(
+    qs: QuerySet[M],
+    keys: Sequence[SortKey],
+    *,
+    direction: str | None,
+    key: Key | None,
+    size: int,
+    narrow: QuerySet[Any] | None = None,
+) -> list[M]:
     """The page's rows in the list's order: the first `size` (direction None), those after
     `key` ("older"), those before it ("newer"), or the last `size` ("oldest"). A "newer"
     page that reaches the top is the first page, full.
@@ -138,17 +165,19 @@ def keyset_rows(qs, keys: Sequence[SortKey], *, direction: str | None, key, size
     `narrow`: the same rows in the same order with only what the keys need; the page is
     then chosen there (a sort of narrow rows) and only its rows are read from `qs` (a
     subquery, same statement), so joins and per-row subqueries run for one page only."""
-    base = qs if narrow is None else narrow
+    base: QuerySet[Any] = qs if narrow is None else narrow
 
-    def read(sliced, *, flipped: bool) -> list:
+    def read(sliced: QuerySet[Any], *, flipped: bool) -> list[M]:
         if narrow is None:
             rows = list(sliced)
             return rows[::-1] if flipped else rows
         return list(qs.filter(pk__in=Subquery(sliced.values("pk"))))
 
     if direction == "older":
+        assert key is not None  # keyset_request gives a direction with a key
         return read(base.filter(keyset_filter(keys, key, forward=True))[:size], flipped=False)
     if direction == "newer":
+        assert key is not None
         before = base.filter(keyset_filter(keys, key, forward=False)).reverse()
         if narrow is None:
             rows = list(before[: size + 1])
@@ -164,7 +193,16 @@ def keyset_rows(qs, keys: Sequence[SortKey], *, direction: str | None, key, size
 PAGING_PARAMS = ("older", "newer", "oldest", "page")
 
 
-def keyset_page(params, qs, keys, *, parsers, key_of, size, narrow=None) -> KeysetPage:
+def keyset_page(
+    params: QueryDict,
+    qs: QuerySet[M],
+    keys: Sequence[SortKey],
+    *,
+    parsers: Sequence[Callable[[str], object]],
+    key_of: Callable[[M], Key],
+    size: int,
+    narrow: QuerySet[Any] | None = None,
+) -> KeysetPage[M]:
     """The page a page's query asks for (`keyset_request`, `keyset_rows`; a cursor past
     either end gives the first page), with the query to carry on its links. The caller
     counts the list and `place`s the page (its count may come with other figures)."""
@@ -178,7 +216,9 @@ def keyset_page(params, qs, keys, *, parsers, key_of, size, narrow=None) -> Keys
     return KeysetPage(rows=rows, key_of=key_of, query=query.urlencode(), valid=valid)
 
 
-def keyset_request(params, *parsers) -> tuple[str | None, tuple | None, bool]:
+def keyset_request(
+    params: QueryDict, *parsers: Callable[[str], object]
+) -> tuple[str | None, Key | None, bool]:
     """(direction, key, valid) from a page's query: `older=<cursor>`, `newer=<cursor>` or
     `oldest=1`; nothing (or an old `page=` number) is the first page. A cursor that does not
     read gives the first page and valid=False, for the page to say so."""

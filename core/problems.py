@@ -5,7 +5,9 @@ Django's ValidationError and our DomainError reach here too, so no service error
 becomes a 500.
 """
 
+from collections.abc import Mapping
 from http import HTTPStatus
+from typing import Any, overload
 
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -26,8 +28,17 @@ PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/pr
 TYPE_BASE = "/api/docs/#problem-"
 
 
-def problem_response(*, status_code, title, detail, code, errors=None, headers=None, **extra):
-    body = {
+def problem_response(
+    *,
+    status_code: int,
+    title: object,
+    detail: object,
+    code: str,
+    errors: Mapping[str, list[str]] | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> Response:
+    body: dict[str, Any] = {
         "type": f"{TYPE_BASE}{code}",
         "title": str(title),
         "status": status_code,
@@ -40,7 +51,7 @@ def problem_response(*, status_code, title, detail, code, errors=None, headers=N
     return Response(body, status=status_code, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
 
 
-def domain_error_response(exc: DomainError):
+def domain_error_response(exc: DomainError) -> Response:
     """The problem response for a refused operation; also what idempotency stores."""
     return problem_response(
         status_code=exc.status,
@@ -53,16 +64,20 @@ def domain_error_response(exc: DomainError):
     )
 
 
-def unavailable(exc) -> CacheUnavailable:
+def unavailable(exc: Exception) -> CacheUnavailable:
     return CacheUnavailable(
         _("A part of AnchorGPU (Redis) does not answer; nothing was changed. Try again soon.")
     )
 
 
-def _flatten(detail):
+@overload
+def _flatten(detail: dict[str, Any]) -> dict[str, list[str]]: ...
+@overload
+def _flatten(detail: object) -> dict[str, list[str]] | list[str]: ...
+def _flatten(detail: object) -> dict[str, list[str]] | list[str]:
     """DRF error detail (dict/list/str, nested) → {field: [messages]}."""
     if isinstance(detail, dict):
-        out = {}
+        out: dict[str, list[str]] = {}
         for field, value in detail.items():
             nested = _flatten(value)
             if isinstance(nested, dict):
@@ -83,7 +98,7 @@ def _flatten(detail):
     return [str(detail)]
 
 
-def problem_exception_handler(exc, context):
+def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, RedisError | BrokerError):  # what a fail-open cache did not absorb
         exc = unavailable(exc)
     if isinstance(exc, DomainError):
@@ -100,8 +115,8 @@ def problem_exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
 
     response = exception_handler(exc, context)
-    if response is None:
-        return None
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return None  # DRF answers its own exceptions only, the ones turned into them above
     if isinstance(exc, exceptions.ValidationError):
         errors = _flatten(exc.detail)
         if isinstance(errors, list):
@@ -114,7 +129,7 @@ def problem_exception_handler(exc, context):
             code="invalid",
             errors=errors,
         )
-    detail = exc.detail if isinstance(exc.detail, str) else _flatten(exc.detail)
+    shown = exc.detail if isinstance(exc.detail, str) else _flatten(exc.detail)
     code = getattr(exc, "default_code", "error")
     title = str(getattr(exc, "default_detail", "")) or _("Error")
     if "{" in title:  # a template DRF fills in for the detail ("{media_type}"): not a title
@@ -122,7 +137,7 @@ def problem_exception_handler(exc, context):
     return problem_response(
         status_code=response.status_code,
         title=_(title),
-        detail=detail if isinstance(detail, str) else str(detail),
+        detail=shown if isinstance(shown, str) else str(shown),
         code=code,
         headers={k: v for k, v in response.items() if k in ("Retry-After", "WWW-Authenticate")},
     )

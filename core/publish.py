@@ -7,6 +7,7 @@ the sweep sends them later; nothing is lost and nobody waits for a broker.
 """
 
 import logging
+from collections.abc import Sequence
 
 from celery import current_app
 from kombu.exceptions import OperationalError as BrokerError
@@ -17,7 +18,7 @@ from core.cache import breaker
 logger = logging.getLogger(__name__)
 
 
-def publish(task_name: str, ids: list) -> int:
+def publish(task_name: str, ids: Sequence[object]) -> int:
     """Queue `task_name(id)` for each id; how many were queued."""
     queued = 0
     for pk in ids:

@@ -1,5 +1,8 @@
 """What the API answers in: JSON, problem details, and CSV where CSV is documented."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 
 
@@ -16,7 +19,13 @@ class CSVRenderer(BaseRenderer):
     format = "csv"
     charset = "utf-8"
 
-    def render(self, data, accepted_media_type=None, renderer_context=None):
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes | str:
         if isinstance(data, bytes | str):
             return data
-        return JSONRenderer().render(data)
+        rendered: bytes = JSONRenderer().render(data)
+        return rendered

@@ -40,7 +40,8 @@ class TaxTreatment(models.TextChoices):
 
 
 def seller_country() -> str:
-    return settings.ANCHORGPU["SELLER"]["COUNTRY"]
+    country: str = settings.ANCHORGPU["SELLER"]["COUNTRY"]
+    return country
 
 
 def vat_id_prefix(country: str) -> str:
@@ -61,7 +62,8 @@ def treatment_for(*, country: str, vat_id: str, is_business: bool) -> TaxTreatme
 
 def rate_for(treatment: str) -> Decimal:
     if treatment in (TaxTreatment.DOMESTIC, TaxTreatment.CONSUMER):
-        return settings.ANCHORGPU["VAT_RATE"]
+        rate: Decimal = settings.ANCHORGPU["VAT_RATE"]
+        return rate
     return Decimal(0)
 
 

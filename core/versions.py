@@ -2,10 +2,16 @@
 version it was built at, and every change that could alter it bumps the version after its
 transaction commits, so no server answers from a stale copy once the change is visible."""
 
-from django.core.cache import cache
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+from django.core.cache import cache as default_cache
 from django.db import transaction
 
-from core.cache import on_recovery
+from core.cache import RedisCache, on_recovery
+
+T = TypeVar("T")
+cache = cast(RedisCache, default_cache)  # settings.CACHES: the default cache is core.cache's
 
 CATALOG = "catalog"  # the GPU model list with prices and free GPUs now
 CATALOG_ROWS = "catalog-rows"  # models, periods and node sizes: changed by catalog rows only
@@ -18,10 +24,11 @@ def version_key(name: str) -> str:
 
 
 def version(name: str) -> int:
-    current = cache.get(version_key(name))
+    current: int | None = cache.get(version_key(name))
     if current is None:
         cache.add(version_key(name), 1, timeout=None)
-        current = cache.get(version_key(name), 1)
+        added: int = cache.get(version_key(name), 1)
+        return added
     return current
 
 
@@ -30,7 +37,7 @@ def bump(name: str, *, now: bool = False) -> None:
     also at once: a copy rebuilt before the commit (from the old rows) is dropped by the
     second bump, and meanwhile no copy older than the change is served."""
 
-    def _bump():
+    def _bump() -> None:
         cache.incr_from_zero(version_key(name))
 
     if now:
@@ -48,7 +55,7 @@ def _bump_all() -> None:
 on_recovery(_bump_all)
 
 
-def versioned_copy(name: str, build, *, timeout: int = 3600):
+def versioned_copy(name: str, build: Callable[[], T], *, timeout: int = 3600) -> T:
     """`build()`'s value, kept in the cache under `name` with the version of `name` it was
     built at and served while that version is current (one round trip on a hit). A copy
     built while a change was committing is dropped by the change's bump on commit."""
@@ -56,7 +63,8 @@ def versioned_copy(name: str, build, *, timeout: int = 3600):
     current = found.get(version_key(name)) or version(name)
     entry = found.get(name)
     if entry is not None and entry[0] == current:
-        return entry[1]
+        kept: T = entry[1]
+        return kept
     value = build()
     cache.set(name, (current, value), timeout=timeout)
     return value

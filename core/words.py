@@ -6,10 +6,12 @@ picked here, English where no translation was given.
 """
 
 from collections.abc import Mapping
+from typing import Any
 
 from translated_fields import to_attribute
 
 
-def in_language(row: Mapping, field: str) -> str:
+def in_language(row: Mapping[str, Any], field: str) -> str:
     """`row[field_<active language>]`, or `row[field_en]` where that is empty."""
-    return row.get(to_attribute(field)) or row[f"{field}_en"]
+    word: str = row.get(to_attribute(field)) or row[f"{field}_en"]
+    return word

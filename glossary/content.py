@@ -97,7 +97,7 @@ DISCLAIMER_EN = (
 )
 
 
-def polish_entries():
+def polish_entries() -> tuple[list[tuple[str, str]], str]:
     """[(term, definition)] and the disclaimer, read from the customer's file."""
     lines = [line.strip() for line in POLISH_FILE.read_text(encoding="utf-8").splitlines()]
     lines = [line for line in lines if line]

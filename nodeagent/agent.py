@@ -14,19 +14,51 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from http.client import HTTPResponse
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 from nodeagent import TENANT_PREFIX, VERSION, HostError, cgroups, node_config, software
+from nodeagent.cgroups import Confinement
 from nodeagent.devices import discover, inventory_from_file
-from nodeagent.hosts import FolderHost, Grant, Layout, LinuxHost
+from nodeagent.hosts import FolderHost, Grant, Host, Layout, LinuxHost
 from nodeagent.systemd import SystemdSlices
 
 logger = logging.getLogger("nodeagent")
+
+
+# The node's state as AnchorGPU sends it (GET /api/v1/agent/state/, the agent API's
+# AgentStateSerializer); what a console older than the agent may leave out is NotRequired.
+class GpuEntry(TypedDict):
+    index: int
+    uuid: str
+
+
+class Entry(TypedDict):
+    """One allocation on the node; times are ISO 8601."""
+
+    id: str
+    login: str
+    granted: bool
+    paid_from: str
+    paid_until: str
+    gpus: list[GpuEntry]
+    keys: list[str]
+    cpus: NotRequired[float | None]
+    memory_mib: NotRequired[int | None]
+
+
+class State(TypedDict):
+    generation: str
+    gpu_variable: NotRequired[str]
+    allocations: NotRequired[list[Entry]]
 
 
 @dataclass
@@ -36,7 +68,7 @@ class Round:
 
     generation: str = ""
     applied: list[str] = field(default_factory=list)
-    errors: list[dict] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
     fetched: bool = False
 
 
@@ -44,7 +76,7 @@ def _when(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def _write(path: Path, data) -> None:
+def _write(path: Path, data: object) -> None:
     """Whole or not at all: a crash never leaves half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.")
     with os.fdopen(fd, "w") as out:
@@ -55,8 +87,9 @@ def _write(path: Path, data) -> None:
 
 
 class Agent:
-    def __init__(self, *, url: str, credential: str, host, state_dir: Path, clock=time.time,
-                 timeout: float = 10.0, stack=None):  # fmt: skip
+    def __init__(self, *, url: str, credential: str, host: Host, state_dir: Path,
+                 clock: Callable[[], float] = time.time, timeout: float = 10.0,
+                 stack: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.url = url.rstrip("/")
         self.credential = credential
         self.host = host
@@ -69,7 +102,9 @@ class Agent:
         self.stack = stack
 
     # --- talking to AnchorGPU -----------------------------------------------------------------
-    def _request(self, path: str, *, body: dict | None = None, etag: str = ""):
+    def _request(
+        self, path: str, *, body: dict[str, Any] | None = None, etag: str = ""
+    ) -> HTTPResponse:
         request = urllib.request.Request(
             f"{self.url}{path}",
             data=json.dumps(body).encode() if body is not None else None,
@@ -79,20 +114,22 @@ class Agent:
         )  # fmt: skip
         if etag:
             request.add_header("If-None-Match", f'"{etag}"')
-        return urllib.request.urlopen(request, timeout=self.timeout)
+        response: HTTPResponse = urllib.request.urlopen(request, timeout=self.timeout)
+        return response
 
-    def _cached(self) -> dict | None:
+    def _cached(self) -> State | None:
         try:
-            return json.loads(self.state_file.read_text())
+            state: State = json.loads(self.state_file.read_text())
+            return state
         except (OSError, ValueError):
             return None
 
-    def fetch(self) -> tuple[dict | None, bool]:
+    def fetch(self) -> tuple[State | None, bool]:
         """(state, fresh): AnchorGPU's answer, or the last one kept when it cannot answer."""
         cached = self._cached()
         try:
             with self._request(
-                "/api/v1/agent/state/", etag=(cached or {}).get("generation", "")
+                "/api/v1/agent/state/", etag=cached.get("generation", "") if cached else ""
             ) as r:
                 state = json.loads(r.read())
         except urllib.error.HTTPError as exc:
@@ -130,18 +167,18 @@ class Agent:
         _write(self.reported_file, body)
 
     # --- making the machine match ---------------------------------------------------------------
-    def reconcile(self, state: dict | None) -> Round:
+    def reconcile(self, state: State | None) -> Round:
         """Make the host match `state` as of now. With no state at all (first start in an
         outage, the state file lost) every access is taken away and nothing is wiped: a
         node that cannot hear from AnchorGPU grants nothing, and deletes nobody's data on a
         guess."""
         now = self.clock()
-        result = Round(generation=(state or {}).get("generation", ""))
+        result = Round(generation=state.get("generation", "") if state else "")
         if state is None:
             for login in sorted(self.host.accounts()):
                 self._step(result, None, self.host.revoke, login)
             return result
-        wanted = {}
+        wanted: dict[str, Entry] = {}
         for entry in state.get("allocations", []):
             if _when(entry["paid_until"]) > now:  # past paid_until it goes, whatever was said
                 wanted[entry["login"]] = entry
@@ -169,14 +206,15 @@ class Agent:
                 result.applied.append(entry["id"])
         return result
 
-    def _beyond_capacity(self, entries) -> dict[str, str]:
+    def _beyond_capacity(self, entries: Iterable[Entry]) -> dict[str, str]:
         """{login: why} for the allocations this node cannot give their CPU or memory share:
         those that, taken by start (then id), pass what the node has."""
         capacity = self.host.capacity()
         if capacity is None:
             return {}
         cpus, memory = capacity
-        short, used_cpus, used_mib = {}, 0.0, 0
+        short: dict[str, str] = {}
+        used_cpus, used_mib = 0.0, 0
         for entry in sorted(entries, key=lambda e: (e["paid_from"], e["id"])):
             used_cpus += entry.get("cpus") or 0
             used_mib += entry.get("memory_mib") or 0
@@ -189,7 +227,9 @@ class Agent:
         return short
 
     @staticmethod
-    def _step(result: Round, entry, action, *args) -> bool:
+    def _step(
+        result: Round, entry: Entry | None, action: Callable[..., object], *args: object
+    ) -> bool:
         try:
             action(*args)
             return True
@@ -207,7 +247,7 @@ class Agent:
             self.report(result)
         return result
 
-    def run(self, *, interval: float = 10.0, stop=None) -> None:
+    def run(self, *, interval: float = 10.0, stop: threading.Event | None = None) -> None:
         while not (stop and stop.is_set()):
             started = self.clock()
             try:
@@ -221,7 +261,7 @@ class Agent:
                 time.sleep(pause)
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["config"]:
         return _config(argv[1:])
@@ -270,14 +310,14 @@ def main(argv=None) -> int:
     return 0
 
 
-def confinement_for(kind: str):
+def confinement_for(kind: str) -> Confinement:
     """The host's confinement: systemd's slices where systemd runs the host, else cgroupfs."""
     if kind == "auto":
         kind = "systemd" if Path("/run/systemd/system").is_dir() else cgroups.preferred()
     return SystemdSlices() if kind == "systemd" else cgroups.Cgroups(kind)
 
 
-def _config(argv) -> int:
+def _config(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m nodeagent config",
         description="Print this node's configuration for confined sessions (docs/agent.md).",

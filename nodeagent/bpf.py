@@ -9,11 +9,18 @@ EPERM. It is attached without BPF_F_ALLOW_OVERRIDE or BPF_F_ALLOW_MULTI, so no d
 group may attach one of its own, and attaching again replaces it atomically.
 """
 
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import os
 import platform
 import struct
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nodeagent.devices import Rule
 
 # include/uapi/linux/bpf.h
 _BPF_PROG_LOAD, _BPF_PROG_ATTACH, _BPF_PROG_QUERY = 5, 8, 16
@@ -42,7 +49,7 @@ def access_mask(access: str) -> int:
     )
 
 
-def program(rules) -> bytes:
+def program(rules: Iterable[Rule]) -> bytes:
     """The instructions for `rules` (each with `kind` "c"/"b", `major`, `minor` or None for
     any, `access` of "rwm"). The context is struct bpf_cgroup_dev_ctx {u32 access_type
     (access << 16 | type); u32 major; u32 minor}; the answer is 1 (allow) or 0 (EPERM)."""
@@ -92,7 +99,7 @@ def _bpf(command: int, attr: bytes) -> tuple[int, bytes]:
     return result, buffer.raw
 
 
-def attach(group: str, rules) -> None:
+def attach(group: str, rules: Iterable[Rule]) -> None:
     """Load the program for `rules` and attach it to the cgroup v2 folder `group`,
     replacing the one attached there before. The group keeps it after the descriptor
     closes, until the group is removed."""
@@ -100,7 +107,7 @@ def attach(group: str, rules) -> None:
     instructions = ctypes.create_string_buffer(code, len(code))
     licence = ctypes.create_string_buffer(b"GPL")
 
-    def load(log) -> int:
+    def load(log: ctypes.Array[ctypes.c_char] | None) -> int:
         attr = struct.pack(
             "<IIQQIIQII16sII",
             _BPF_PROG_TYPE_CGROUP_DEVICE, len(code) // 8, ctypes.addressof(instructions),
@@ -134,6 +141,7 @@ def attached(group: str) -> int:
         # BPF_PROG_QUERY: {target_fd, attach_type, query_flags, attach_flags, prog_ids,
         # prog_cnt}; with no prog_ids buffer it only writes the count back.
         _, answer = _bpf(_BPF_PROG_QUERY, struct.pack("<IIII", folder, _BPF_CGROUP_DEVICE, 0, 0))
-        return struct.unpack_from("<I", answer, 24)[0]
+        count: int = struct.unpack_from("<I", answer, 24)[0]
+        return count
     finally:
         os.close(folder)

@@ -27,6 +27,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from nodeagent import HostError, bpf
 from nodeagent.devices import Rule
@@ -46,9 +47,26 @@ class Policy:
     tasks: int | None = None
 
 
-def _mounts(mountinfo: Path = Path("/proc/self/mountinfo")) -> tuple[Path | None, dict]:
+class Confinement(Protocol):
+    """What confines a tenant's sessions on a real node: `Cgroups` here, or systemd's
+    slices (nodeagent.systemd.SystemdSlices). `uid` None: an account already gone, found
+    by its groups' names."""
+
+    name: str
+
+    def procs_files(self, login: str) -> list[Path]: ...
+    def logins(self) -> set[str]: ...
+    def apply(self, login: str, uid: int, policy: Policy) -> None: ...
+    def kill(self, login: str, uid: int) -> None: ...
+    def remove(self, login: str, uid: int | None) -> None: ...
+
+
+def _mounts(
+    mountinfo: Path = Path("/proc/self/mountinfo"),
+) -> tuple[Path | None, dict[str, Path]]:
     """(the cgroup v2 mount, {v1 controller: its mount})."""
-    unified, legacy = None, {}
+    unified: Path | None = None
+    legacy: dict[str, Path] = {}
     for line in mountinfo.read_text().splitlines():
         before, _, after = line.partition(" - ")
         fstype, _source, options = (after.split(" ") + ["", ""])[:3]
@@ -113,14 +131,14 @@ class Cgroups:
             raise HostError("the cgroup v1 devices controller is not mounted on this host")
         self.kind = kind
         self.name = f"cgroup-{kind}"
-        self._attached: dict[str, tuple] = {}  # {login: the device rules attached (v2)}
+        self._attached: dict[str, tuple[Rule, ...]] = {}  # {login: the device rules attached (v2)}
         self._parents: dict[str | None, Path] = {}  # {controller (None: unified): parent}
 
-        def parent_in(controller, mount):
+        def parent_in(controller: str | None, mount: Path) -> Path:
             own = _own_group(controller) if nested else ""
             return mount / own / parent
 
-        if kind == "v2":
+        if unified is not None and kind == "v2":
             self._parents[None] = parent_in(None, unified)
             here = set((unified / "cgroup.controllers").read_text().split())
             self._v2_resources = tuple(c for c in RESOURCES if c in here)
@@ -185,7 +203,7 @@ class Cgroups:
                     _write(devices / "devices.allow", rule.v1)
         self._limits_v1(groups, policy)
 
-    def _make(self, controller, group: Path) -> None:
+    def _make(self, controller: str | None, group: Path) -> None:
         parent = group.parent
         if controller is None and not parent.exists():
             parent.mkdir(parents=True, exist_ok=True)
@@ -212,7 +230,7 @@ class Cgroups:
         if "pids" in self._v2_resources:
             _write(group / "pids.max", str(policy.tasks or "max"))
 
-    def _limits_v1(self, groups: dict, policy: Policy) -> None:
+    def _limits_v1(self, groups: dict[str | None, Path], policy: Policy) -> None:
         if "cpu" in groups:
             quota = -1 if policy.cpus is None else int(policy.cpus * CPU_PERIOD_US)
             _write(groups["cpu"] / "cpu.cfs_period_us", str(CPU_PERIOD_US))

@@ -10,8 +10,10 @@ on a node whose driver cannot be asked (the tests' fake device nodes).
 import ctypes
 import json
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class DeviceError(Exception):
@@ -59,10 +61,10 @@ class Inventory:
     needs (NVIDIA's control and UVM nodes, AMD's /dev/kfd)."""
 
     vendor: str
-    gpus: dict  # {uuid: (Rule, ...)}
-    shared: tuple
+    gpus: dict[str, tuple[Rule, ...]]  # {uuid: its device nodes}
+    shared: tuple[Rule, ...]
 
-    def rules_for(self, uuids) -> tuple[Rule, ...]:
+    def rules_for(self, uuids: Collection[str]) -> tuple[Rule, ...]:
         """What an allocation of these GPUs may open: theirs, the shared ones, the shell's."""
         unknown = sorted(set(uuids) - set(self.gpus))
         if unknown:
@@ -76,7 +78,7 @@ def inventory_from_file(path: Path) -> Inventory:
     "shared": [["c", 195, 255, "/dev/nvidiactl"], …]}"""
     data = json.loads(Path(path).read_text())
 
-    def rules(rows):
+    def rules(rows: Iterable[list[Any]]) -> tuple[Rule, ...]:
         return tuple(Rule(kind, int(major), None if minor is None else int(minor), node)
                      for kind, major, minor, node in rows)  # fmt: skip
 
@@ -156,11 +158,13 @@ def nvidia_inventory() -> Inventory:
     return Inventory("nvidia", gpus, tuple(shared))
 
 
-def _mig_capabilities(major: int | None, path=Path("/proc/driver/nvidia-caps/mig-minors")):
+def _mig_capabilities(
+    major: int | None, path: Path = Path("/proc/driver/nvidia-caps/mig-minors")
+) -> dict[int, tuple[Rule, ...]]:
     """{GPU minor: (Rule, …)}: with MIG, the access capabilities of each GPU's instances
     (`gpu0/gi1/access 12` is /dev/nvidia-caps/nvidia-cap12). The node-wide `config` and
     `monitor` capabilities are never given to a tenant."""
-    caps: dict[int, tuple] = {}
+    caps: dict[int, tuple[Rule, ...]] = {}
     if major is None or not path.exists():
         return caps
     for line in path.read_text().splitlines():
@@ -172,10 +176,10 @@ def _mig_capabilities(major: int | None, path=Path("/proc/driver/nvidia-caps/mig
     return caps
 
 
-def amd_inventory(topology=Path("/sys/class/kfd/kfd/topology/nodes")) -> Inventory:
+def amd_inventory(topology: Path = Path("/sys/class/kfd/kfd/topology/nodes")) -> Inventory:
     """Each GPU's render node from the KFD topology (`drm_render_minor`), known by its
     `unique_id` (as `GPU-<hex>`, the form ROCm's tools print) and its board serial."""
-    gpus = {}
+    gpus: dict[str, tuple[Rule, ...]] = {}
     for properties in sorted(topology.glob("*/properties")):
         fields = dict(
             line.split(" ", 1) for line in properties.read_text().splitlines() if " " in line

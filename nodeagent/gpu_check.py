@@ -48,7 +48,7 @@ def _as_tenant(host: LinuxHost, login: str, argv: list[str]) -> tuple[int, str]:
     entry = pwd.getpwnam(login)
     procs = host.confinement.procs_files(login)
 
-    def enter():
+    def enter() -> None:
         for path in procs:
             Path(path).write_text(str(os.getpid()))
         os.setgroups([])
@@ -82,8 +82,9 @@ def main() -> int:
     layout = Layout(keys=root / "keys", env=root / "env", sessions=root / "sessions",
                     records=root / "records", private=root / "private",
                     tenant_group=f"agpu-check-{tag}", uid_base=2_100_000_000)  # fmt: skip
+    confinement = cgroups.Cgroups(cgroups.preferred(), parent=f"anchorgpu-check-{tag}")
     host = LinuxHost(
-        confinement=cgroups.Cgroups(cgroups.preferred(), parent=f"anchorgpu-check-{tag}"),
+        confinement=confinement,
         inventory=lambda: inventory, layout=layout, gpu_reset=False,
     )  # fmt: skip
     tenants = {"A": (f"agpu-c{tag}a", [(0, gpu)]), "B": (f"agpu-c{tag}b", [])}
@@ -108,7 +109,7 @@ def main() -> int:
                 print(f"removing {login}: {exc}")
         shutil.rmtree(root, ignore_errors=True)
         subprocess.run(["groupdel", layout.tenant_group], capture_output=True)
-        for parent in host.confinement._parents.values():
+        for parent in confinement._parents.values():
             if parent.is_dir():
                 parent.rmdir()
     print(json.dumps(seen, indent=2))

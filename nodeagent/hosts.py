@@ -37,12 +37,13 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from nodeagent import TENANT_PREFIX, HostError
-from nodeagent.cgroups import KILL_TIMEOUT, Policy
+from nodeagent.cgroups import KILL_TIMEOUT, Confinement, Policy
 from nodeagent.devices import DeviceError, Inventory
 
 __all__ = ["MARKER", "FolderHost", "Grant", "HostError", "Layout", "LinuxHost"]
@@ -136,20 +137,34 @@ class Layout:
         return [self.private / "tmp" / login, self.private / "var-tmp" / login]
 
 
+class Host(Protocol):
+    """What the agent makes match AnchorGPU's state: this machine (`LinuxHost`) or a
+    simulated node in a folder (`FolderHost`)."""
+
+    def accounts(self) -> dict[str, str]: ...
+    def capacity(self) -> tuple[int, int] | None: ...
+    def tidy(self) -> None: ...
+    def create(self, login: str, allocation_id: str) -> None: ...
+    def grant(self, login: str, grant: Grant) -> None: ...
+    def revoke(self, login: str) -> None: ...
+    def kill(self, login: str) -> None: ...
+    def wipe(self, login: str) -> None: ...
+
+
 @dataclass
 class LinuxHost:
     """Real accounts, confined (module docstring). `confinement` is a nodeagent.cgroups
     Cgroups or a nodeagent.systemd SystemdSlices; `inventory` gives the node's GPUs by UUID
     with their device nodes (nodeagent.devices), asked when first needed."""
 
-    confinement: object
+    confinement: Confinement
     inventory: Callable[[], Inventory]
     layout: Layout = field(default_factory=Layout)
     prefix: str = TENANT_PREFIX
     tasks_per_gpu: int = 4096
     gpu_reset: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Tenants pass through keys/ (sshd reads a key file as its tenant) and env/ (the
         # session wrapper runs as the tenant) without listing them; sessions/ and records/
         # are root's alone. Their parent (/etc/anchorgpu, which holds the agent's
@@ -266,7 +281,7 @@ class LinuxHost:
         _write_atomically(session, "\n".join(groups) + "\n", mode=0o600, owner=None)
         self._keys(login, keys, entry.pw_gid)
 
-    def _record(self, login: str, data: dict) -> None:
+    def _record(self, login: str, data: dict[str, Any]) -> None:
         _write_atomically(
             self.layout.records / f"{login}.json", json.dumps(data), mode=0o600, owner=None
         )
@@ -375,7 +390,7 @@ def _nvml_processes(uuids: list[str]) -> dict[str, int]:
     if nvml.nvmlInit_v2() != 0:
         return {}
     try:
-        left = {}
+        left: dict[str, int] = {}
         for uuid in uuids:
             handle = ctypes.c_void_p()
             if nvml.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle)) != 0:
@@ -491,9 +506,10 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
     except (OSError, ValueError):
         return {}
 
@@ -503,7 +519,7 @@ def _marked(gecos: str) -> str | None:
     return allocation_id if marker == MARKER and allocation_id else None
 
 
-def _run(*argv, ok=(0,)):
+def _run(*argv: str, ok: Container[int] = (0,)) -> None:
     result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode not in ok:
         raise HostError(f"{argv[0]} {argv[-1]}: {result.stderr.strip() or result.returncode}")
@@ -516,7 +532,13 @@ class FolderHost:
     a session there reaches what grant.json holds, whatever its environment says, as a
     confined session on a real node does."""
 
-    def __init__(self, root: Path, *, prefix: str = TENANT_PREFIX, on_kill=None):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        prefix: str = TENANT_PREFIX,
+        on_kill: Callable[[str], object] | None = None,
+    ) -> None:
         self.root = Path(root)
         self.prefix = prefix
         self.on_kill = on_kill  # the simulated SSH server ends the tenant's sessions
@@ -598,7 +620,7 @@ class FolderHost:
         except OSError:
             return []
 
-    def grant_of(self, login: str) -> dict:
+    def grant_of(self, login: str) -> dict[str, Any]:
         """What the agent granted the tenant now ({} when nothing)."""
         return _read_json(self._dir(login) / "grant.json")
 

@@ -7,6 +7,7 @@ rules written to cgroupfs behind its back would be dropped at the next daemon-re
 
 import subprocess
 import time
+from collections.abc import Container, Sequence
 from pathlib import Path
 
 from nodeagent import HostError
@@ -47,8 +48,9 @@ class SystemdSlices:
 
     name = "systemd"
 
-    def __init__(self, *, units=Path("/etc/systemd/system"), cgroup=Path("/sys/fs/cgroup"),
-                 systemctl=("systemctl",)):  # fmt: skip
+    def __init__(self, *, units: str | Path = Path("/etc/systemd/system"),
+                 cgroup: str | Path = Path("/sys/fs/cgroup"),
+                 systemctl: Sequence[str] = ("systemctl",)) -> None:  # fmt: skip
         """`cgroup`: where systemd keeps user.slice (its unified hierarchy); `systemctl`: the
         command that reaches this systemd (the tests reach one in a namespace of its own)."""
         self.units, self.cgroup, self.systemctl = Path(units), Path(cgroup), tuple(systemctl)
@@ -87,7 +89,9 @@ class SystemdSlices:
                 raise HostError(f"{login}: processes outlived the kill of {slice_name(uid)}")
             time.sleep(0.05)
 
-    def remove(self, login: str, uid: int) -> None:
+    def remove(self, login: str, uid: int | None) -> None:
+        if uid is None:  # found by account only: `logins` lists none
+            return
         self.kill(login, uid)
         self._systemctl("stop", slice_name(uid), ok=(0, 5))
         subprocess.run(["loginctl", "disable-linger", login], capture_output=True)
@@ -97,7 +101,7 @@ class SystemdSlices:
             path.parent.rmdir()
             self._systemctl("daemon-reload")
 
-    def _systemctl(self, *args, ok=(0,)):
+    def _systemctl(self, *args: str, ok: Container[int] = (0,)) -> None:
         result = subprocess.run([*self.systemctl, *args], capture_output=True, text=True)
         if result.returncode not in ok:
             raise HostError(f"systemctl {' '.join(args)}: {result.stderr.strip()}")

@@ -4,6 +4,7 @@ replica, or where none holds it, whole components over the GPUs of one node (dif
 cheapest fitting complete quote."""
 
 from dataclasses import replace
+from typing import Any
 
 from django.db.models import Max, Q
 from django.utils.translation import get_language, gettext_lazy
@@ -117,7 +118,7 @@ def _gpu_caveats(gpu: GpuModel, workload: DiffusionWorkload, count: int) -> list
 
 def _advice(pipeline: Pipeline, workload: DiffusionWorkload, peak) -> list[dict]:
     """What would lower the peak, with the figure it would come to."""
-    out = []
+    out: list[dict[str, Any]] = []
     if workload.mode != "inference":
         return out
     if peak.name == "decode" and not workload.vae_tiling and tiling(pipeline, workload).active:

@@ -9,6 +9,7 @@ the page to label.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 GIB = 2**30
 
@@ -123,7 +124,7 @@ class Architecture:
         return 2 * self.layers * heads * self.head_dim * kv_bytes
 
 
-def _need(config: dict, *names, default=None):
+def _need(config: dict[str, Any], *names: str, default: Any = None) -> Any:
     for name in names:
         if config.get(name) is not None:
             return config[name]
@@ -132,7 +133,7 @@ def _need(config: dict, *names, default=None):
     raise ArchitectureError(f"config.json lacks {names[0]}", [names[0]])
 
 
-def _positive_int(value, name) -> int:
+def _positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ArchitectureError(f"{name} must be a positive whole number", [name])
     return value
@@ -148,7 +149,7 @@ REQUIRED = {
 }  # fmt: skip
 
 
-def architecture_from_config(config: dict) -> Architecture:
+def architecture_from_config(config: dict[str, Any]) -> Architecture:
     """Read a Hugging Face config.json (a dict; never downloaded). The decoder families of
     the reference: Llama, Mistral, Mixtral and MoE generally, Qwen2, Gemma, GPT-NeoX and
     GPT-2. Anything else is refused, naming the fields we would need."""
@@ -256,7 +257,7 @@ class PerGpu:
             + self.overhead_bytes
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, int]:
         return {
             "weights_bytes": self.weights_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,

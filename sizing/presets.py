@@ -1,7 +1,16 @@
 """Well-known models, as the fields of their official config.json (sizing.md §2, [S27]),
 with their published parameter totals for the tests and the closing note."""
 
-PRESETS = {
+from typing import Any, TypedDict
+
+
+class Preset(TypedDict):
+    name: str
+    published: int  # the parameter total its makers publish
+    config: dict[str, Any]  # as config.json holds it
+
+
+PRESETS: dict[str, Preset] = {
     "llama-2-7b": {
         "name": "Llama 2 7B",
         "published": 6_738_415_616,  # safetensors 13.48 GB at fp16 [S28]

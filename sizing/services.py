@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db.models import Max, Q
 from django.urls import reverse
@@ -12,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 
-from catalog.models import GpuModel, NodeState
+from catalog.models import GpuModel, GpuPrice, NodeState
 from catalog.selectors import current_gpu_prices
 from core.money import Money
 from core.vat import TaxTreatment, rate_for, vat_split
@@ -33,6 +34,9 @@ from sizing.estimator import (
 )
 from sizing.presets import PRESETS
 from telemetry.models import GpuRollup
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 MIB = 2**20
 GPU_COUNTS = (1, 2, 4, 8)
@@ -65,7 +69,7 @@ class Model:
     has_vae: bool = False  # a diffusion pipeline's (only a parameter count can say so)
 
 
-def model_from_request(data: dict) -> Model:
+def model_from_request(data: dict[str, Any]) -> Model:
     """A preset, a pasted config.json, or a bare parameter count (validated upstream)."""
     if "preset" in data:
         preset = PRESETS[data["preset"]]
@@ -105,7 +109,15 @@ def device_memory() -> dict[int, tuple[int, bool]]:
     return memory
 
 
-def _gpu_caveats(gpu: GpuModel, *, count, model: Model, weights_dtype, workload, training) -> list:
+def _gpu_caveats(
+    gpu: GpuModel,
+    *,
+    count: int,
+    model: Model,
+    weights_dtype: str,
+    workload: str,
+    training: Training | None,
+) -> list[str]:
     codes = []
     arch = model.arch
     tp = workload == "inference" and count > 1
@@ -115,7 +127,7 @@ def _gpu_caveats(gpu: GpuModel, *, count, model: Model, weights_dtype, workload,
         codes.append("tp_without_fast_link")
     if tp and arch and count > arch.kv_heads:
         codes.append("kv_heads_replicated")
-    if workload == "training" and training.strategy == "ddp" and count > 1:
+    if workload == "training" and training is not None and training.strategy == "ddp" and count > 1:
         codes.append("ddp_not_pooled")
     if weights_dtype == "fp8" and gpu.vendor == "nvidia" and _sm(gpu) < (8, 9):
         codes.append("fp8_needs_sm89")
@@ -147,7 +159,7 @@ def size(
     *, model: Model, workload: str, weights_dtype: str, inference: Inference | None = None,
     training: Training | None = None, gpu_model: str | None = None, gpu_count: int | None = None,
     overhead: Overhead = DEFAULT_OVERHEAD,
-) -> dict:  # fmt: skip
+) -> dict[str, Any]:  # fmt: skip
     """The answer the page and the API show: the model's sizes, every candidate and the
     caveats that apply."""
     inference, training = inference or Inference(), training or Training()
@@ -216,18 +228,31 @@ def size(
     }
 
 
-def _per_node(gpu) -> int:
+class PerNode(TypedDict):
+    per_node: int | None  # the highest GPU index on an active node of the model
+
+
+def _per_node(gpu: "WithAnnotations[GpuModel, PerNode]") -> int:
     return (gpu.per_node + 1) if gpu.per_node is not None else max(GPU_COUNTS)
 
 
 def _estimate(
-    model, workload, weights_dtype, inference, training, count, device_bytes, overhead
+    model: Model,
+    workload: str,
+    weights_dtype: str,
+    inference: Inference | None,
+    training: Training | None,
+    count: int,
+    device_bytes: int,
+    overhead: Overhead,
 ) -> Estimate:
     if workload == "inference":
+        assert inference is not None, "an inference workload comes with its Inference"
         return estimate_inference(
             arch=model.arch, parameters=model.parameters, weights_dtype=weights_dtype,
             gpus=count, device_bytes=device_bytes, workload=inference, overhead=overhead,
         )  # fmt: skip
+    assert training is not None, "a training workload comes with its Training"
     return estimate_training(
         arch=model.arch, parameters=model.parameters, largest_layer=model.largest_layer,
         weights_dtype=weights_dtype, gpus=count, device_bytes=device_bytes, workload=training,
@@ -235,7 +260,9 @@ def _estimate(
     )  # fmt: skip
 
 
-def rental_price(gpu_model: str, gpu_count: int, *, prices: dict) -> dict | None:
+def rental_price(
+    gpu_model: str, gpu_count: int, *, prices: dict[str, GpuPrice]
+) -> dict[str, Any] | None:
     """What renting `gpu_count` GPUs of a model costs for its shortest period, net, at the
     prices in force (`prices`: from `prices_now()`): anyone may read it, signed in or not."""
     row = prices.get(gpu_model)
@@ -246,9 +273,9 @@ def rental_price(gpu_model: str, gpu_count: int, *, prices: dict) -> dict | None
             "currency": row.currency}  # fmt: skip
 
 
-def prices_now() -> dict:
+def prices_now() -> dict[str, GpuPrice]:
     """Per GPU model slug, the price row in force for its shortest active period."""
-    shortest: dict = {}
+    shortest: dict[str, GpuPrice] = {}
     for row in current_gpu_prices().select_related("gpu_model"):
         best = shortest.get(row.gpu_model.slug)
         if best is None or row.period.duration < best.period.duration:
@@ -256,10 +283,10 @@ def prices_now() -> dict:
     return shortest
 
 
-def smallest_fits(candidates: list[dict]) -> list[dict]:
+def smallest_fits(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per GPU model, the smallest configuration that fits (or the largest tried, marked
     as not fitting), in catalog order, with the smaller counts that did not fit."""
-    by_model: dict[str, dict] = {}
+    by_model: dict[str, dict[str, Any]] = {}
     for c in candidates:
         best = by_model.get(c["gpu_model"])
         if best is None or (not best["fits"] and (c["fits"] or c["gpu_count"] > best["gpu_count"])):
@@ -273,7 +300,9 @@ def smallest_fits(candidates: list[dict]) -> list[dict]:
     ]  # fmt: skip
 
 
-def cheapest_quote(candidates: list[dict], *, prices: dict | None = None) -> dict | None:
+def cheapest_quote(
+    candidates: list[dict[str, Any]], *, prices: dict[str, GpuPrice] | None = None
+) -> dict[str, Any] | None:
     """Of the smallest fitting configuration of each GPU model, the cheapest per hour of its
     model's shortest period, as the complete quote a consumer would get for one such
     period with no options: the GPU line (model × GPUs × 1 period × unit price), VAT at the

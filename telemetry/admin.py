@@ -25,10 +25,10 @@ class NodeAgentInline(admin.StackedInline):
     can_delete = False
     extra = 0
     max_num = 0
-    fields = readonly_fields = [
+    fields = readonly_fields = (
         "hint", "issued_at", "issued_by", "revoked_at", "last_seen_at", "served_generation",
         "applied_generation", "applied_at", "errors", "agent_version",
-    ]  # fmt: skip
+    )  # fmt: skip
     verbose_name = _("node agent")
 
 
@@ -56,7 +56,9 @@ class NodeWithAgentAdmin(NodeAdmin):
     """The catalog's node admin with its agent: credential actions and what it last said."""
 
     inlines = [*NodeAdmin.inlines, NodeAgentInline]
-    actions = [*(NodeAdmin.actions or []), issue_agent_credential, revoke_agent_credential]
+    # `actions` is not a ClassVar in the stubs (an instance may set its own); here it is read
+    # from the class on purpose, to extend the catalog's.
+    actions = [*(NodeAdmin.actions or []), issue_agent_credential, revoke_agent_credential]  # type: ignore[misc]
 
     def get_actions(self, request):
         actions = super().get_actions(request)

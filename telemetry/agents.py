@@ -20,7 +20,7 @@ from rest_framework import authentication, exceptions, permissions
 from catalog.models import Node, NodeState
 from core.authentication import authorization_credential
 from core.db import db_now
-from telemetry.flags import flags_sync
+from telemetry.flags import FlagKey, flags_sync
 from telemetry.models import FlagKind, NodeAgent
 from telemetry.poll import console_watching_since
 
@@ -108,7 +108,7 @@ def agents_flag_silent(*, now: datetime | None = None) -> int:
     watching = console_watching_since(now=now)
     if watching is None or watching > cutoff:
         return 0
-    silent = {
+    silent: dict[FlagKey, str] = {
         (agent.node_id, None, FlagKind.AGENT_SILENT): (
             _("the node's agent last asked for its state at %(at)s UTC")
             % {"at": f"{agent.last_seen_at:%Y-%m-%d %H:%M:%S}"}

@@ -89,9 +89,11 @@ def _flag(node_id, gpu_id, kind, detail, now, *, code=None) -> Flag:
     )  # fmt: skip
 
 
-def flags_sync(
-    holding: dict[tuple[int, int | None, str], str], *, decided: Q, now, kinds=READING_FLAGS
-):
+# What holds: (node, GPU, kind); the node is None for a flag of the engine's own.
+FlagKey = tuple[int | None, int | None, str]
+
+
+def flags_sync(holding: dict[FlagKey, str], *, decided: Q, now, kinds=READING_FLAGS):
     """Open the flags in `holding` ((node, GPU or None, kind) → detail; once: a partial
     unique index) and mark the open ones seen; close the open flags of `kinds` that this
     round `decided` about and that no longer hold."""

@@ -163,7 +163,8 @@ def _fast_families(text: str) -> list[_Family]:
     """The exporters' plain text format, read strictly: one sample per line, families by
     name (a counter's `_total` sample belongs to its family). Anything unusual raises
     `_Strange`, and prometheus_client's full parser reads the body instead."""
-    counters, families = set(), {}
+    counters: set[str] = set()
+    families: dict[str, _Family] = {}
     # An exporter repeats each GPU's label list on every family: read each list once.
     # (Samples share the dict; readers only read it.)
     label_lists: dict[str | None, dict] = {}

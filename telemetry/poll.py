@@ -126,7 +126,7 @@ class PolledGpu(NamedTuple):
 
     pk: int
     node_id: int
-    index: int
+    index: int  # type: ignore[assignment]  # the GPU's index; hides tuple.index, unused here
     uuid: str
 
 
@@ -139,6 +139,7 @@ def _outcome(node, gpus, fetched: Fetched) -> tuple[str, str, Scrape | None]:
     if fetched.error:
         return PollOutcome.UNREACHABLE, fetched.error, None
     try:
+        assert fetched.body is not None, "a fetch without an error has a body"
         scrape = parse_exporter(fetched.body, exporter=node.exporter, prefix=node.metric_prefix)
     except ScrapeError as exc:
         return PollOutcome.MALFORMED, str(exc), None

@@ -37,7 +37,7 @@ from django.db.models import Q
 from catalog.models import ExporterKind, Gpu, Node, NodeState
 from core.db import db_now
 from telemetry import sql
-from telemetry.flags import flags_sync, reading_flags_update
+from telemetry.flags import FlagKey, flags_sync, reading_flags_update
 from telemetry.models import Flag, FlagKind, IngestMark, PollOutcome, SamplesRewritten
 from telemetry.parse import (
     AMD_FAMILIES,
@@ -181,7 +181,9 @@ def _scrape(node: Node, families: dict[str, Family]) -> Scrape:
 def engine_state_record(*, error: str | None, now: datetime) -> None:
     """The engine answered (`error` None: its flag closes) or not (its flag opens, or is
     seen again). A flag with no node: the nodes are not judged by the engine's failure."""
-    holding = {} if error is None else {(None, None, FlagKind.ENGINE_UNREACHABLE): error}
+    holding: dict[FlagKey, str] = (
+        {} if error is None else {(None, None, FlagKind.ENGINE_UNREACHABLE): error}
+    )
     flags_sync(
         holding,
         decided=Q(kind=FlagKind.ENGINE_UNREACHABLE),
@@ -286,18 +288,20 @@ def _gpu_key(labels: dict) -> str | None:
     )
 
 
-def partial_scrapes(newest: dict[int, dict[str, Family]], nodes: dict[int, Node]) -> dict:
+def partial_scrapes(newest: dict[int, dict[str, Family]], nodes: dict[int, Node]) -> dict[int, str]:
     """{node id: why} for the `up = 1` scrapes of which the engine kept part (VictoriaMetrics
     stores what it could read of a truncated or partly bad body):
     - GPUs with fewer series than their siblings (cut inside a family);
     - or no GPU with a family every exporter of its kind serves (`SERVED_BY_EVERY_EXPORTER`)
       that other nodes of the same GPU model and exporter have in this round (cut between two
       families, so every GPU lost the same ones)."""
-    per_gpu, kept, of_kind = {}, {}, {}
+    per_gpu: dict[int, Counter[str]] = {}
+    kept: dict[int, set[str]] = {}
+    of_kind: dict[tuple[int, str], set[str]] = {}  # (GPU model, exporter): families kept
     for node_id, families in newest.items():
         node = nodes[node_id]
-        counts: Counter = Counter()
-        names = set()
+        counts: Counter[str] = Counter()
+        names: set[str] = set()
         for name, family in families.items():
             if name in SCRAPE_SERIES:
                 continue
@@ -307,7 +311,7 @@ def partial_scrapes(newest: dict[int, dict[str, Family]], nodes: dict[int, Node]
                     names.add(name.removeprefix(node.metric_prefix or ""))
         per_gpu[node_id], kept[node_id] = counts, names & SERVED_BY_EVERY_EXPORTER
         of_kind.setdefault((node.gpu_model_id, node.exporter), set()).update(kept[node_id])
-    partial = {}
+    partial: dict[int, str] = {}
     for node_id, counts in per_gpu.items():
         if not counts:
             continue

@@ -5,7 +5,9 @@ a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent. H
 are aggregated again only where a minute (an hour) under them was written or changed.
 """
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -35,7 +37,9 @@ COARSER = (
 )  # fmt: skip
 
 
-BUCKET_START = {bucket: start for bucket, _source, start in COARSER}
+BUCKET_START: dict[str, Callable[[datetime], datetime]] = {
+    bucket: start for bucket, _source, start in COARSER
+}
 
 # Each bucket's length: `date_bin` by it from midnight UTC is its start (sql._BUCKET_OF_AT).
 STEP = {
@@ -59,7 +63,7 @@ def bucket_floor(at: datetime, bucket: str) -> datetime:
 
 
 @transaction.atomic
-def telemetry_rollup(*, now: datetime | None = None) -> dict:
+def telemetry_rollup(*, now: datetime | None = None) -> dict[str, int]:
     """Minutes from the newest one rolled up on, or from the earliest minute an ingest
     rewrote since the last run (`SamplesRewritten`: the remote source re-pulls minutes
     late). Each coarser bucket is aggregated again only where it holds a finer one this run
@@ -72,8 +76,8 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
             return {"minute": 0, "hour": 0, "day": 0, "skipped": True}
         cursor.execute(sql.REWRITTEN_TAKE)
         rewritten = cursor.fetchone()[0]
-        counts = {}
-        written = {}  # per bucket, the earliest one this run wrote
+        counts: dict[str, int] = {}
+        written: dict[str, datetime | None] = {}  # per bucket, the earliest one this run wrote
         newest = _newest(RollupBucket.MINUTE)
         first = newest
         if first is None:  # a first run: from the oldest sample
@@ -89,11 +93,11 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
             # guesses 40,000 and would hash them: at 100,000 GPUs an hour's catch-up has
             # 6 million, and the hash spilled to disk for a third longer.
             cursor.execute("SET LOCAL enable_hashagg = off")
-            cursor.execute(
-                sql.ROLLUP_MINUTES,
-                {"bucket": RollupBucket.MINUTE, "step": STEP[RollupBucket.MINUTE],
-                 "since": since, "newest": newest, "now": now, "threshold": threshold},
-            )  # fmt: skip
+            minutes: dict[str, Any] = {  # Any: the stubs' parameter types leave out timedelta
+                "bucket": RollupBucket.MINUTE, "step": STEP[RollupBucket.MINUTE],
+                "since": since, "newest": newest, "now": now, "threshold": threshold,
+            }  # fmt: skip
+            cursor.execute(sql.ROLLUP_MINUTES, minutes)
             counts["minute"], written[RollupBucket.MINUTE] = cursor.fetchone()
             cursor.execute("RESET enable_hashagg")
         for bucket, source, start in COARSER:
@@ -104,11 +108,11 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict:
             since = _earliest(pending, written[source])
             counts[bucket], written[bucket] = 0, None
             if since is not None and start(since) < bucket_floor(now, bucket):
-                cursor.execute(
-                    sql.ROLLUP_COARSER,
-                    {"bucket": bucket, "source": source, "step": STEP[bucket],
-                     "since": start(since), "now": now},
-                )  # fmt: skip
+                coarser: dict[str, Any] = {  # Any: as `minutes` above
+                    "bucket": bucket, "source": source, "step": STEP[bucket],
+                    "since": start(since), "now": now,
+                }  # fmt: skip
+                cursor.execute(sql.ROLLUP_COARSER, coarser)
                 counts[bucket], written[bucket] = cursor.fetchone()
     counts.update(fleet_rollups_refresh(rewritten=rewritten, written=written))
     return counts
@@ -120,7 +124,7 @@ _FLEET_BUCKETS = (RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY)
 @transaction.atomic
 def fleet_rollups_refresh(
     *, rewritten: datetime | None = None, written: dict[str, datetime | None] | None = None
-) -> dict:
+) -> dict[str, int]:
     """Bring the per model and region rollups (minute, hour, day) up to the GPU rollups.
     With `written` (the rollup run: per bucket, the earliest GPU rollup it wrote, None:
     none), each from the bucket after their newest one, or from the earliest written where

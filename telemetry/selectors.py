@@ -1,10 +1,13 @@
 """Reads of telemetry: series of GPUs over a time range, at the resolution the range needs."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, SupportsFloat, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
+from django.db.models import Model, QuerySet
 
 from catalog.models import Gpu, Node, NodeState
 from core.db import read_rows, reads_cursor
@@ -16,6 +19,10 @@ EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 RAW_MAX_SPAN = timedelta(hours=6)
 MINUTE_MAX_SPAN = timedelta(days=7)
 
+N = TypeVar("N", int, float)
+Part = tuple[str, datetime, datetime]  # (source: "raw" or a rollup bucket, from, to)
+Level = tuple[str, timedelta, datetime | None]  # (bucket, its unit, end of its newest rollup)
+
 
 _RAW_COLUMNS = ("gpu_id", "at", "utilization", "memory_used_mib", "memory_total_mib",
                 "power_w", "temperature_c")  # fmt: skip
@@ -23,12 +30,13 @@ _ROLLUP_COLUMNS = ("gpu_id", "at", "utilization_avg", "memory_used_max_mib", "me
                    "power_avg_w", "temperature_max_c")  # fmt: skip
 
 
-def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
+def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict[str, Any]:
     """Per-GPU series for the charts: raw samples for short ranges, rollups for long ones,
     and, after the newest rollup, the finer data that is not rolled up yet, so the line
     reaches now."""
-    gpus = {gpu.pk: gpu for gpu in gpus}
+    by_pk = {gpu.pk: gpu for gpu in gpus}
     span = end - start
+    parts: list[Part]
     if span <= RAW_MAX_SPAN:
         source, parts = "raw", [("raw", start, end)]
     else:
@@ -36,7 +44,7 @@ def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
         # The finer rollups may not reach back to `start` (a backfilled demo, a shorter
         # retention): hourly ones fill in before the first minute rollup.
         first_minute = (
-            GpuRollup.objects.filter(bucket="minute", gpu_id__in=gpus, at__gte=start, at__lt=end)
+            GpuRollup.objects.filter(bucket="minute", gpu_id__in=by_pk, at__gte=start, at__lt=end)
             .order_by("at")
             .values_list("at", flat=True)
             .first()
@@ -50,16 +58,17 @@ def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
             ("minute", minutes_from, minutes_until),
             ("raw", max(minutes_from, minutes_until), end),
         ]
-    series = {gpu_id: [] for gpu_id in gpus}
+    series: dict[int, list[dict[str, Any]]] = {gpu_id: [] for gpu_id in by_pk}
     for kind, a, b in parts:
         if b <= a:
             continue
+        rows: QuerySet[Any, tuple[Any, ...]]
         if kind == "raw":
-            rows = GpuSample.objects.filter(gpu_id__in=gpus, at__gte=a, at__lte=b)
-            rows = rows.order_by("at").values_list(*_RAW_COLUMNS)
+            raw = GpuSample.objects.filter(gpu_id__in=by_pk, at__gte=a, at__lte=b)
+            rows = raw.order_by("at").values_list(*_RAW_COLUMNS)
         else:
-            rows = GpuRollup.objects.filter(gpu_id__in=gpus, bucket=kind, at__gte=a, at__lt=b)
-            rows = rows.order_by("at").values_list(*_ROLLUP_COLUMNS)
+            rolled = GpuRollup.objects.filter(gpu_id__in=by_pk, bucket=kind, at__gte=a, at__lt=b)
+            rows = rolled.order_by("at").values_list(*_ROLLUP_COLUMNS)
         for gpu_id, at, util, mem, mem_total, power, temp in rows:
             series[gpu_id].append(
                 {"t": at.isoformat(), "util": util, "mem": mem, "mem_total": mem_total,
@@ -70,8 +79,8 @@ def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict:
         "to": end.isoformat(),
         "source": source,
         "gpus": [
-            {"uuid": gpus[g].uuid, "index": gpus[g].index, "points": series[g]}
-            for g in sorted(gpus, key=lambda g: gpus[g].index)
+            {"uuid": by_pk[g].uuid, "index": by_pk[g].index, "points": series[g]}
+            for g in sorted(by_pk, key=lambda g: by_pk[g].index)
         ],
     }
 
@@ -89,7 +98,18 @@ class Totals:
     covered_s: float = 0.0
     busy_s: float = 0.0
 
-    def add(self, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy):
+    def add(
+        self,
+        samples: int | None,
+        util_sum: float | None,
+        util_samples: int | None,
+        util_max: float | None,
+        mem_max: float | None,
+        energy: SupportsFloat | None,
+        covered: SupportsFloat | None,
+        busy: SupportsFloat | None,
+    ) -> None:
+        """One part's figures (a row of `sql.part_totals`; None where it has none)."""
         energy, covered, busy = (None if v is None else float(v) for v in (energy, covered, busy))
         self.samples += samples or 0
         self.util_sum += util_sum or 0
@@ -106,7 +126,7 @@ class Totals:
         return self.util_sum / self.util_samples if self.util_samples else None
 
 
-def _max(a, b):
+def _max(a: N | None, b: N | None) -> N | None:
     return b if a is None else a if b is None else max(a, b)
 
 
@@ -119,7 +139,7 @@ def _ceil(at: datetime, unit: timedelta) -> datetime:
     return floor if floor == at else floor + unit
 
 
-def rolled_until(bucket: str, model=GpuRollup) -> datetime | None:
+def rolled_until(bucket: str, model: type[Model] = GpuRollup) -> datetime | None:
     """The end of the newest `bucket` rollup (of GPUs, or of the fleet): what comes after
     is only in finer data."""
     return _levels({bucket: model})[0][2]
@@ -132,7 +152,7 @@ _LEVELS = (
 )
 
 
-def _plan(start, end, levels) -> list[tuple[str, datetime, datetime]]:
+def _plan(start: datetime, end: datetime, levels: list[Level]) -> list[Part]:
     """Split [start, end) into (source, from, to) parts: the whole buckets of the coarsest
     level that has them rolled up, then the edges on either side by the next level down,
     and raw samples for what no rollup covers (the edges' seconds, the newest part)."""
@@ -150,7 +170,7 @@ def _plan(start, end, levels) -> list[tuple[str, datetime, datetime]]:
 _GPU_LEVELS = {"day": GpuRollup, "hour": GpuRollup, "minute": GpuRollup}
 
 
-def _levels(sources: dict = _GPU_LEVELS) -> list:
+def _levels(sources: Mapping[str, type[Model]] = _GPU_LEVELS) -> list[Level]:
     """[(bucket, unit, end of its newest rollup)], coarsest first, in one statement, for
     each bucket of `sources` read from the rollup model given for it."""
     wanted = [(bucket, unit) for bucket, unit in _LEVELS if bucket in sources]
@@ -197,7 +217,8 @@ def busy_gpus(*, start: datetime, end: datetime) -> int:
             sql.busy_gpus(tuple(kind for kind, _a, _b in plan)),
             {**params, "threshold": threshold},
         )
-        return cursor.fetchone()[0]
+        busy: int = cursor.fetchone()[0]
+        return busy
 
 
 def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, int], Totals]:
@@ -267,7 +288,11 @@ class FleetMinute:
 def fleet_newest_minute(*, start: datetime, end: datetime) -> FleetMinute | None:
     """The newest minute in [start, end) the fleet rollups hold (None: none): a few rows
     whatever the fleet's size, never raw samples."""
-    params = {"bucket": GpuRollup.Bucket.MINUTE, "start": start, "end": end}
+    params: dict[str, str | datetime] = {
+        "bucket": GpuRollup.Bucket.MINUTE,
+        "start": start,
+        "end": end,
+    }
     with reads_cursor() as cursor:
         cursor.execute(sql.FLEET_NEWEST_MINUTE, params)
         row = cursor.fetchone()
@@ -300,7 +325,13 @@ def fleet_sizes(
         return {at: (gpus, reporting) for at, gpus, reporting in cursor.fetchall()}
 
 
-def flag_list(*, state: str = "open", kind=None, severity=None, node=None):
+def flag_list(
+    *,
+    state: str = "open",
+    kind: str | None = None,
+    severity: str | None = None,
+    node: str | None = None,
+) -> QuerySet[Flag]:
     """Flags newest first: open ones (what to look at), closed ones (the history) or all."""
     flags = Flag.objects.select_related("node", "gpu", "acknowledged_by").order_by(
         "-opened_at", "-id"
@@ -318,7 +349,7 @@ def flag_list(*, state: str = "open", kind=None, severity=None, node=None):
     return flags
 
 
-def open_flag_rows(*, limit: int) -> list[dict]:
+def open_flag_rows(*, limit: int) -> list[dict[str, Any]]:
     """The newest open flags as plain rows (node hostname, GPU index where the flag is on
     one, kind and severity with their labels), for dashboards that keep them a minute."""
     rows = read_rows(sql.OPEN_FLAGS, {"limit": limit})
@@ -328,12 +359,12 @@ def open_flag_rows(*, limit: int) -> list[dict]:
     return rows
 
 
-def prometheus_targets() -> list[dict]:
+def prometheus_targets() -> list[dict[str, Any]]:
     """The active nodes as `http_sd_configs` target groups, one per node: `__address__` from
     its exporter URL, the path (and scheme) beside it, so one port can be many nodes; labels
     name the node, its model and region (PROMETHEUS_NODE_LABEL carries the hostname)."""
     node_label = settings.ANCHORGPU["PROMETHEUS"]["NODE_LABEL"]
-    groups = []
+    groups: list[dict[str, Any]] = []
     for hostname, url, model, region in (
         Node.objects.filter(state=NodeState.ACTIVE)
         .order_by("hostname")

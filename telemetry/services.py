@@ -2,6 +2,7 @@
 
 from datetime import datetime
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -14,7 +15,9 @@ NOTE_MAX = 500
 
 
 @transaction.atomic
-def flag_acknowledge(*, flag: Flag, user, note: str = "", now: datetime | None = None) -> Flag:
+def flag_acknowledge(
+    *, flag: Flag, user: AbstractBaseUser, note: str = "", now: datetime | None = None
+) -> Flag:
     """Staff have seen the flag: who, when and their note are kept with it. An XID is an
     event, so acknowledging closes it; a condition that still holds (a hot GPU, a node
     that cannot be polled) stays open, marked seen, and closes when it clears."""
@@ -29,7 +32,9 @@ def flag_acknowledge(*, flag: Flag, user, note: str = "", now: datetime | None =
             % {"user": flag.acknowledged_by.username if flag.acknowledged_by else _("someone")}
         )
     now = now or db_now()
-    flag.acknowledged_at, flag.acknowledged_by, flag.note = now, user, note.strip()
+    # The user model (accounts) is a layer above: AbstractBaseUser is what telemetry names.
+    flag.acknowledged_by = user  # type: ignore[assignment]
+    flag.acknowledged_at, flag.note = now, note.strip()
     if flag.kind == FlagKind.XID and flag.closed_at is None:
         flag.closed_at = now
     flag.save(update_fields=["acknowledged_at", "acknowledged_by", "note", "closed_at"])

@@ -10,6 +10,7 @@ never quoted in the text.
 
 from collections.abc import Callable, Iterable
 from functools import cache
+from typing import Any
 
 from psycopg.sql import SQL, Composable, Composed, Identifier, Literal, Placeholder
 
@@ -22,7 +23,7 @@ def numbered(i: int) -> Names:
     return lambda name: Placeholder(name + str(i))
 
 
-def numbered_params(parts: Iterable[dict]) -> dict:
+def numbered_params(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The parameters of each part of a `UNION ALL` under their `numbered` names."""
     return {name + str(i): value for i, own in enumerate(parts) for name, value in own.items()}
 

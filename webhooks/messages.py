@@ -4,6 +4,7 @@ stable message id (the `webhook-id`, the same on every retry), and its JSON body
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
@@ -47,7 +48,7 @@ def allocation_data(allocation: Allocation, *, state: str | None = None) -> dict
     }  # fmt: skip
 
 
-_BY_KIND = {
+_BY_KIND: dict[str, EventType] = {
     EventKind.START: EventType.STARTED,
     EventKind.STOP: EventType.STOPPED,
     EventKind.CANCEL: EventType.CANCELLED,
@@ -74,7 +75,7 @@ def from_events(event_ids: list[int], *, team_ids: set[int]) -> list[Message]:
     messages, booked = [], set()
     for event in events:
         allocation = event.allocation
-        data = {
+        data: dict[str, Any] = {
             "allocation": allocation_data(allocation, state=event.to_state or None),
             "event": {"kind": event.kind, "from_state": event.from_state,
                       "to_state": event.to_state, "at": event.at},
@@ -152,9 +153,12 @@ def from_notices(notice_ids: list[int], *, team_ids: set[int]) -> list[Message]:
 
 
 def _notice_message(notice: Notice) -> Message:
-    data = {"allocation": allocation_data(notice.allocation)}
+    allocation = notice.allocation
+    assert allocation is not None, "from_notices reads allocations' notices only"
+    data: dict[str, Any] = {"allocation": allocation_data(allocation)}
     if notice.kind in MAINTENANCE_NOTICES:
         kind, window = EventType.MAINTENANCE, notice.maintenance
+        assert window is not None, "a maintenance notice names its window"
         moved = notice.kind == NoticeKind.MAINTENANCE_MOVED
         data["action"] = "moved" if moved else "cancelled"
         data["maintenance"] = {
@@ -162,12 +166,12 @@ def _notice_message(notice: Notice) -> Message:
             "reason": window.reason,
         }  # fmt: skip
         if moved:
-            data["gpus"] = _gpus_now(notice.allocation)
+            data["gpus"] = _gpus_now(allocation)
     else:
         kind = EventType.EXPIRING
         data["ends_at"] = notice.ends_at
         data["within"] = "24h" if notice.kind == NoticeKind.EXPIRY_24H else "1h"
     return Message(
-        notice.allocation.team_id, kind, f"ntc_{notice.pk}",
+        allocation.team_id, kind, f"ntc_{notice.pk}",
         body_text(kind, notice.created_at, data),
     )  # fmt: skip

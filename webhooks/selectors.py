@@ -1,5 +1,7 @@
 """Reads of webhooks: a team's endpoints and an endpoint's delivery log."""
 
+from uuid import UUID
+
 from django.db.models import QuerySet
 
 from accounts.access import Acting, Action
@@ -12,7 +14,7 @@ def endpoint_list(*, acting: Acting) -> QuerySet[WebhookEndpoint]:
     return WebhookEndpoint.objects.filter(team=acting.team)
 
 
-def endpoint_get(*, acting: Acting, pk) -> WebhookEndpoint | None:
+def endpoint_get(*, acting: Acting, pk: UUID | str) -> WebhookEndpoint | None:
     return endpoint_list(acting=acting).filter(pk=pk).first()
 
 

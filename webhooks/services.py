@@ -9,8 +9,11 @@ import base64
 import logging
 import os
 import secrets
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
 
 import httpx
 from django.conf import settings
@@ -43,11 +46,25 @@ USER_AGENT = "AnchorGPU-Webhooks/1.0"
 SECRET_LOST = "AnchorGPU cannot unseal this endpoint's signing secret (its server key changed)"
 
 
-def _conf(name):
-    return settings.ANCHORGPU[name]
+def _timeout() -> float:
+    """Seconds a receiver has to answer."""
+    seconds: float = settings.ANCHORGPU["WEBHOOK_TIMEOUT"]
+    return seconds
 
 
-def _checked(*, url, events, description, errors) -> None:
+def _retry_delays() -> list[float]:
+    """Seconds to wait after each failed attempt."""
+    delays: list[float] = settings.ANCHORGPU["WEBHOOK_RETRY_DELAYS"]
+    return delays
+
+
+def _disable_after() -> timedelta:
+    """How long an endpoint fails before it is disabled."""
+    failing: timedelta = settings.ANCHORGPU["WEBHOOK_DISABLE_AFTER"]
+    return failing
+
+
+def _checked(*, url: object, events: object, description: object, errors: dict[str, str]) -> None:
     if not isinstance(url, str) or not url or len(url) > 500:
         errors["url"] = _("Give the receiver's URL (at most 500 characters).")
     elif refusal := url_refusal(url):
@@ -89,7 +106,9 @@ def endpoint_create(
 
 
 @transaction.atomic
-def endpoint_update(*, acting: Acting, endpoint: WebhookEndpoint, **changes) -> WebhookEndpoint:
+def endpoint_update(
+    *, acting: Acting, endpoint: WebhookEndpoint, **changes: Any
+) -> WebhookEndpoint:
     """Change the URL, events, description, or enable/disable it. Enabling starts afresh:
     no failure history, and nothing from the disabled time is sent."""
     _own(acting, endpoint)
@@ -143,14 +162,16 @@ def endpoint_test(*, acting: Acting, endpoint: WebhookEndpoint) -> WebhookDelive
     return delivery
 
 
-def _endpoints_listening(team_ids) -> dict[int, list[WebhookEndpoint]]:
+def _endpoints_listening(team_ids: Iterable[int]) -> dict[int, list[WebhookEndpoint]]:
     by_team: dict[int, list[WebhookEndpoint]] = {}
     for endpoint in WebhookEndpoint.objects.filter(team_id__in=team_ids, is_active=True):
         by_team.setdefault(endpoint.team_id, []).append(endpoint)
     return by_team
 
 
-def deliveries_record(*, team_ids, build) -> int:
+def deliveries_record(
+    *, team_ids: Iterable[int], build: Callable[..., Iterable[messages.Message]]
+) -> int:
     """Record the deliveries of the messages `build(team_ids=…)` makes, to the endpoints
     of those teams (ids, or a query of them) that listen, in the caller's transaction;
     queue them once it commits. One query when no endpoint of these teams is active."""
@@ -178,7 +199,7 @@ def deliveries_record(*, team_ids, build) -> int:
     return len(ids)
 
 
-def _queue(ids) -> None:
+def _queue(ids: list[int]) -> None:
     """Deliver them soon; what cannot be queued now the due-deliveries sweep sends."""
     publish(DELIVER_TASK, ids)
 
@@ -210,7 +231,7 @@ def _claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
         return None
     delivery.attempts += 1
     delivery.last_attempt_at = now
-    delivery.claimed_until = now + timedelta(seconds=_conf("WEBHOOK_TIMEOUT") + 30)
+    delivery.claimed_until = now + timedelta(seconds=_timeout() + 30)
     delivery.save(update_fields=["attempts", "last_attempt_at", "claimed_until"])
     return delivery
 
@@ -250,7 +271,7 @@ def _send(delivery: WebhookDelivery) -> tuple[int | None, str]:
     try:
         response = _client().post(
             delivery.endpoint.url, content=delivery.payload.encode(), headers=headers,
-            timeout=_conf("WEBHOOK_TIMEOUT"),
+            timeout=_timeout(),
         )  # fmt: skip
     except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:300]
@@ -285,7 +306,7 @@ def _attempt_record(delivery: WebhookDelivery, code: int | None, error: str) -> 
         delivery.next_attempt_at = None
         endpoint.failing_since = None
     else:
-        delays = _conf("WEBHOOK_RETRY_DELAYS")
+        delays = _retry_delays()
         if delivery.attempts > len(delays):
             delivery.status, delivery.next_attempt_at = DeliveryStatus.FAILED, None
         else:
@@ -296,7 +317,7 @@ def _attempt_record(delivery: WebhookDelivery, code: int | None, error: str) -> 
     if (
         endpoint.is_active
         and endpoint.failing_since
-        and (now - endpoint.failing_since >= _conf("WEBHOOK_DISABLE_AFTER"))
+        and (now - endpoint.failing_since >= _disable_after())
     ):
         _disable(endpoint, now)
         retry_in = None
@@ -329,7 +350,7 @@ def secrets_reseal() -> tuple[int, int]:
 
 
 @transaction.atomic
-def _secret_reseal(pk) -> bool:
+def _secret_reseal(pk: UUID) -> bool:
     """One endpoint's secret sealed again, in a transaction of its own (False: it cannot be
     unsealed with any key this server has)."""
     endpoint = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=pk)

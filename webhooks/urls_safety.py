@@ -29,7 +29,8 @@ def url_refusal(url: str) -> str | None:
         return _("Put no user name or password in the URL; the signature authenticates us.")
     try:
         addresses = {
-            info[4][0] for info in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+            str(info[4][0])
+            for info in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
         }
     except (OSError, UnicodeError):
         return _("The host name %(host)s does not resolve.") % {"host": parts.hostname}

@@ -10,12 +10,14 @@ register = template.Library()
 
 @register.simple_tag
 def site_name() -> str:
-    return settings.SITE_NAME
+    name: str = settings.SITE_NAME
+    return name
 
 
 @register.simple_tag
 def support_email() -> str:
-    return settings.SUPPORT_EMAIL
+    email: str = settings.SUPPORT_EMAIL
+    return email
 
 
 @register.simple_tag

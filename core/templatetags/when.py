@@ -6,6 +6,7 @@ day only.
 """
 
 from datetime import UTC, datetime
+from typing import Literal, overload
 
 from django import template
 from django.utils.html import format_html
@@ -15,8 +16,12 @@ from core.dates import when_text
 register = template.Library()
 
 
+@overload
+def when(value: datetime | None, part: Literal["datetime", "date"] = ...) -> str: ...
+@overload
+def when(value: object, part: Literal["datetime", "date"] = ...) -> object: ...
 @register.filter
-def when(value, part="datetime"):
+def when(value: object, part: Literal["datetime", "date"] = "datetime") -> object:
     if not isinstance(value, datetime):
         return "—" if value in (None, "") else value
     utc = value.astimezone(UTC)

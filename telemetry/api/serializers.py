@@ -1,3 +1,6 @@
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog.models import Node
@@ -16,7 +19,8 @@ class NodeAgentSerializer(serializers.Serializer):
     in_sync = serializers.SerializerMethodField(
         help_text="the node applied what it was last served"
     )
-    errors = serializers.JSONField()
+    # A declared field: DRF's metaclass takes it off the class, `Serializer.errors` stays.
+    errors = serializers.JSONField()  # type: ignore[assignment]
     version = serializers.CharField(source="agent_version")
 
     def get_credential(self, agent) -> str | None:
@@ -63,7 +67,8 @@ class NodeSerializer(serializers.ModelSerializer):
     agent = serializers.SerializerMethodField()
     software = NodeSoftwareSerializer(source="*", help_text="as the node's agent reported it")
 
-    def get_agent(self, node) -> NodeAgentSerializer(allow_null=True):
+    @extend_schema_field(NodeAgentSerializer(allow_null=True))
+    def get_agent(self, node: Node) -> dict[str, Any] | None:
         agent = getattr(node, "agent", None)
         return NodeAgentSerializer(agent).data if agent else None
 

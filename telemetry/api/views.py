@@ -146,7 +146,8 @@ class PrometheusTargetsApi(APIView):
     labelled with its hostname, model and region, so one exporter port can serve many nodes
     and the engine's series say whose they are. Staff API tokens or PROMETHEUS_SD_TOKEN."""
 
-    authentication_classes = [SdSecretAuthentication, *api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+    # The stubs type the setting as the dotted paths settings.py writes; DRF imports them.
+    authentication_classes = [SdSecretAuthentication, *api_settings.DEFAULT_AUTHENTICATION_CLASSES]  # type: ignore[list-item]
     permission_classes = [StaffOrSdSecret]
     renderer_classes = [JSONRenderer]
     pagination_class = None

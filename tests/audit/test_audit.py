@@ -17,12 +17,14 @@ from accounts.access import acting_as
 from accounts.models import ApiToken, Membership, Role
 from accounts.services import api_token_create
 from accounts.teams import team_create
+from audit.errors import BadAuditFilter
 from audit.models import AllocationAudit, MembershipAudit, TeamAudit
 from audit.selectors import audit_filter, audit_page
 from audit.services import audit_prune
 from catalog.models import GpuModel, RentalPeriod
 from catalog.services import gpu_price_set
 from core.db import db_now
+from core.pagination import cursor_write
 from rentals.models import AllocationState
 from rentals.services import quote_create
 from rentals.tasks import allocations_enforce_task
@@ -390,3 +392,11 @@ def test_a_new_demo_has_an_audit_log_to_read(settings):
     assert {"booked", "key added", "member added"} <= {r.action for r in rows}
     assert {r.actor for r in rows} == {"system: seed_demo"}
     assert {r.action for r in _rows(None)} >= {"price changed", "booked"}
+
+
+def test_a_page_link_with_an_empty_part_is_refused_not_read():
+    """A cursor of ours names a time, a table and an id; one with a part left empty (a
+    link cut or forged) is refused in words, never compared as None."""
+    with pytest.raises(BadAuditFilter) as refused:
+        audit_filter(cursor=cursor_write(None, None, None))
+    assert refused.value.field == "cursor"
