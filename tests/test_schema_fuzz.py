@@ -225,7 +225,7 @@ def test_staff_endpoints_never_error_for_staff(case, staff_fleet):
 GET_PATHS = sorted(path for path, item in schema.raw_schema["paths"].items() if "get" in item)
 STAFF_PATHS = (
     "/api/v1/flags/", "/api/v1/nodes/", "/api/v1/usage/", "/api/v1/prometheus/",
-    "/api/v1/maintenance/",
+    "/api/v1/maintenance/", "/api/v1/payments/",
 )  # fmt: skip
 AGENT_PATHS = ("/api/v1/agent/",)
 QUERIES = {"/api/v1/availability/": {"gpu_model": "h100"}}

@@ -13,6 +13,7 @@ import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from kombu import pools
 
 from anchorgpu.celery import app
 from core.cache import breaker
@@ -48,11 +49,13 @@ def redis_gone(settings):
 
 
 def _broker_at(url):
-    """Celery's producers on another broker: its pool is dropped, to be made afresh."""
+    """Celery's producers on another broker: its pools are dropped, to be made afresh (kombu
+    keeps connection and producer pools in registries keyed by broker; a closed pool left
+    there would answer every later publish in this process with "Acquire on closed pool")."""
     app.conf.broker_url = url
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    pools.reset()
+    app._pool = None
+    app.amqp._producer_pool = None
 
 
 @pytest.fixture

@@ -241,7 +241,7 @@ def _windows_asking_every_instant(
     every later candidate instant in turn, none skipped."""
     params = availability._params(
         gpu_model=gpu_model, duration=duration, gpu_count=gpu_count, node_count=node_count,
-        region_id=region_id,
+        region_id=region_id, requires=availability.NO_REQUIRES,
     )  # fmt: skip
     rows = []
     with connection.cursor() as cursor:

@@ -34,7 +34,9 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     statements, quote = _count(lambda: quote_create(acting=acting, **QUOTE))
     assert statements == 7
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
-    assert statements == 11  # 9, the booker's SSH keys (none here: nothing to attach), the invoice
+    # 9, the booker's SSH keys (none here: nothing to attach), the invoice, and the invoiced
+    # team's terms under its lock: an overdue invoice, its credit limit
+    assert statements == 13
 
 
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
@@ -49,7 +51,9 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
             HTTP_IDEMPOTENCY_KEY=key(),
         )  # fmt: skip
     )
-    assert statements == 18  # 15, the booker's SSH keys, the node's agent for `access`, the invoice
+    # 15, the booker's SSH keys, the node's agent for `access`, the invoice, and the invoiced
+    # team's terms (an overdue invoice, its credit limit)
+    assert statements == 20
     allocation = Allocation.objects.select_related("node__region").get()
     answered = booking.json()["allocation"]
     assert (answered["node"], answered["region"]) == (
