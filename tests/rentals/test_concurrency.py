@@ -7,30 +7,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.http import JsonResponse
 from django.utils import timezone
 
 from accounts.access import acting_as
 from accounts.services import api_token_create
 from catalog.models import Node, NodeState
-from rentals.errors import NoCapacity
 from rentals.idempotency import respond_once
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
 from rentals.services import allocation_book, quote_create
+from tests.rentals.helpers import in_thread, race_to_book
 from tests.rentals.test_allocations import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _in_thread(func):
-    def run(*args):
-        try:
-            return func(*args)
-        finally:
-            connections.close_all()
-
-    return run
 
 
 def test_threads_race_for_the_last_gpus(catalog, django_user_model):
@@ -39,19 +29,7 @@ def test_threads_race_for_the_last_gpus(catalog, django_user_model):
         quote_create(acting=acting_as(u), gpu_model="l4", gpu_count=1, period="day", period_count=1)
         for u in users
     ]
-    barrier = threading.Barrier(len(users))
-
-    @_in_thread
-    def attempt(i):
-        barrier.wait()
-        try:
-            allocation_book(acting=acting_as(users[i]), quote=quotes[i])
-            return "ok"
-        except NoCapacity:
-            return "no_capacity"
-
-    with ThreadPoolExecutor(len(users)) as pool:
-        results = list(pool.map(attempt, range(len(users))))
+    results = race_to_book(users, quotes)
 
     assert results.count("ok") == 4  # the L4 node has 4 GPUs
     assert results.count("no_capacity") == 8
@@ -101,11 +79,11 @@ def test_two_identical_requests_at_once_book_once(catalog, alice):
         allocation = allocation_book(acting=acting_as(alice), quote=quote)
         return JsonResponse({"id": str(allocation.pk)}, status=201)
 
-    @_in_thread
+    @in_thread
     def first():
         return respond_once(acting=acting_as(alice), key=key, fingerprint="f", respond=slow_book)
 
-    @_in_thread
+    @in_thread
     def second():
         inside.wait(10)
         try:
@@ -137,7 +115,7 @@ def test_a_first_answer_committed_after_the_look_up_is_replayed_not_doubled(cata
     key = str(uuid.uuid4())
     calls = []
 
-    @_in_thread
+    @in_thread
     def first_answer_commits():
         IdempotencyKey.objects.create(
             team=acting_as(alice).team, user=alice, key=key, fingerprint="f", status_code=201,
@@ -200,7 +178,7 @@ def test_a_booking_waits_for_a_node_another_transaction_holds(catalog, alice):
     )
     held, release = threading.Event(), threading.Event()
 
-    @_in_thread
+    @in_thread
     def hold():
         with transaction.atomic():
             list(Node.objects.select_for_update().filter(pk__in=nodes))

@@ -15,9 +15,8 @@ from catalog.services import gpu_price_set
 from rentals.errors import AlreadyCredited
 from rentals.models import ImpairedSpan, LedgerEntry, LedgerKind, Notice, NoticeKind
 from rentals.services.credits import credit_note_issue
-from tests.rentals.helpers import book
+from tests.rentals.helpers import book, in_thread
 from tests.rentals.provider import operator
-from tests.rentals.test_concurrency import _in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -145,7 +144,7 @@ def test_two_staff_members_issuing_at_once_give_one_credit(catalog, alice):
     staff = [operator("ops-a"), operator("ops-b")]
     barrier = threading.Barrier(2)
 
-    @_in_thread
+    @in_thread
     def issue(i):
         barrier.wait()
         try:

@@ -34,11 +34,10 @@ from rentals.models import (
 from rentals.services import allocation_book, quote_create
 from rentals.services.maintenance import maintenance_create
 from rentals.texts import notice_subject, notice_text, reader_preferences
-from tests.rentals.helpers import book
+from tests.rentals.helpers import book, in_thread
 from tests.rentals.oracles import node_desired_state
 from tests.rentals.provider import operator
 from tests.rentals.test_allocations import overlapping_pairs
-from tests.rentals.test_concurrency import _in_thread
 from tests.transactions import held_open
 from webhooks.services import endpoint_create
 
@@ -224,7 +223,7 @@ def test_a_window_and_24_bookings_race_for_the_same_gpus_and_never_both_win(
     node = _l4_node()
     barrier = threading.Barrier(len(users) + 1)
 
-    @_in_thread
+    @in_thread
     def booking(i):
         barrier.wait()
         try:
@@ -233,7 +232,7 @@ def test_a_window_and_24_bookings_race_for_the_same_gpus_and_never_both_win(
         except NoCapacity:
             return "no_capacity"
 
-    @_in_thread
+    @in_thread
     def window():
         barrier.wait()
         try:
@@ -287,7 +286,7 @@ def test_a_window_that_commits_first_wins_over_bookings_waiting_for_its_node(
     ]  # fmt: skip
     node = _l4_node()
 
-    @_in_thread
+    @in_thread
     def booking(i):
         try:
             allocation_book(acting=acting_as(users[i]), quote=quotes[i])

@@ -3,13 +3,10 @@ the calendar, the start windows and placement honour it as they honour a region;
 compared as versions (12.10 > 12.9). A node whose stack is unknown meets no minimum."""
 
 import contextlib
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connections
 from django.utils import timezone
 
 from accounts.access import acting_as
@@ -22,7 +19,7 @@ from rentals.errors import NoCapacity
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from tests.catalog.factories import NodeFactory
-from tests.rentals.helpers import book
+from tests.rentals.helpers import book, race_to_book
 from tests.rentals.test_allocations import overlapping_pairs
 
 DAY = timedelta(days=1)
@@ -132,16 +129,6 @@ def test_the_api_takes_requires_on_the_quote_and_the_calendar(catalog, alice_api
     assert bad.status_code == 400 and "requires_rocm" in str(bad.json())
 
 
-def _in_thread(func):
-    def run(*args):
-        try:
-            return func(*args)
-        finally:
-            connections.close_all()
-
-    return run
-
-
 @pytest.mark.django_db(transaction=True)
 def test_24_concurrent_bookings_with_a_minimum_never_land_on_a_node_that_fails_it(
     catalog, django_user_model
@@ -160,19 +147,7 @@ def test_24_concurrent_bookings_with_a_minimum_never_land_on_a_node_that_fails_i
         _quote(u, gpu_count=2, requires_cuda="12.8") if i < 20 else _quote(u, gpu_count=2)
         for i, u in enumerate(users)
     ]
-    barrier = threading.Barrier(len(users))
-
-    @_in_thread
-    def attempt(i):
-        barrier.wait()
-        try:
-            allocation_book(acting=acting_as(users[i]), quote=quotes[i])
-            return "ok"
-        except NoCapacity:
-            return "no_capacity"
-
-    with ThreadPoolExecutor(len(users)) as pool:
-        results = list(pool.map(attempt, range(len(users))))
+    results = race_to_book(users, quotes)
 
     constrained = Allocation.objects.filter(quote__requires_cuda="12.8").select_related("node")
     assert constrained.count() == results[:20].count("ok")
