@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,6 +148,26 @@ def book_in_threads(users, quotes) -> float:
     with ThreadPoolExecutor(len(users)) as pool:
         list(pool.map(book_all, users))
     return time.perf_counter() - started
+
+
+def book_over_http(url: str, quotes: dict[str, list[str]]) -> tuple[list[int], float]:
+    """Each API token's client books its quotes over HTTP (a fresh Idempotency-Key each), all
+    clients at once: the answers' status codes and the seconds it took."""
+
+    def book(token):
+        with httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        ) as c:
+            return [
+                c.post("/api/v1/bookings/", json={"quote": q},
+                       headers={"Idempotency-Key": str(uuid.uuid4())}).status_code
+                for q in quotes[token]
+            ]  # fmt: skip
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(len(quotes)) as pool:
+        codes = [c for batch in pool.map(book, quotes) for c in batch]
+    return codes, time.perf_counter() - started
 
 
 def samples_storage(cursor) -> tuple[int, int]:

@@ -5,13 +5,9 @@ import os
 import re
 import shutil
 import subprocess
-import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -22,7 +18,14 @@ from accounts.services import api_token_create
 from catalog.demo import seed_catalog
 from rentals.models import Allocation
 from rentals.services import quote_create
-from tests.perf.conftest import book_in_threads, gunicorn, h100_fleet, report, target
+from tests.perf.conftest import (
+    book_in_threads,
+    book_over_http,
+    gunicorn,
+    h100_fleet,
+    report,
+    target,
+)
 from tests.rentals.test_allocations import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,21 +94,8 @@ def test_bookings_per_second(django_user_model):
             for u, t in zip(users, tokens, strict=True)
         }  # fmt: skip
         with gunicorn(workers=workers, threads=4) as url:
-
-            def book_http(token, url=url, http_quotes=http_quotes):
-                with httpx.Client(
-                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-                ) as c:
-                    return [
-                        c.post("/api/v1/bookings/", json={"quote": q},
-                               headers={"Idempotency-Key": str(uuid.uuid4())}).status_code
-                        for q in http_quotes[token]
-                    ]  # fmt: skip
-
-            started = time.perf_counter()
-            with ThreadPoolExecutor(THREADS) as pool:
-                codes = [c for batch in pool.map(book_http, tokens) for c in batch]
-            http_bps[workers] = len(codes) / (time.perf_counter() - started)
+            codes, elapsed = book_over_http(url, http_quotes)
+        http_bps[workers] = len(codes) / elapsed
         assert set(codes) == {201}
     assert overlapping_pairs() == 0
 

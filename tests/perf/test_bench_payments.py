@@ -3,11 +3,8 @@ the same run and pgbench's tps on the same PostgreSQL, with where a card booking
 (the processor's authorise and capture round trips, measured alone)."""
 
 import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-import httpx
 import pytest
 from django.conf import settings
 from django.utils import timezone
@@ -18,7 +15,7 @@ from payments import processor
 from payments.models import Payment, PaymentState
 from rentals.services import quote_create
 from tests.payments.conftest import card_team
-from tests.perf.conftest import gunicorn, report
+from tests.perf.conftest import book_over_http, gunicorn, report
 from tests.perf.test_bench_bookings import fleet, pgbench_tps
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,21 +24,7 @@ THREADS, PER_THREAD = 8, 20
 
 def _http_bps(tokens, quotes) -> float:
     with gunicorn(workers=2, threads=4) as url:
-
-        def book(token):
-            with httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-            ) as c:
-                return [
-                    c.post("/api/v1/bookings/", json={"quote": q},
-                           headers={"Idempotency-Key": str(uuid.uuid4())}).status_code
-                    for q in quotes[token]
-                ]  # fmt: skip
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(len(tokens)) as pool:
-            codes = [c for batch in pool.map(book, tokens) for c in batch]
-        elapsed = time.perf_counter() - started
+        codes, elapsed = book_over_http(url, {t: quotes[t] for t in tokens})
     assert set(codes) == {201}, set(codes)
     return len(codes) / elapsed
 
