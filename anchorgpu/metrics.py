@@ -25,8 +25,8 @@ from catalog.models import Node, NodeState
 from invoices.selectors import invoices_held
 from payments.models import BankTransfer, CashEntry, Payment, PaymentState, TransferState
 from payments.selectors import teams_overdue
-from rentals import sql as rentals_sql
 from rentals.models import Allocation, ImpairedSpan, LedgerEntry, LedgerKind
+from rentals.sql import holdings as holdings_sql
 from telemetry.agents import agent_silent_after
 from telemetry.models import Flag, FlagKind, GpuSample, IngestMark, NodeAgent, Poll, PollOutcome
 
@@ -126,7 +126,7 @@ class ConsoleCollector:
         ):
             total.add_metric([row["gpu_model__slug"], row["region__slug"]], row["n"])
         with connection.cursor() as cursor:  # a maintenance window's are not allocated
-            cursor.execute(rentals_sql.ALLOCATED_NOW, {"now": now})
+            cursor.execute(holdings_sql.ALLOCATED_NOW, {"now": now})
             for model, region, n in cursor:
                 allocated.add_metric([model, region], n)
         threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]

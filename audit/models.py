@@ -3,7 +3,7 @@
 Each table is a django-pghistory event model of another app's model, declared here so that
 the tracked apps stay unaware of it. pghistory's triggers write the rows inside the
 statement that made the change, so a change made by raw SQL (the enforcement pass's expiry,
-`rentals.sql.ENFORCE_EXPIRE`) is recorded as surely as one made through the ORM. The
+`rentals.sql.booking.ENFORCE_EXPIRE`) is recorded as surely as one made through the ORM. The
 triggers fire only on the changes that matter (a state, a paid period, a role, a price),
 so the booking path pays one insert per booking and nothing for its other rows.
 

@@ -343,7 +343,7 @@ class Node(models.Model):
     # The software stack its agent last reported (catalog.software): the GPU driver (NVIDIA's,
     # or amdgpu), the highest CUDA the driver supports, the ROCm release; empty is unknown.
     # Each version's key (its parts as integers) sits beside it, so availability and
-    # placement compare versions in SQL (rentals.sql.stack_meets), never as strings.
+    # placement compare versions in SQL (rentals.sql.capacity.stack_meets), never as strings.
     driver_version = models.CharField(
         _("driver version"), max_length=40, blank=True, default="", db_default=""
     )

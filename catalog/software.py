@@ -82,7 +82,7 @@ class Requires:
                 "requires_rocm": self.rocm}  # fmt: skip
 
     def params(self) -> dict:
-        """The SQL parameters `rentals.sql.stack_meets` reads: each minimum's key, or None."""
+        """The SQL parameters `rentals.sql.capacity.stack_meets` reads: each minimum's key, or None."""
         return {
             "min_driver": version_key(self.driver) if self.driver else None,
             "min_cuda": version_key(self.cuda) if self.cuda else None,

@@ -26,8 +26,8 @@ from django.db.models import Exists, F, OuterRef, Prefetch, Q, prefetch_related_
 from accounts.models import SshKey
 from catalog.models import ExporterKind, Node
 from nodeagent import TENANT_PREFIX
-from rentals import sql
 from rentals.models import LIVE_STATES, Allocation, AllocationGpu, AllocationKey, AllocationState
+from rentals.sql import agent as agent_sql
 from telemetry.agents import SEEN_EVERY
 from telemetry.models import NodeAgent
 
@@ -140,7 +140,7 @@ def agent_poll(*, key_hash: str) -> AgentPoll | None:
     a credential that is not (or no longer) a node's."""
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.AGENT_POLL,
+            agent_sql.AGENT_POLL,
             {"key_hash": key_hash, "seen_every": SEEN_EVERY, "live": list(LIVE_STATES),
              "scheduled": AllocationState.SCHEDULED, "lead": SCHEDULED_LEAD,
              "totp": Authenticator.Type.TOTP},

@@ -10,7 +10,8 @@ from django.utils import timezone
 from catalog.models import GpuModel, Node, NodeState
 from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
 from catalog.software import NO_REQUIRES, Requires
-from rentals import sql
+from rentals.sql import capacity as capacity_sql
+from rentals.sql import holdings as holdings_sql
 
 MAX_START_CANDIDATES = 500
 
@@ -21,7 +22,7 @@ def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None)
     at = at or timezone.now()
     models = list(gpu_model_list(filters=filters, at=at))
     with connection.cursor() as cursor:
-        cursor.execute(sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
+        cursor.execute(holdings_sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
         free = dict(cursor.fetchall())
     software = software_by_model()
     for model in models:
@@ -77,7 +78,7 @@ def candidate_nodes(
     on the Python side.
     """
     rows = _room_read(
-        sql.ROOM_NODES,
+        capacity_sql.ROOM_NODES,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
         region_id=region_id, requires=requires,
     )  # fmt: skip
@@ -88,7 +89,7 @@ def fits(*, gpu_model, gpu_count, starts_at, ends_at, region_id=None, requires=N
     """Whether some node (in `region_id`, or any region) has room: a yes or no, not the
     candidate list (every quote asks)."""
     rows = _room_read(
-        sql.ROOM_EXISTS,
+        capacity_sql.ROOM_EXISTS,
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
         region_id=region_id, requires=requires,
     )  # fmt: skip
@@ -121,7 +122,7 @@ def availability_days(
     first = start.replace(hour=0, minute=0, second=0, microsecond=0)
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.FREE_BY_DAY_IN_REGION if region_id else sql.FREE_BY_DAY,
+            capacity_sql.FREE_BY_DAY_IN_REGION if region_id else capacity_sql.FREE_BY_DAY,
             {
                 "first": first, "days": days, "now": start,
                 "model": gpu_model.pk, "active": NodeState.ACTIVE, "region": region_id,
@@ -156,7 +157,7 @@ def _params(*, gpu_model, duration, gpu_count, node_count, region_id, requires):
 def _fitting_at(cursor, t, params) -> list[tuple]:
     """(region, network group, hostnames) where the request fits from `t`: for whole nodes,
     the groups with the fewest free whole nodes first (least fragmentation)."""
-    statement = sql.FITTING_AT_IN_REGION if params["region"] else sql.FITTING_AT
+    statement = capacity_sql.FITTING_AT_IN_REGION if params["region"] else capacity_sql.FITTING_AT
     cursor.execute(statement, {**params, "t": t})
     return cursor.fetchall()
 
@@ -203,14 +204,14 @@ def start_windows(
             # these holds, read at once, and only those are asked (a request may fit nowhere
             # for hundreds of candidates, each a statement).
             cursor.execute(
-                sql.FITTING_SPANS_IN_REGION if region_id else sql.FITTING_SPANS,
+                capacity_sql.FITTING_SPANS_IN_REGION if region_id else capacity_sql.FITTING_SPANS,
                 {**params, "not_before": not_before},
             )
             spans = cursor.fetchall()
             if not spans:
                 return []
         if len(rows) < limit:
-            cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
+            cursor.execute(capacity_sql.START_CANDIDATES, {**params, "not_before": not_before})
             for (t,) in cursor.fetchall():
                 if t == not_before or spans is not None and not _in_spans(t, spans):
                     continue  # asked above, or does not fit

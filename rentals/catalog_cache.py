@@ -16,14 +16,14 @@ from django.db import connection
 from django.utils import timezone
 
 from core.versions import CATALOG, version, version_key
-from rentals import sql
+from rentals.sql import capacity as capacity_sql
 
 KEEP = timedelta(hours=1)  # the longest a copy is kept even when nothing changes
 
 
 def _next_change(now: datetime) -> datetime:
     with connection.cursor() as cursor:
-        cursor.execute(sql.CATALOG_NEXT_CHANGE, {"now": now})
+        cursor.execute(capacity_sql.CATALOG_NEXT_CHANGE, {"now": now})
         upcoming = cursor.fetchone()[0]
     return min(upcoming or now + KEEP, now + KEEP)
 

@@ -19,8 +19,8 @@ from catalog.models import NodeHealth, NodeState
 from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
-from rentals import sql
 from rentals.models import AllocatedStep, AllocationState, LedgerKind, Step, impaired_minimum
+from rentals.sql import dashboard as dashboard_sql
 from telemetry.models import FleetRollup, FleetSize, GpuRollup
 from telemetry.rollup import STEP, bucket_floor
 from telemetry.selectors import (
@@ -41,7 +41,7 @@ DAY_US = 86_400_000_000  # a day in microseconds, BOOKED_AHEAD's unit
 
 
 def _allocation_rows(which: str, **params) -> list[dict]:
-    return read_rows(sql.allocation_rows(which), params)
+    return read_rows(dashboard_sql.allocation_rows(which), params)
 
 
 def _parsed(at: str | None) -> datetime | None:
@@ -127,7 +127,7 @@ def allocated_per_step(
     elif at <= end:
         with reads_cursor() as cursor:
             cursor.execute(
-                sql.ALLOCATED_PER_STEP,
+                dashboard_sql.ALLOCATED_PER_STEP,
                 {"unit": bucket, "step": f"1 {bucket}", "start": at, "end": end},
             )
             allocated.update(cursor.fetchall())
@@ -148,7 +148,7 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
     kept_until = first + len(_kept_steps(bucket=Step.DAY, first=first, last=end - day)) * day
     params = {"start": start, "end": end, "kinds": kinds, "kept_from": first,
               "kept_until": kept_until}  # fmt: skip
-    for row in read_rows(sql.REVENUE, params):
+    for row in read_rows(dashboard_sql.REVENUE, params):
         kind, currency = row.pop("kind"), row["currency"]
         if kind == LedgerKind.CHARGE:
             row["period_name"] = in_language(row, "period")
@@ -187,7 +187,7 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
     allocated_now = allocated_in_step = 0
     with reads_cursor() as cursor:
         cursor.execute(
-            sql.BOOKED_AHEAD,
+            dashboard_sql.BOOKED_AHEAD,
             {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US, "now": now,
              "open_start": open_start, "open_end": open_end},
         )  # fmt: skip
@@ -206,7 +206,7 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
             whole += whole_from[model_id, i]
             heat[model_id, day] = float(held_us[model_id, i] + whole * DAY_US) / DAY_US
     rows = []
-    for model in read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE}):
+    for model in read_rows(dashboard_sql.CAPACITY, {"active": NodeState.ACTIVE}):
         cap = model.pop("capacity")
         cells = []
         for day in days:
@@ -246,7 +246,7 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with reads_cursor() as cursor:
         cursor.execute(
-            sql.DASHBOARD_NOW,
+            dashboard_sql.DASHBOARD_NOW,
             {"now": now, "start": start, "active": NodeState.ACTIVE,
              "retired": NodeState.RETIRED, "stopped": AllocationState.STOPPED,
              "started": _STARTED, "impaired_min": impaired_minimum()},
@@ -327,7 +327,7 @@ def use_by_model_and_region(*, start, end, rolled_only: bool = False):
     else:
         per_group = fleet_totals_by_group(start=start, end=end)
     with reads_cursor() as cursor:
-        cursor.execute(sql.NAMES)
+        cursor.execute(dashboard_sql.NAMES)
         names = {
             (kind, pk): in_language({"name_en": en, "name_pl": pl}, "name")
             for kind, pk, en, pl in cursor.fetchall()
@@ -354,7 +354,9 @@ def use_by_model_and_region(*, start, end, rolled_only: bool = False):
 def node_health(*, skip: list[str], limit: int | None) -> list[dict]:
     """Nodes in service with their health (in words too), but those whose health is in
     `skip`, the first `limit` by hostname (None: all)."""
-    nodes = read_rows(sql.NODE_HEALTH, {"retired": NodeState.RETIRED, "skip": skip, "limit": limit})
+    nodes = read_rows(
+        dashboard_sql.NODE_HEALTH, {"retired": NodeState.RETIRED, "skip": skip, "limit": limit}
+    )
     for node in nodes:
         node["health_label"] = NodeHealth(node["health"]).label
         node["region"] = in_language(node, "region")

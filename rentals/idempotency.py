@@ -23,10 +23,10 @@ from rest_framework.views import APIView
 from accounts.access import Acting, acting_for_request
 from core.db import Retry, db_now, retried_transaction
 from core.errors import DomainError
-from rentals import sql
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
 from rentals.models import IdempotencyKey
 from rentals.purchase_hooks import purchase_authorise, purchase_settle
+from rentals.sql import idempotency as idempotency_sql
 
 REPLAYED = "Idempotent-Replayed"
 FORM_FIELD = "idempotency_key"
@@ -69,7 +69,8 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
     team = acting.team
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.IDEMPOTENCY_LOOK_UP, {"lock": f"idem:{team.pk}:{key}", "team": team.pk, "key": key}
+            idempotency_sql.IDEMPOTENCY_LOOK_UP,
+            {"lock": f"idem:{team.pk}:{key}", "team": team.pk, "key": key},
         )
         locked, now, *row = cursor.fetchone()  # now: the database's clock (core.db)
     if not locked:
@@ -98,7 +99,7 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
         response.render()
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.IDEMPOTENCY_CLAIM,
+            idempotency_sql.IDEMPOTENCY_CLAIM,
             {
                 "team": team.pk, "user": acting.user.pk, "key": key, "fingerprint": fingerprint,
                 "status_code": response.status_code,

@@ -6,14 +6,14 @@ from django.db import connection, transaction
 
 from catalog.models import Gpu, GpuModel, Node, NodeState, Region
 from catalog.software import NO_REQUIRES, Requires
-from rentals import sql
 from rentals.availability import candidate_nodes
+from rentals.sql import capacity as capacity_sql
 
 
 def _free_by_node(*, starts_at, ends_at, node_ids):
     by_node = defaultdict(list)
     params = {"nodes": list(node_ids), "starts_at": starts_at, "ends_at": ends_at}
-    for gpu in Gpu.objects.raw(sql.FREE_ON_NODES, params):
+    for gpu in Gpu.objects.raw(capacity_sql.FREE_ON_NODES, params):
         by_node[gpu.node_id].append(gpu)
     return by_node
 
@@ -36,7 +36,7 @@ def place_locked(
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
         "starts_at": starts_at, "ends_at": ends_at, "region": region_id, **requires.params(),
     }  # fmt: skip
-    for node in Node.objects.raw(sql.PLACE, params):
+    for node in Node.objects.raw(capacity_sql.PLACE, params):
         node.region = Region.from_db(
             connection.alias,
             ["id", "slug", "name_en", "name_pl"],
@@ -132,7 +132,7 @@ def place_cluster_locked(
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.WHOLE_FREE_GROUPS,
+            capacity_sql.WHOLE_FREE_GROUPS,
             {"model": gpu_model.pk, "active": NodeState.ACTIVE, "nodes": node_count,
              "per_node": gpus_per_node, "starts_at": starts_at, "ends_at": ends_at,
              "region": region_id, **requires.params()},

@@ -201,7 +201,7 @@ INSTANT = timedelta(microseconds=1)
 def holdings_overlapping(*, starts_at: datetime, ends_at: datetime) -> QuerySet[AllocationGpu]:
     """The live (unreleased) holdings that overlap [starts_at, ends_at): a GPU is free for
     the window when none of them holds it. The same rule as the SQL clause
-    `rentals.sql.gpu_free` (and `gpu_held`), which placement and availability use; the
+    `rentals.sql.holdings.gpu_free` (and `gpu_held`), which placement and availability use; the
     exclusion constraint `rentals_allocationgpu_no_overlap` guards it."""
     return AllocationGpu.objects.filter(
         released=False, starts_at__lt=ends_at, ends_at__gt=starts_at

@@ -161,7 +161,7 @@ class TsTzRange(Func):
 class AllocationGpu(models.Model):
     """One GPU held for [starts_at, ends_at) by an allocation or by a maintenance window: the
     row the exclusion guards, so a booking and a window never hold a GPU at the same time,
-    whichever commits first, and every free-window read (`rentals.sql.gpu_free`) sees both.
+    whichever commits first, and every free-window read (`rentals.sql.holdings.gpu_free`) sees both.
 
     `int8range(gpu_id, gpu_id, '[]') WITH =` needs no btree_gist, which the embedded
     PostgreSQL lacks. A cancelled allocation releases its rows, freeing the time. A GPU swap
@@ -233,7 +233,7 @@ class AllocationGpu(models.Model):
                 name="rentals_ag_live_ends",
             ),
             # One node's live holdings from an instant on: "has some node room?" asks node
-            # after node and stops at the first with room (rentals.sql.ROOM_EXISTS).
+            # after node and stops at the first with room (rentals.sql.capacity.ROOM_EXISTS).
             models.Index(
                 fields=["node", "ends_at"],
                 include=["gpu", "starts_at"],
@@ -289,7 +289,7 @@ class AllocationEvent(models.Model):
             ),
         ]
         # The staff dashboard's stopped GPU-hours: each stop, and the first event after it
-        # that leaves "stopped", both read from these alone (rentals.sql.DASHBOARD_NOW).
+        # that leaves "stopped", both read from these alone (rentals.sql.dashboard.DASHBOARD_NOW).
         indexes = [
             models.Index(
                 fields=["allocation", "at", "id"], condition=Q(to_state=AllocationState.STOPPED),

@@ -31,7 +31,7 @@ class ImpairedSpanQuerySet(models.QuerySet):
 
 
 class ImpairedSpan(models.Model):
-    """One stretch of time in which held GPUs could not work (`rentals.sql.gpu_impaired`),
+    """One stretch of time in which held GPUs could not work (`rentals.sql.faults.IMPAIRED_NOW`),
     from the sync that opened it to the one that saw them work again (or to a replacement).
     A mark beside the paid period, which never moves: a credit is per span, once (the
     ledger's `rentals_ledgerentry_one_credit_per_span`). `gpus`: every GPU found impaired

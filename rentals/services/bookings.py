@@ -20,7 +20,6 @@ from accounts.access import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
 from core.db import db_clock, prefetched, retried_transaction, savepoint
 from core.versions import CATALOG, bump
-from rentals import sql
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
     Allocation,
@@ -44,6 +43,7 @@ from rentals.services.events import events_announce, ledger_announce, raise_if_l
 from rentals.services.notices import receipt_mail
 from rentals.services.quotes import no_capacity
 from rentals.services.spend import spend_limit_check
+from rentals.sql import booking as booking_sql
 
 
 @retried_transaction
@@ -173,7 +173,7 @@ def _as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now):
 
 
 def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, int], int, int]:
-    """Write the booking (`rentals.sql.BOOKING_WRITE`); back: the holdings' ids by GPU id,
+    """Write the booking (`rentals.sql.booking.BOOKING_WRITE`); back: the holdings' ids by GPU id,
     the events' ids by allocation id, the receipt's id and the charge's."""
     lead = allocations[0]
     params = {
@@ -194,7 +194,7 @@ def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, 
         "vcpus_per_gpu": quote.vcpus_per_gpu, "ram_gib_per_gpu": quote.ram_gib_per_gpu,
     }  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(sql.BOOKING_WRITE, params)
+        cursor.execute(booking_sql.BOOKING_WRITE, params)
         holdings, events, notice_id, charge_id = cursor.fetchone()
     return (
         {int(gpu): pk for gpu, pk in holdings.items()},

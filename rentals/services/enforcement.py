@@ -6,9 +6,9 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from core.db import db_now
-from rentals import sql
 from rentals.models import LIVE_STATES, AllocationEvent, AllocationState, EventKind
 from rentals.signals import allocation_events_recorded
+from rentals.sql import booking as booking_sql
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ def allocations_enforce(*, now: datetime | None = None) -> dict:
         if now is None:
             now = db_now()
         cursor.execute(
-            sql.ENFORCE_EXPIRE,
+            booking_sql.ENFORCE_EXPIRE,
             {
                 "to": AllocationState.EXPIRED,
                 "from": list(LIVE_STATES),
@@ -34,7 +34,7 @@ def allocations_enforce(*, now: datetime | None = None) -> dict:
         )
         expired_events = [row[0] for row in cursor.fetchall()]
         cursor.execute(
-            sql.ENFORCE_START,
+            booking_sql.ENFORCE_START,
             {
                 "to": AllocationState.RUNNING,
                 "from": [AllocationState.SCHEDULED],

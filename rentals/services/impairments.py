@@ -2,7 +2,7 @@
 
 The mark is `Allocation.impaired_since` with its spans (`ImpairedSpan`), set and cleared by
 `allocations_impairment_sync`, which runs after each poll's flags (anchorgpu/schedule.py) and
-reads one rule (`rentals.sql.IMPAIRED_NOW`: a fatal XID, AMD's RAS errors, a GPU gone from
+reads one rule (`rentals.sql.faults.IMPAIRED_NOW`: a fatal XID, AMD's RAS errors, a GPU gone from
 its exporter, or its node silent longer than IMPAIRED_NODE_AFTER). It is a mark, not a
 state: the paid period never moves. Owners get a notice and the webhooks
 `allocation.impaired` / `allocation.recovered` (from the events, in the same transaction).
@@ -23,7 +23,6 @@ from django.utils.translation import gettext as _
 from accounts.access import Operation, operator_require
 from catalog.models import NodeHealth
 from core.db import db_now, retried_transaction
-from rentals import sql
 from rentals.errors import NoSpare, NotImpaired
 from rentals.models import (
     Allocation,
@@ -37,6 +36,7 @@ from rentals.models import (
 from rentals.services.events import event_record, events_announce
 from rentals.services.notices import notices_queue
 from rentals.services.swaps import broken_params, gpus_swap, spare_find
+from rentals.sql import faults as faults_sql
 from telemetry.poll import stale_window
 
 STARTED = (AllocationState.RUNNING, AllocationState.STOPPED)
@@ -52,7 +52,7 @@ def impaired_now(*, now: datetime, only: UUID | None = None) -> dict[UUID, tuple
         "watched": watched_after(now),
     }  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(sql.IMPAIRED_NOW, params)
+        cursor.execute(faults_sql.IMPAIRED_NOW, params)
         return {row[0]: (list(row[1]), bool(row[2])) for row in cursor.fetchall()}
 
 

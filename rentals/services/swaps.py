@@ -18,9 +18,9 @@ from django.db import IntegrityError, connection
 from catalog.models import Gpu, Node, NodeHealth, NodeState
 from core.db import savepoint
 from core.versions import CATALOG, bump
-from rentals import sql
 from rentals.models import Allocation, AllocationEvent, AllocationGpu
 from rentals.services.events import event_record, raise_if_lost_race
+from rentals.sql import faults as faults_sql
 from telemetry.models import FlagKind
 
 # A node in these states answers nothing: its GPUs are no spares.
@@ -28,7 +28,7 @@ NODE_DOWN = (NodeHealth.UNREACHABLE, NodeHealth.STALE, NodeHealth.MALFORMED)
 
 
 def broken_params() -> dict:
-    """The parameters of `rentals.sql.gpu_broken`: which open flags mean a GPU cannot work."""
+    """The parameters of `rentals.sql.faults.gpu_broken`: which open flags mean a GPU cannot work."""
     return {
         "broken_kinds": [FlagKind.GPU_MISSING, FlagKind.RAS],
         "xid": FlagKind.XID,
@@ -47,7 +47,7 @@ class Spare:
 
 
 def _spare_gpus(node_id: int, params: dict) -> list[Gpu]:
-    return list(Gpu.objects.raw(sql.SPARE_GPUS, {**params, "node": node_id}))
+    return list(Gpu.objects.raw(faults_sql.SPARE_GPUS, {**params, "node": node_id}))
 
 
 def _locked_node(node_id: int) -> Node | None:
@@ -84,7 +84,7 @@ def spare_find(
     group = allocation.cluster.network_group if allocation.cluster_id else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            sql.SPARE_NODES,
+            faults_sql.SPARE_NODES,
             {**params, "model": allocation.gpu_model_id, "active": NodeState.ACTIVE,
              "region": node.region_id, "not_nodes": [node.pk], "down": list(NODE_DOWN),
              "group": group, "count": allocation.gpu_count, "whole": bool(group)},

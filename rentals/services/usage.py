@@ -8,8 +8,8 @@ from django.db import connection, transaction
 from django.db.models import Max
 
 from core.db import db_now
-from rentals import sql
 from rentals.models import AllocatedStep, Step
+from rentals.sql import dashboard as dashboard_sql
 from telemetry.rollup import STEP, bucket_floor
 
 logger = logging.getLogger(__name__)
@@ -24,12 +24,12 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
     """Write the GPUs allocated in each hour and day closed since the newest one written (on
     a first run, from CLOSED_STEPS_BACK ago), and each such day's ledger sums; back: the
     steps written per bucket. A step is closed when it ended before `now` and before every
-    open transaction began (`rentals.sql.STEPS_HORIZON`), so no booking still to commit can
+    open transaction began (`rentals.sql.dashboard.STEPS_HORIZON`), so no booking still to commit can
     add to it."""
     written = {}
     with connection.cursor() as cursor:
-        cursor.execute(sql.ACTIVITY_FRESH)
-        cursor.execute(sql.STEPS_HORIZON, {"now": now or db_now()})
+        cursor.execute(dashboard_sql.ACTIVITY_FRESH)
+        cursor.execute(dashboard_sql.STEPS_HORIZON, {"now": now or db_now()})
         horizon = cursor.fetchone()[0]
         if horizon is None:
             logger.warning(
@@ -45,12 +45,13 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
             written[bucket] = 0
             if first < end:
                 cursor.execute(
-                    sql.ALLOCATED_STEPS_CLOSE,
+                    dashboard_sql.ALLOCATED_STEPS_CLOSE,
                     {"unit": bucket, "step": f"1 {bucket}", "start": first, "end": end - step},
                 )
                 written[bucket] = cursor.rowcount
                 if bucket == Step.DAY:
                     cursor.execute(
-                        sql.LEDGER_DAYS_CLOSE, {"unit": bucket, "start": first, "end": end}
+                        dashboard_sql.LEDGER_DAYS_CLOSE,
+                        {"unit": bucket, "start": first, "end": end},
                     )
     return written

@@ -236,14 +236,22 @@ _WORDS = frozenset({"active", "running"})
 
 BAD = [
     ("formatting", "rentals/x.py", 'q = f"SELECT id FROM t WHERE id = {pk}"'),
-    ("formatting", "rentals/sql.py", 'Q = SQL(f"SELECT id FROM {table}")'),
-    ("formatting", "rentals/sql.py", 'Q = "SELECT id FROM t WHERE id = %s" % pk'),
-    ("formatting", "rentals/sql.py", 'Q = "SELECT id FROM t WHERE {w}".format(w=w)'),
-    ("formatting", "rentals/sql.py", 'Q = "SELECT id FROM t WHERE {w}"\nR = Q.format(w=w)'),
-    ("formatting", "rentals/sql.py", 'Q = "SELECT id FROM t WHERE " + where'),
+    ("formatting", "rentals/sql/capacity.py", 'Q = SQL(f"SELECT id FROM {table}")'),
+    ("formatting", "rentals/sql/capacity.py", 'Q = "SELECT id FROM t WHERE id = %s" % pk'),
+    ("formatting", "rentals/sql/capacity.py", 'Q = "SELECT id FROM t WHERE {w}".format(w=w)'),
+    (
+        "formatting",
+        "rentals/sql/capacity.py",
+        'Q = "SELECT id FROM t WHERE {w}"\nR = Q.format(w=w)',
+    ),
+    ("formatting", "rentals/sql/capacity.py", 'Q = "SELECT id FROM t WHERE " + where'),
     ("formatting", "telemetry/sql.py", 'part = part.replace("%(start)s", "%(start0)s")'),
     ("formatting", "telemetry/sql.py", 'Q = " UNION ALL ".join(parts)'),
-    ("enum_word", "rentals/sql.py", "Q = \"SELECT 1 FROM catalog_node WHERE state = 'active'\""),
+    (
+        "enum_word",
+        "rentals/sql/capacity.py",
+        "Q = \"SELECT 1 FROM catalog_node WHERE state = 'active'\"",
+    ),
     (
         "enum_word",
         "rentals/dashboard.py",
@@ -255,11 +263,20 @@ BAD = [
 ]
 
 GOOD = [
-    ("rentals/sql.py", 'Q = SQL("SELECT id FROM {} WHERE id = %(id)s").format(Identifier(t))'),
-    ("rentals/sql.py", 'Q = SQL(" UNION ALL ").join(SQL("({})").format(p) for p in parts)'),
-    ("rentals/sql.py", 'Q = "SELECT 1 FROM catalog_node WHERE state = %(active)s"'),
-    ("rentals/sql.py", "Q = \"SELECT 1 FROM t WHERE at > now() - interval '1 day' AND x <> ''\""),
-    ("rentals/sql.py", 'Q = SQL("a.state = ANY(%(states)s) AND {}").format(clause)'),
+    (
+        "rentals/sql/capacity.py",
+        'Q = SQL("SELECT id FROM {} WHERE id = %(id)s").format(Identifier(t))',
+    ),
+    (
+        "rentals/sql/capacity.py",
+        'Q = SQL(" UNION ALL ").join(SQL("({})").format(p) for p in parts)',
+    ),
+    ("rentals/sql/capacity.py", 'Q = "SELECT 1 FROM catalog_node WHERE state = %(active)s"'),
+    (
+        "rentals/sql/capacity.py",
+        "Q = \"SELECT 1 FROM t WHERE at > now() - interval '1 day' AND x <> ''\"",
+    ),
+    ("rentals/sql/capacity.py", 'Q = SQL("a.state = ANY(%(states)s) AND {}").format(clause)'),
     ("rentals/views.py", 'def f():\n    """Reads with SELECT … FOR UPDATE, in words."""'),
     ("rentals/views.py", 'm = _("Choose %(n)s GPUs or fewer.") % {"n": 8}'),
     ("rentals/views.py", 'key = f"fleet-dashboard:{days}:{now:%Y%m%d%H%M}"'),

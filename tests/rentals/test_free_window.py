@@ -1,4 +1,4 @@
-""" "Is this GPU free in this window" is one rule, written once for SQL (`rentals.sql.gpu_free`)
+""" "Is this GPU free in this window" is one rule, written once for SQL (`rentals.sql.holdings.gpu_free`)
 and once for the ORM (`rentals.selectors.holdings_overlapping`): both give the same GPUs,
 at the edges of a holding too."""
 
@@ -12,7 +12,7 @@ from catalog.models import Gpu
 from core.db import db_now
 from rentals.models import AllocationGpu
 from rentals.selectors import holdings_at, holdings_overlapping
-from rentals.sql import gpu_free
+from rentals.sql.holdings import gpu_free
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db
