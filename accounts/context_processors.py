@@ -1,6 +1,6 @@
 """The team switcher in the header: the signed-in person's teams and the one they act for."""
 
-from accounts.access import acting_for_session
+from accounts.roles import acting_for_session
 from accounts.teams import teams_of
 
 

@@ -21,7 +21,7 @@ def token_hash(raw: str) -> str:
 
 
 class Role(models.TextChoices):
-    """What a member may do in a team (accounts/access.py holds the whole matrix)."""
+    """What a member may do in a team (accounts/roles.py holds the whole matrix)."""
 
     OWNER = "owner", _("owner")
     MEMBER = "member", _("member")

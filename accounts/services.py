@@ -10,9 +10,9 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from accounts.access import ALLOWED, acting_as
 from accounts.errors import NotAllowed, TooManyTokens, TooSoon
 from accounts.models import ApiToken, Profile, Role, Team, token_hash
+from accounts.roles import ALLOWED, acting_as
 from core.db import db_now
 
 

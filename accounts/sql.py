@@ -1,4 +1,4 @@
-"""Accounts' hand-written SQL: the two statements `accounts.access` asks on every request.
+"""Accounts' hand-written SQL: the two statements `accounts.roles` asks on every request.
 
 Composed with `psycopg.sql` and rendered to plain text once, as every app's `sql.py` is
 (docs/architecture.md, "Where SQL lives").

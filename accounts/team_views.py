@@ -12,10 +12,10 @@ from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from accounts.access import TEAM_SESSION_KEY, Action, acting_as
 from accounts.adapter import INVITATION_SESSION_KEY
 from accounts.buyer import buyer_problems, country_codes, country_name, team_tax_treatment
 from accounts.models import Membership, Role, Team
+from accounts.roles import TEAM_SESSION_KEY, Action, acting_as
 from accounts.teams import (
     email_mask,
     invitation_accept,

@@ -17,7 +17,6 @@ from django.db.models import F, ProtectedError, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, Action
 from accounts.buyer import buyer_check, buyer_problems, stored_tax_treatment, team_tax_treatment
 from accounts.errors import (
     AlreadyMember,
@@ -39,6 +38,7 @@ from accounts.models import (
     Team,
     token_hash,
 )
+from accounts.roles import Acting, Action
 from accounts.signin import has_second_factor
 from core.db import db_now
 from core.money import amount_check, default_currency

@@ -17,10 +17,10 @@ from django.utils.translation import gettext_lazy
 from django.views import i18n
 from django.views.decorators.http import require_POST
 
-from accounts.access import acting_for_request
 from accounts.errors import TooSoon
 from accounts.middleware import SESSION_KEY, preferences_remember
 from accounts.models import ApiToken, Profile, SshKey
+from accounts.roles import acting_for_request
 from accounts.selectors import profile_for, sign_in_history
 from accounts.services import (
     account_preferences_set,

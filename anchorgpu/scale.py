@@ -43,8 +43,8 @@ from django.contrib.auth.hashers import make_password
 from django.db import connection, transaction
 from django.db.models import Max
 
-from accounts.access import personal_team
 from accounts.models import Role, Team
+from accounts.roles import personal_team
 from anchorgpu import sql
 from catalog.demo import HOST_SHARE, gpu_identity, seed_catalog
 from catalog.models import GpuModel, GpuPrice, Node, Region, RentalPeriod

@@ -5,8 +5,8 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from accounts.access import Action, acting_as
 from accounts.models import Team
+from accounts.roles import Action, acting_as
 from audit.errors import BadAuditFilter
 from audit.selectors import ACTIONS, AuditPage, audit_filter, audit_page
 from core.decorators import staff_required

@@ -23,7 +23,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, Action
+from accounts.roles import Acting, Action
 from invoices.errors import BadMonth, InvoiceNotFound
 from invoices.models import (
     RATE_MAX_AGE_DAYS,

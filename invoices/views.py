@@ -7,7 +7,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from invoices import documents, selectors
 from invoices.errors import BadMonth
 from invoices.fa3 import xml_enabled

@@ -2,8 +2,8 @@
 
 from django.db.models import Count, Q, Sum
 
-from accounts.access import Acting, Action
 from accounts.models import BillingMode, Team, TeamCreditLimit
+from accounts.roles import Acting, Action
 from invoices.models import Invoice, InvoiceKind
 from invoices.selectors import invoice_today
 from payments.models import (

@@ -24,8 +24,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, Action
 from accounts.models import BillingMode, Team, TeamCreditLimit
+from accounts.roles import Acting, Action
 from core.db import db_now
 from core.money import amount_check
 from invoices.models import Invoice, InvoiceKind, InvoicePayment, PaymentSource

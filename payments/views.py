@@ -13,8 +13,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
-from accounts.access import Action, acting_as, acting_for_request
 from accounts.models import Team
+from accounts.roles import Action, acting_as, acting_for_request
 from core.errors import DomainError
 from payments import selectors, services, statements
 from payments.models import Payment, PaymentState

@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 from translated_fields import TranslatedFieldAdmin
 
-from accounts.access import Operation, operator_acting, operator_can
+from accounts.roles import Operation, operator_acting, operator_can
 from catalog.models import RentalPeriod
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
 from core.errors import DomainError

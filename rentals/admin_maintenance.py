@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from accounts.access import Operation, operator_can
+from accounts.roles import Operation, operator_can
 from catalog.models import Gpu, Node, NodeState
 from core.admin import ReadOnlyInline
 from core.errors import DomainError

@@ -13,8 +13,8 @@ from django.core.exceptions import ValidationError
 from django.db.models import F
 from django.utils import timezone
 
-from accounts.access import acting_as, personal_team
 from accounts.models import BillingMode, SshKey, Team
+from accounts.roles import acting_as, personal_team
 from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu, NodeState
 from core.errors import DomainError

@@ -20,7 +20,7 @@ from django.http import HttpResponse
 from django.utils.translation import gettext as _
 from rest_framework.views import APIView
 
-from accounts.access import Acting, acting_for_request
+from accounts.roles import Acting, acting_for_request
 from core.db import Retry, db_now, retried_transaction
 from core.errors import DomainError
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused

@@ -1,4 +1,4 @@
-"""Reads of rentals, each for an acting person and team (accounts.access): what they may
+"""Reads of rentals, each for an acting person and team (accounts.roles): what they may
 see and act on, quotes, the ledger; and a person's notices."""
 
 from collections.abc import Iterator
@@ -23,7 +23,7 @@ from django.db.models import (
     When,
 )
 
-from accounts.access import Acting, Action
+from accounts.roles import Acting, Action
 from catalog.models import RentalPeriod
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money, quantize
 from core.pagination import SortKey, keyset_filter
@@ -263,7 +263,7 @@ def quote_get(*, acting: Acting, pk) -> Quote | None:
 
 def team_of_rental(model, *, pk) -> int | None:
     """The team whose allocation, cluster or quote `pk` is, whoever asks: only to find which
-    of a person's teams to read it as (accounts.access.acting_for_team_of), never shown."""
+    of a person's teams to read it as (accounts.roles.acting_for_team_of), never shown."""
     return model.objects.filter(pk=pk).values_list("team_id", flat=True).first()
 
 

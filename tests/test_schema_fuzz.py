@@ -26,8 +26,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from accounts.access import acting_as, personal_team
 from accounts.models import ApiToken
+from accounts.roles import acting_as, personal_team
 from accounts.services import api_token_create
 from accounts.ssh_keys import ssh_key_add
 from catalog.models import Gpu

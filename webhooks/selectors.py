@@ -4,7 +4,7 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 
-from accounts.access import Acting, Action
+from accounts.roles import Acting, Action
 from core.versions import WEBHOOK_TEAMS, versioned_copy
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 

@@ -22,8 +22,8 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from standardwebhooks.webhooks import Webhook
 
-from accounts.access import Acting, Action
 from accounts.errors import NotAllowed
+from accounts.roles import Acting, Action
 from core.db import db_now, lease_free
 from core.publish import publish
 from core.sealed import InvalidToken, reseal, seal, unseal

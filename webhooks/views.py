@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from core.errors import DomainError
 from webhooks import selectors, services
 from webhooks.models import EventType

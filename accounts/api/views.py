@@ -13,10 +13,10 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.access import Action, acting_for_request, acting_for_team
 from accounts.buyer import buyer_problems, team_tax_treatment
 from accounts.errors import NotAllowed
 from accounts.models import ApiToken, Membership, Role, SshKey, Team
+from accounts.roles import Action, acting_for_request, acting_for_team
 from accounts.services import api_token_create, api_token_exchange, api_token_revoke
 from accounts.signin import sign_in
 from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of

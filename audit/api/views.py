@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import Action, acting_for_request
+from accounts.roles import Action, acting_for_request
 from audit.api.serializers import AuditPageOut, AuditQueryIn
 from audit.selectors import audit_filter, audit_page
 from core.problems import PROBLEM

@@ -8,7 +8,7 @@ from rest_framework import generics
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.views import APIView
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from core.problems import PROBLEM
 from invoices import documents, selectors
 from invoices.api.serializers import (

@@ -8,7 +8,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import acting_for_team
+from accounts.roles import acting_for_team
 from core.problems import PROBLEM
 from payments import selectors, services, statements, webhooks
 from payments.api.serializers import (

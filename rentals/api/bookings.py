@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from core.problems import PROBLEM
 from rentals import selectors, services
 from rentals.access import access_of

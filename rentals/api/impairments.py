@@ -9,7 +9,7 @@ from rest_framework import permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from core.money import quantize
 from core.problems import PROBLEM
 from rentals import selectors

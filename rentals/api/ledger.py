@@ -6,7 +6,7 @@ from rest_framework import generics
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from core.problems import PROBLEM
 from core.renderers import CSVRenderer
 from rentals import selectors

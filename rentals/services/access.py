@@ -11,9 +11,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, Action
 from accounts.errors import NotAllowed
 from accounts.models import SshKey
+from accounts.roles import Acting, Action
 from catalog.services import node_software_record
 from core.db import db_now
 from rentals.models import (

@@ -16,8 +16,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Sum
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, Action
 from accounts.errors import NotAllowed
+from accounts.roles import Acting, Action
 from catalog.models import Gpu, OptionBilling
 from core.db import db_now, retried_transaction, savepoint
 from core.errors import Conflict

@@ -16,7 +16,7 @@ from django.db import IntegrityError, connection
 from django.db.models import Exists, OuterRef
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, Action
+from accounts.roles import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
 from core.db import db_clock, prefetched, retried_transaction, savepoint
 from core.versions import CATALOG, bump

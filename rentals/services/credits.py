@@ -17,7 +17,7 @@ from decimal import Decimal
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from accounts.access import Operation, operator_require
+from accounts.roles import Operation, operator_require
 from core.db import db_now, retried_transaction, savepoint
 from core.errors import DomainError
 from core.money import quantize

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
-from accounts.access import Operation, operator_require
+from accounts.roles import Operation, operator_require
 from catalog.models import NodeHealth
 from core.db import db_now, retried_transaction
 from rentals.errors import NoSpare, NotImpaired

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from accounts.access import Operation, operator_require
+from accounts.roles import Operation, operator_require
 from catalog.models import Gpu, Node, NodeState
 from core.db import db_now, retried_transaction, savepoint
 from core.errors import Conflict

@@ -11,9 +11,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from accounts.access import Acting, Action
 from accounts.buyer import team_tax_treatment
 from accounts.models import Team
+from accounts.roles import Acting, Action
 from catalog.models import GpuModel, NodeState, Option, OptionBilling, Region, RentalPeriod
 from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
 from catalog.software import NO_REQUIRES, Requires, requires_errors

@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 
-from accounts.access import Acting, acting_for_session
+from accounts.roles import Acting, acting_for_session
 from core.money import money_text
 from rentals.errors import KeyInFlight
 

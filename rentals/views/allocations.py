@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from accounts.access import (
+from accounts.roles import (
     Acting,
     Action,
     acting_for_request,

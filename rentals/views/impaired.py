@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from accounts.access import Operation, operator_can
+from accounts.roles import Operation, operator_can
 from core.errors import DomainError
 from core.money import money_text
 from rentals import selectors

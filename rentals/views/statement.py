@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from core.csv import csv_response
 from core.pagination import aware_datetime, keyset_page
 from rentals import selectors

@@ -12,8 +12,8 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from accounts.access import acting_as
 from accounts.models import Profile, SignIn
+from accounts.roles import acting_as
 from rentals.models import Allocation
 from rentals.services import quote_create
 

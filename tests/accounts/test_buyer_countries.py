@@ -11,8 +11,8 @@ from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
-from accounts.access import acting_as, personal_team
 from accounts.models import BuyerReview, Team
+from accounts.roles import acting_as, personal_team
 from accounts.teams import team_buyer_set, teams_buyer_recheck
 from core.vat import TaxTreatment
 from rentals.services import quote_create

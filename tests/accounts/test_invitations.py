@@ -14,8 +14,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from accounts.access import acting_as
 from accounts.models import Invitation, Membership
+from accounts.roles import acting_as
 from accounts.teams import invitation_create, team_create
 from tests.conftest import person
 

@@ -1,4 +1,4 @@
-"""The role matrix, generated from the one table in accounts/access.py: every action × every
+"""The role matrix, generated from the one table in accounts/roles.py: every action × every
 role × every kind of credential, over the API and the pages, each tried for real and judged
 by what it changed or showed, never by the table itself.
 
@@ -20,8 +20,8 @@ from django.db import transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
-from accounts.access import ROLES, TABLE, TEAM_SESSION_KEY, Action, acting_as
 from accounts.models import Invitation, Membership, Role, Team
+from accounts.roles import ROLES, TABLE, TEAM_SESSION_KEY, Action, acting_as
 from accounts.services import api_token_create
 from accounts.teams import team_create
 from core.problems import PROBLEM_CONTENT_TYPE

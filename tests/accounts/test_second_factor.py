@@ -19,8 +19,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.access import acting_as
 from accounts.models import Membership, Role, SignIn
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from accounts.signin import SECOND_FACTOR_THRESHOLD
 from accounts.teams import team_create

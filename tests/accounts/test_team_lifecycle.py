@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from accounts.access import acting_as
 from accounts.errors import PersonalTeam, TeamHasHistory
 from accounts.models import ApiToken, Invitation, Membership, Role, Team
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from accounts.teams import invitation_create, team_create, team_delete
 from rentals.models import Allocation

@@ -10,9 +10,9 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from rest_framework.test import APIClient
 
-from accounts.access import acting_as, personal_team
 from accounts.errors import LastOwner
 from accounts.models import Invitation, Membership, Role
+from accounts.roles import acting_as, personal_team
 from accounts.services import api_token_create
 from accounts.teams import (
     invitation_create,

@@ -20,8 +20,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from accounts.access import acting_as
 from accounts.models import ApiToken, Membership, Team
+from accounts.roles import acting_as
 from core.sealed import unseal
 from rentals import selectors
 from rentals.models import IdempotencyKey, Quote

@@ -13,8 +13,8 @@ from django.db import DatabaseError, connection, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
-from accounts.access import acting_as
 from accounts.models import ApiToken, Membership, Role
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from accounts.teams import team_create
 from audit.errors import BadAuditFilter

@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import Gpu, GpuPrice, Node, PriceChange, RentalPeriod
 from rentals.services import quote_create
 

@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import NodeState
 from catalog.selectors import catalog_rows
 from rentals.services import quote_create

@@ -21,7 +21,7 @@ def test_demo_staff_cannot_set_prices_but_the_pricing_account_can():
 
 
 def test_the_demo_fleet_has_a_fabric_group_that_books_as_a_cluster():
-    from accounts.access import acting_as
+    from accounts.roles import acting_as
     from rentals.services import quote_create
 
     seed_catalog()

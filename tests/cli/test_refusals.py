@@ -7,8 +7,8 @@ import json
 import pytest
 from django.utils import timezone
 
-from accounts.access import acting_as
 from accounts.models import ApiToken
+from accounts.roles import acting_as
 from core.errors import DomainError
 from rentals.models import Allocation, LedgerEntry, Quote
 from rentals.services import allocation_book, quote_create

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from accounts.access import acting_as, personal_team
+from accounts.roles import acting_as, personal_team
 from accounts.ssh_keys import ssh_key_add
 from accounts.teams import team_create
 from catalog.demo import seed_catalog, seed_users

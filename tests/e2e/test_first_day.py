@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from accounts.access import acting_as, personal_team
 from accounts.models import ApiToken, Invitation, Membership
+from accounts.roles import acting_as, personal_team
 from accounts.ssh_keys import ssh_key_add
 from accounts.teams import team_create
 from catalog.demo import seed_catalog

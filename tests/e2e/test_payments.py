@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from payments.services import card_save
 from tests.e2e.conftest import axe_serious, login, screenshot
 from tests.e2e.test_booking import get_quote

@@ -139,7 +139,7 @@ def test_an_issued_invoice_refuses_update_and_delete(allocation):
 
 def test_the_pdf_numbers_lines_from_1_as_the_xml_does(catalog, alice, pln_rates):
     """An invoice issued for a booking (its lines' positions are the quote's, from 0)."""
-    from accounts.access import acting_as
+    from accounts.roles import acting_as
     from rentals.services import allocation_book, quote_create
 
     acting = acting_as(alice)

@@ -15,7 +15,7 @@ from django.core import mail
 from django.utils import timezone
 from lxml import etree
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from invoices import fa3
 from invoices.models import ExchangeRate, HeldInvoice, Invoice, InvoiceKind
 from invoices.selectors import invoices_held

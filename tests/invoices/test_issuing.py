@@ -11,7 +11,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from invoices.models import Invoice, InvoiceCounter, InvoiceKind
 from rentals.models import ImpairedSpan, LedgerEntry, LedgerKind
 from rentals.services import allocation_book, allocation_cancel, allocation_extend, quote_create

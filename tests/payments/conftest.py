@@ -5,8 +5,8 @@ import uuid
 import pytest
 from django.conf import settings
 
-from accounts.access import acting_as, personal_team
 from accounts.models import BillingMode, Team
+from accounts.roles import acting_as, personal_team
 from payments import processor
 from payments.services import card_save
 

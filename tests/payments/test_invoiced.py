@@ -7,8 +7,8 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from accounts.access import personal_team
 from accounts.models import BillingMode, Team, TeamCreditLimit
+from accounts.roles import personal_team
 from invoices.models import Invoice, InvoiceKind
 from rentals.models import Allocation, LedgerEntry
 from tests.payments.conftest import book, quote

@@ -12,8 +12,8 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from accounts.access import personal_team
 from accounts.models import BillingMode, Team, TeamCreditLimit
+from accounts.roles import personal_team
 from accounts.services import api_token_create
 from invoices.models import Invoice, InvoiceKind
 from payments.models import CashEntry, CashKind, Payment, PaymentState

@@ -137,7 +137,7 @@ def test_customers_cannot_upload(catalog, alice_api):
 
 
 def test_a_payment_recorded_by_hand_is_applied_and_audited(catalog, alice, alice_api, staff):
-    from accounts.access import acting_as  # noqa: PLC0415
+    from accounts.roles import acting_as  # noqa: PLC0415
     from audit.models import CashAudit  # noqa: PLC0415
     from payments.services import payment_record  # noqa: PLC0415
 

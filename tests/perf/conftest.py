@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from anchorgpu.launcher import free_port, wait_for_port
 from rentals.services import allocation_book
 

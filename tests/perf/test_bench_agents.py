@@ -22,7 +22,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.demo import seed_catalog
 from catalog.models import Node
 from rentals.access import gpu_variable, state_with_generation

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.demo import seed_catalog
 from catalog.models import GpuModel
 from core.db import db_now

@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from payments import processor
 from payments.models import Payment, PaymentState

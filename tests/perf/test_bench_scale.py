@@ -28,7 +28,7 @@ from django.db import connection, transaction
 from django.test import Client
 from psycopg.sql import SQL, Literal
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from anchorgpu.scale import CUSTOMER, STAFF, generate_scale
 from catalog.models import GpuModel
 from core.db import db_now

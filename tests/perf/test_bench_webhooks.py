@@ -10,7 +10,7 @@ from celery.contrib.testing.worker import start_worker
 from django.core.cache import cache
 from django.db import transaction
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from anchorgpu.celery import app
 from tests.anchorgpu.test_celery import wait_for
 from tests.perf.conftest import report

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from django.db import connection, connections
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from rentals.errors import NoCapacity
 from rentals.services import allocation_book, allocation_cancel, quote_create
 

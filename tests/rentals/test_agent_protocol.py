@@ -12,8 +12,8 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.access import acting_as
 from accounts.models import Membership
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from accounts.ssh_keys import ssh_key_add
 from accounts.teams import team_create

@@ -11,7 +11,7 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from rentals.dashboard import fleet_dashboard, fleet_over_time, revenue, step_for
 from rentals.models import (
     AllocatedStep,

@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import Gpu, RentalPeriod
 from catalog.services import gpu_price_set
 from core.errors import Conflict

@@ -10,7 +10,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import GpuModel, Node, NodeState
 from core.db import db_now
 from rentals.availability import availability_days, candidate_nodes, fits, start_windows

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import NodeState
 from catalog.services import gpu_price_set
 from rentals.models import AllocationGpu

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import GpuModel, RentalPeriod
 from catalog.services import gpu_price_set
 from core.errors import DomainError

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from django.db import connections
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu, Cluster, LedgerEntry

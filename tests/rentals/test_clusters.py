@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import Gpu
 from core.db import db_now
 from rentals import availability, sql

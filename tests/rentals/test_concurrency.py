@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.http import JsonResponse
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from catalog.models import Node, NodeState
 from rentals.idempotency import respond_once

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import Node, NodeHealth
 from core.db import db_now
 from rentals.errors import NotImpaired

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.services import gpu_price_set
 from rentals.forms import QuoteForm
 from rentals.models import Quote, QuoteLine

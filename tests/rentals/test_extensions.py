@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import OptionPrice
 from catalog.services import gpu_price_set
 from rentals.errors import QuoteExpired, QuoteUsed

@@ -8,7 +8,7 @@ import time_machine
 from django.utils import timezone
 from rest_framework.throttling import ScopedRateThrottle
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from rentals.models import Allocation, LedgerEntry, Quote
 from rentals.services import quote_create, quotes_expired_purge
 from tests.rentals.helpers import book

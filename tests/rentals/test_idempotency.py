@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
 from rentals.services import quote_create
 from tests.rentals.helpers import book

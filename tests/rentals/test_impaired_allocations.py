@@ -11,7 +11,7 @@ from django.core import mail
 from django.db import connection
 from rest_framework.test import APIClient
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import account_preferences_set
 from core.db import db_now
 from rentals.models import (

@@ -14,8 +14,8 @@ from django.db import connection
 from django.utils import translation
 from rest_framework.test import APIClient
 
-from accounts.access import acting_as
 from accounts.errors import NotAllowed
+from accounts.roles import acting_as
 from accounts.services import account_preferences_set
 from catalog.models import Node, NodeState
 from core.db import db_now

@@ -11,7 +11,7 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 from django.utils import timezone, translation
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import account_preferences_set
 from catalog.models import GpuModel, RentalPeriod
 from catalog.services import gpu_price_set

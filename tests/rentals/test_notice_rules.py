@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import account_preferences_set
 from rentals.models import RECEIPTS, Notice
 from rentals.services import (

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.services import gpu_price_set
 from rentals.models import Allocation, LedgerEntry, Quote
 from rentals.services import allocation_cancel, allocation_stop, quote_create

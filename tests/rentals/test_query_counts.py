@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create

@@ -8,7 +8,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.services import gpu_price_set
 from core.money import Money
 from rentals.errors import NoCapacity

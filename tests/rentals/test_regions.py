@@ -5,7 +5,7 @@ import uuid
 import pytest
 from django.core.exceptions import ValidationError
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, Quote
 from rentals.services import allocation_book, quote_create

@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import GpuModel
 from catalog.services import node_software_record
 from catalog.software import Requires

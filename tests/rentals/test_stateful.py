@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from core.errors import DomainError
 from rentals.models import Allocation
 from rentals.services import (

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel, allocation_stop
 from rentals.views import allocations as allocation_views

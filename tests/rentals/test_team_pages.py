@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from accounts.access import TEAM_SESSION_KEY, acting_as, personal_team
+from accounts.roles import TEAM_SESSION_KEY, acting_as, personal_team
 from accounts.teams import team_create
 from catalog.models import Option
 from rentals.models import Allocation, ImpairedSpan, Quote

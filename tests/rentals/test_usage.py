@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import Gpu, Node, NodeHealth
 from rentals.allocation_usage import allocation_usage, stopped_spans
 from rentals.dashboard import (

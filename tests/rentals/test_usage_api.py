@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from accounts.services import api_token_create
 from catalog.models import Gpu, Node, NodeState
 from rentals.models import LedgerEntry, LedgerKind

@@ -11,9 +11,9 @@ from django.core.exceptions import ValidationError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accounts.access import acting_as, personal_team
 from accounts.errors import NotAllowed
 from accounts.models import Team
+from accounts.roles import acting_as, personal_team
 from accounts.teams import team_buyer_set
 from catalog.services import gpu_price_set
 from core.db import db_now

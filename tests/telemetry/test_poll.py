@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from catalog.models import ExporterKind, NodeHealth
 from rentals.services import allocation_stop, gpu_activity_flags_update
 from telemetry.models import Flag, GpuRollup, GpuSample, Poll

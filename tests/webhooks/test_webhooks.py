@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from standardwebhooks.webhooks import Webhook
 
-from accounts.access import acting_as
+from accounts.roles import acting_as
 from rentals.models import Notice, NoticeKind
 from rentals.services import (
     allocation_extend,

@@ -7,7 +7,7 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import acting_for_request
+from accounts.roles import acting_for_request
 from core.problems import PROBLEM
 from webhooks import selectors, services
 from webhooks.api.serializers import (

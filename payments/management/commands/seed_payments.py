@@ -5,8 +5,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from accounts.access import acting_as, personal_team
 from accounts.models import BillingMode, Team
+from accounts.roles import acting_as, personal_team
 from core.db import db_now
 from core.errors import DomainError
 from payments import processor
