@@ -16,8 +16,8 @@ from accounts.errors import BadCredentials, LockedOut
 from accounts.middleware import preferences_remember
 from accounts.models import SignInMethod
 from accounts.selectors import profile_for
+from accounts.services.teams import invitation_usable
 from accounts.signin import has_second_factor, password_check, sign_in_record
-from accounts.teams import invitation_usable
 
 INVITATION_SESSION_KEY = "invitation_token"
 

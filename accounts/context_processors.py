@@ -1,7 +1,7 @@
 """The team switcher in the header: the signed-in person's teams and the one they act for."""
 
 from accounts.roles import acting_for_session
-from accounts.teams import teams_of
+from accounts.services.teams import teams_of
 
 
 def teams(request):

@@ -95,4 +95,4 @@ class TooSoon(DomainError):
     status = 429
     code = "too_soon"
     title = gettext_lazy("Too soon")
-    retry_after = 180  # seconds: accounts.services.CONFIRMATION_RESEND_SECONDS
+    retry_after = 180  # seconds: accounts.services.profile.CONFIRMATION_RESEND_SECONDS

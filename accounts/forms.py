@@ -18,8 +18,8 @@ from accounts.errors import (
     SecondFactorMissing,
     SecondFactorWrong,
 )
+from accounts.services.teams import invitation_find
 from accounts.signin import second_factor_check, second_factor_code_spend
-from accounts.teams import invitation_find
 
 
 class _CountedCode:

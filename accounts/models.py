@@ -155,7 +155,7 @@ class Team(models.Model):
     # Every member must sign in with a second factor to act for the team (an owner's
     # setting; staff may set it in the admin).
     require_second_factor = models.BooleanField(default=False, db_default=False)
-    # The buyer on invoices (owners and billing members set them; accounts.teams checks the
+    # The buyer on invoices (owners and billing members set them; accounts.services.teams checks the
     # VAT ID). A team without a legal name is a consumer: it pays the domestic VAT rate.
     legal_name = models.CharField(max_length=200, blank=True, db_default="", default="")
     address = models.TextField(blank=True, db_default="", default="")

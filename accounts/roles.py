@@ -49,7 +49,7 @@ class Action(StrEnum):
     REQUIRE_SECOND_FACTOR = "require_second_factor"
     SET_BUYER = "set_buyer"  # the team's buyer details on invoices
     READ_AUDIT = "read_audit"  # the team's audit log (page and API)
-    DELETE_TEAM = "delete_team"  # a team without history (accounts.teams.team_delete)
+    DELETE_TEAM = "delete_team"  # a team without history (accounts.services.teams.team_delete)
     MANAGE_CARDS = "manage_cards"  # save, remove and choose the default card (payments)
 
 

@@ -16,7 +16,7 @@ from accounts.adapter import INVITATION_SESSION_KEY
 from accounts.buyer import buyer_problems, country_codes, country_name, team_tax_treatment
 from accounts.models import Membership, Role, Team
 from accounts.roles import TEAM_SESSION_KEY, Action, acting_as
-from accounts.teams import (
+from accounts.services.teams import (
     email_mask,
     invitation_accept,
     invitation_addressed_to,

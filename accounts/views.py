@@ -22,14 +22,10 @@ from accounts.middleware import SESSION_KEY, preferences_remember
 from accounts.models import ApiToken, Profile, SshKey
 from accounts.roles import acting_for_request
 from accounts.selectors import profile_for, sign_in_history
-from accounts.services import (
-    account_preferences_set,
-    api_token_create,
-    api_token_revoke,
-    email_confirmation_resend,
-)
-from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
-from accounts.teams import teams_of
+from accounts.services.profile import account_preferences_set, email_confirmation_resend
+from accounts.services.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
+from accounts.services.teams import teams_of
+from accounts.services.tokens import api_token_create, api_token_revoke
 from core.errors import DomainError
 
 
@@ -239,7 +235,7 @@ class ConfirmationResendForm(forms.Form):
 @require_POST
 def confirmation_resend_page(request):
     """ "Send the link again" on the "check your inbox" page: the same answer for any
-    address (accounts.services.email_confirmation_resend)."""
+    address (accounts.services.profile.email_confirmation_resend)."""
     form = ConfirmationResendForm(request.POST)
     if not form.is_valid():
         messages.error(request, _("Give the e-mail address you signed up with."))

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accounts.models import BillingMode, SshKey, Team
 from accounts.roles import acting_as, personal_team
-from accounts.ssh_keys import ssh_key_add
+from accounts.services.ssh_keys import ssh_key_add
 from catalog.models import Gpu, NodeState
 from core.errors import DomainError
 from rentals.models import AllocatedStep, Allocation, LedgerDay, Notice

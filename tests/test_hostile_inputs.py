@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from rentals.models import Allocation, LedgerEntry, Quote
 from telemetry.models import Flag
 from tests.rentals.helpers import book

@@ -28,8 +28,8 @@ from schemathesis.specs.openapi.checks import (
 
 from accounts.models import ApiToken
 from accounts.roles import acting_as, personal_team
-from accounts.services import api_token_create
-from accounts.ssh_keys import ssh_key_add
+from accounts.services.ssh_keys import ssh_key_add
+from accounts.services.tokens import api_token_create
 from catalog.models import Gpu
 from core.sealed import seal
 from invoices.models import Invoice

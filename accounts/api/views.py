@@ -17,10 +17,8 @@ from accounts.buyer import buyer_problems, team_tax_treatment
 from accounts.errors import NotAllowed
 from accounts.models import ApiToken, Membership, Role, SshKey, Team
 from accounts.roles import Action, acting_for_request, acting_for_team
-from accounts.services import api_token_create, api_token_exchange, api_token_revoke
-from accounts.signin import sign_in
-from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
-from accounts.teams import (
+from accounts.services.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
+from accounts.services.teams import (
     invitation_create,
     invitation_revoke,
     invitations_waiting,
@@ -31,6 +29,8 @@ from accounts.teams import (
     team_update,
     teams_of,
 )
+from accounts.services.tokens import api_token_create, api_token_exchange, api_token_revoke
+from accounts.signin import sign_in
 from core.money import DECIMAL_PLACES, MAX_DIGITS, default_currency, quantize
 from core.problems import PROBLEM
 

@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from accounts.roles import acting_for_request, acting_for_team_of
-from accounts.ssh_keys import ssh_keys_of
+from accounts.services.ssh_keys import ssh_keys_of
 from catalog.models import GpuModel, NodeState, Region, RentalPeriod
 from catalog.selectors import gpu_price_history
 from catalog.software import NO_REQUIRES, REQUIRES, Requires, requires_errors

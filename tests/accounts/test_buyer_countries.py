@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from accounts.models import BuyerReview, Team
 from accounts.roles import acting_as, personal_team
-from accounts.teams import team_buyer_set, teams_buyer_recheck
+from accounts.services.teams import team_buyer_set, teams_buyer_recheck
 from core.vat import TaxTreatment
 from rentals.services import quote_create
 

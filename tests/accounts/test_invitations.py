@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from accounts.models import Invitation, Membership
 from accounts.roles import acting_as
-from accounts.teams import invitation_create, team_create
+from accounts.services.teams import invitation_create, team_create
 from tests.conftest import person
 
 

@@ -22,8 +22,8 @@ from rest_framework.test import APIClient
 
 from accounts.models import Invitation, Membership, Role, Team
 from accounts.roles import ROLES, TABLE, TEAM_SESSION_KEY, Action, acting_as
-from accounts.services import api_token_create
-from accounts.teams import team_create
+from accounts.services.teams import team_create
+from accounts.services.tokens import api_token_create
 from core.problems import PROBLEM_CONTENT_TYPE
 from invoices.models import Invoice
 from rentals.models import Allocation

@@ -21,9 +21,9 @@ from rest_framework.test import APIClient
 
 from accounts.models import Membership, Role, SignIn
 from accounts.roles import acting_as
-from accounts.services import api_token_create
+from accounts.services.teams import team_create
+from accounts.services.tokens import api_token_create
 from accounts.signin import SECOND_FACTOR_THRESHOLD
-from accounts.teams import team_create
 from tests.rentals.helpers import book
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ import pytest
 from accounts.errors import PersonalTeam, TeamHasHistory
 from accounts.models import ApiToken, Invitation, Membership, Role, Team
 from accounts.roles import acting_as
-from accounts.services import api_token_create
-from accounts.teams import invitation_create, team_create, team_delete
+from accounts.services.teams import invitation_create, team_create, team_delete
+from accounts.services.tokens import api_token_create
 from rentals.models import Allocation
 from tests.conftest import person
 from tests.rentals.helpers import book

@@ -13,14 +13,14 @@ from rest_framework.test import APIClient
 from accounts.errors import LastOwner
 from accounts.models import Invitation, Membership, Role
 from accounts.roles import acting_as, personal_team
-from accounts.services import api_token_create
-from accounts.teams import (
+from accounts.services.teams import (
     invitation_create,
     membership_remove,
     membership_role_set,
     team_create,
     team_spend_limit_set,
 )
+from accounts.services.tokens import api_token_create
 from rentals.errors import NoCapacity, SpendLimitReached
 from rentals.models import Allocation, LedgerEntry
 from rentals.services import allocation_book, quote_create

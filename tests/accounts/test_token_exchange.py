@@ -6,8 +6,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken, Membership, Role
-from accounts.services import api_token_create
-from accounts.teams import team_create
+from accounts.services.teams import team_create
+from accounts.services.tokens import api_token_create
 
 pytestmark = pytest.mark.django_db
 

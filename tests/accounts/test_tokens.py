@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import ApiToken
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 
 pytestmark = pytest.mark.django_db
 

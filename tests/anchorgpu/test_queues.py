@@ -4,7 +4,7 @@ import pytest
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from anchorgpu import queues
 from anchorgpu.celery import app
 from telemetry.tasks import nodes_poll_task

@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 
 from accounts.models import ApiToken, Membership, Role
 from accounts.roles import acting_as
-from accounts.services import api_token_create
-from accounts.teams import team_create
+from accounts.services.teams import team_create
+from accounts.services.tokens import api_token_create
 from audit.errors import BadAuditFilter
 from audit.models import AllocationAudit, MembershipAudit, TeamAudit
 from audit.selectors import audit_filter, audit_page

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import ApiToken, Membership, Role
-from accounts.teams import team_create
+from accounts.services.teams import team_create
 from rentals.models import Allocation, LedgerEntry, Quote
 from tests.cli.conftest import LossyProxy
 

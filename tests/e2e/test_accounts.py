@@ -8,7 +8,7 @@ import pytest
 from django.core import mail
 
 from accounts.models import Membership, Role
-from accounts.teams import team_create
+from accounts.services.teams import team_create
 from rentals.models import Allocation
 from tests.conftest import person
 from tests.e2e.conftest import axe_serious, login, screenshot

@@ -4,7 +4,7 @@ nothing pokes out on a phone."""
 
 import pytest
 
-from accounts.teams import team_create
+from accounts.services.teams import team_create
 from catalog.demo import seed_catalog
 from tests.conftest import person
 from tests.e2e.conftest import axe_serious, login, screenshot

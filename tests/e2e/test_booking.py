@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import expect
 
-from accounts.services import account_preferences_set
+from accounts.services.profile import account_preferences_set
 from rentals.models import Allocation, LedgerEntry
 from rentals.simulation import simulated_fleet
 from telemetry.models import GpuSample

@@ -24,8 +24,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from accounts.roles import acting_as, personal_team
-from accounts.ssh_keys import ssh_key_add
-from accounts.teams import team_create
+from accounts.services.ssh_keys import ssh_key_add
+from accounts.services.teams import team_create
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import GpuModel, Node
 from glossary.models import Term

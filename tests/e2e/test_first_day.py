@@ -30,8 +30,8 @@ from django.utils.translation import gettext as _
 
 from accounts.models import ApiToken, Invitation, Membership
 from accounts.roles import acting_as, personal_team
-from accounts.ssh_keys import ssh_key_add
-from accounts.teams import team_create
+from accounts.services.ssh_keys import ssh_key_add
+from accounts.services.teams import team_create
 from catalog.demo import seed_catalog
 from core.money import money_text
 from rentals.models import Allocation, Quote

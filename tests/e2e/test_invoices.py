@@ -8,7 +8,7 @@ import pytest
 from pypdf import PdfReader
 
 from accounts.models import Membership, Role
-from accounts.teams import team_create
+from accounts.services.teams import team_create
 from tests.conftest import person
 from tests.e2e.conftest import ARTIFACTS, axe_serious, login, screenshot
 from tests.invoices.factories import document

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from accounts.services import account_preferences_set
+from accounts.services.profile import account_preferences_set
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import Gpu, Node
 from rentals.demo import seed_history, seed_rentals

@@ -130,7 +130,7 @@ def test_a_refund_of_a_held_charge_waits_for_its_invoice_and_then_corrects_it(ca
     ],
 )  # fmt: skip
 def test_no_rate_is_needed_without_foreign_currency_vat(catalog, alice, currency, details):
-    from accounts.teams import team_buyer_set
+    from accounts.services.teams import team_buyer_set
     from catalog.services import gpu_price_set
 
     gpu_price_set(

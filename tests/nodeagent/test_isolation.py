@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from accounts.ssh_keys import ssh_key_add
+from accounts.services.ssh_keys import ssh_key_add
 from catalog.models import GpuModel, Node, NodeState
 from nodeagent import cgroups
 from rentals.access import tenant_login

@@ -14,7 +14,7 @@ import pytest
 
 from accounts.models import BillingMode, Team, TeamCreditLimit
 from accounts.roles import personal_team
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from invoices.models import Invoice, InvoiceKind
 from payments.models import CashEntry, CashKind, Payment, PaymentState
 from rentals.models import Allocation

@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.roles import acting_as
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from catalog.demo import seed_catalog
 from rentals.models import Allocation
 from rentals.services import quote_create

@@ -2,7 +2,7 @@
 
 import pytest
 
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from catalog.demo import seed_catalog
 from tests.perf.conftest import gunicorn, load, report, target
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.roles import acting_as
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from payments import processor
 from payments.models import Payment, PaymentState
 from rentals.services import quote_create

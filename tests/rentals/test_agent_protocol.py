@@ -14,9 +14,9 @@ from rest_framework.test import APIClient
 
 from accounts.models import Membership
 from accounts.roles import acting_as
-from accounts.services import api_token_create
-from accounts.ssh_keys import ssh_key_add
-from accounts.teams import team_create
+from accounts.services.ssh_keys import ssh_key_add
+from accounts.services.teams import team_create
+from accounts.services.tokens import api_token_create
 from catalog.models import Node
 from rentals.access import agent_poll, tenant_login
 from rentals.models import AllocationEvent, EventKind, Notice, NoticeKind

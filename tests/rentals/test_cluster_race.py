@@ -11,7 +11,7 @@ import pytest
 from django.db import connections
 
 from accounts.roles import acting_as
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu, Cluster, LedgerEntry
 from rentals.services import allocation_book, quote_create

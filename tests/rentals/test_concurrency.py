@@ -12,7 +12,7 @@ from django.http import JsonResponse
 from django.utils import timezone
 
 from accounts.roles import acting_as
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from catalog.models import Node, NodeState
 from rentals.idempotency import respond_once
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry

@@ -12,7 +12,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from accounts.roles import acting_as
-from accounts.services import account_preferences_set
+from accounts.services.profile import account_preferences_set
 from core.db import db_now
 from rentals.models import (
     Allocation,

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from accounts.errors import NotAllowed
 from accounts.roles import acting_as
-from accounts.services import account_preferences_set
+from accounts.services.profile import account_preferences_set
 from catalog.models import Node, NodeState
 from core.db import db_now
 from core.errors import Conflict

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone, translation
 
 from accounts.roles import acting_as
-from accounts.services import account_preferences_set
+from accounts.services.profile import account_preferences_set
 from catalog.models import GpuModel, RentalPeriod
 from catalog.services import gpu_price_set
 from core.dates import when_text

@@ -13,7 +13,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from accounts.ssh_keys import ssh_key_add
+from accounts.services.ssh_keys import ssh_key_add
 from catalog.models import Node, NodeState
 from nodeagent.agent import Agent
 from nodeagent.hosts import FolderHost

@@ -8,7 +8,7 @@ from django.core import mail
 from django.utils import timezone
 
 from accounts.roles import acting_as
-from accounts.services import account_preferences_set
+from accounts.services.profile import account_preferences_set
 from rentals.models import RECEIPTS, Notice
 from rentals.services import (
     allocation_stop,

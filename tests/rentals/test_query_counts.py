@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounts.roles import acting_as
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from tests.rentals.helpers import key

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from accounts.roles import TEAM_SESSION_KEY, acting_as, personal_team
-from accounts.teams import team_create
+from accounts.services.teams import team_create
 from catalog.models import Option
 from rentals.models import Allocation, ImpairedSpan, Quote
 from rentals.services import allocation_stop, quote_create

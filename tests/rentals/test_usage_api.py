@@ -11,7 +11,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from accounts.roles import acting_as
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from catalog.models import Gpu, Node, NodeState
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel

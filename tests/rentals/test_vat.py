@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from accounts.errors import NotAllowed
 from accounts.models import Team
 from accounts.roles import acting_as, personal_team
-from accounts.teams import team_buyer_set
+from accounts.services.teams import team_buyer_set
 from catalog.services import gpu_price_set
 from core.db import db_now
 from core.vat import TaxTreatment, vat_split

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from anchorgpu.launcher import free_port
 from catalog.models import ExporterKind, Node, NodeHealth, NodeState
 from telemetry.models import (

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from accounts.services import api_token_create
+from accounts.services.tokens import api_token_create
 from rentals.models import Allocation, LedgerEntry
 from tests.anchorgpu.test_celery import wait_for
 from tests.webhooks.receiver import Receiver

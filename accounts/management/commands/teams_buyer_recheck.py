@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from accounts.teams import teams_buyer_recheck
+from accounts.services.teams import teams_buyer_recheck
 
 
 class Command(BaseCommand):

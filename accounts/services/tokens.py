@@ -1,17 +1,15 @@
-"""Personal API tokens: created (the secret shown once), listed and revoked by their owner;
-a person's preferences; the confirmation link sent again."""
+"""Personal API tokens: created (the secret shown once), exchanged, listed and revoked by
+their owner."""
 
 from datetime import datetime
 
-from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from accounts.errors import NotAllowed, TooManyTokens, TooSoon
-from accounts.models import ApiToken, Profile, Role, Team, token_hash
+from accounts.errors import NotAllowed, TooManyTokens
+from accounts.models import ApiToken, Role, Team, token_hash
 from accounts.roles import ALLOWED, acting_as
 from core.db import db_now
 
@@ -115,51 +113,3 @@ def api_token_revoke(*, user, pk: int) -> bool:
             revoked_at=db_now()
         )
     )
-
-
-_UNSET = object()
-
-
-@transaction.atomic
-def account_preferences_set(
-    *, user, first_name=_UNSET, last_name=_UNSET, language=_UNSET, time_zone=_UNSET
-) -> Profile:
-    """Change what is given of the person's name and preferences."""
-    profile = Profile.objects.select_for_update().get_or_create(user=user)[0]
-    for field, value in (("language", language), ("time_zone", time_zone)):
-        if value is not _UNSET:
-            setattr(profile, field, value)
-    profile.full_clean()
-    profile.save()
-    names = {
-        k: v for k, v in (("first_name", first_name), ("last_name", last_name)) if v is not _UNSET
-    }
-    if names:
-        get_user_model().objects.filter(pk=user.pk).update(**names)
-    return profile
-
-
-CONFIRMATION_RESEND_SECONDS = 180
-
-
-def email_confirmation_resend(*, request, email: str) -> None:
-    """Send the link that confirms an address again, for someone who signed up and has no
-    mail (the "check your inbox" page). At most once per address every three minutes,
-    counted in Redis before anything is looked up, and the answer is the same whether or
-    not an unconfirmed account uses the address: nobody learns who has an account here.
-    The mail is allauth's own confirmation (the request builds its link)."""
-    email = (email or "").strip()
-    key = f"confirmation-resend:{email.lower()[:254]}"
-    if not cache.strict.add(key, 1, CONFIRMATION_RESEND_SECONDS):
-        raise TooSoon(
-            _("A link to %(email)s was asked for less than three minutes ago: look for it, in "
-              "the spam folder too, before asking again.") % {"email": email}
-        )  # fmt: skip
-    address = (
-        EmailAddress.objects.filter(email__iexact=email, verified=False)
-        .select_related("user")
-        .order_by("-primary", "pk")
-        .first()
-    )
-    if address is not None and address.user.is_active:
-        address.send_confirmation(request, signup=False)
