@@ -51,7 +51,7 @@ def catalog_page(request):
     models = list(gpu_model_offers(filters=filters.cleaned_data if valid else {}))
     return render(
         request,
-        "catalog/catalog.html",
+        "rentals/catalog.html",
         {
             "models": models,
             "filter_errors": None if valid else filters.errors,
@@ -106,7 +106,7 @@ def book_page(request, slug):
     priced = QuoteForm(request.POST, gpu_model=gpu_model) if form.is_bound else _bound_copy(form)
     return render(
         request,
-        "catalog/book.html",
+        "rentals/book.html",
         {
             "gpu_model": gpu_model,
             "form": form,
@@ -132,7 +132,7 @@ def book_estimate_part(request, slug):
     gpu_model = get_object_or_404(GpuModel, slug=slug, is_active=True)
     form = QuoteForm(request.POST, gpu_model=gpu_model)
     team = acting_for_request(request).team
-    return render(request, "catalog/_estimate.html", _estimate_context(gpu_model, form, team=team))
+    return render(request, "rentals/_estimate.html", _estimate_context(gpu_model, form, team=team))
 
 
 def _bound_copy(form: QuoteForm) -> QuoteForm:
@@ -207,7 +207,7 @@ def _quote_context(request, quote, acting, **extra) -> dict:
 @login_required
 def quote_page(request, pk):
     quote, acting = _quote_readable(request, pk)
-    return render(request, "catalog/quote.html", _quote_context(request, quote, acting))
+    return render(request, "rentals/quote.html", _quote_context(request, quote, acting))
 
 
 @login_required
@@ -283,7 +283,7 @@ def quote_book(request, pk):
 
 def _refused(request, quote, words, status):
     context = _quote_context(request, quote, acting_for_request(request), refusal=words)
-    return render(request, "catalog/quote.html", context, status=status)
+    return render(request, "rentals/quote.html", context, status=status)
 
 
 def _requote(request, quote):
