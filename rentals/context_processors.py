@@ -1,6 +1,6 @@
 """The unread notices count beside the header's bell."""
 
-from rentals.selectors import notices_unread_count
+from rentals.selectors.notices import notices_unread_count
 
 
 def notices(request):

@@ -20,8 +20,8 @@ from catalog.selectors import current_option_prices
 from catalog.software import REQUIRES, validate_version
 from core.money import DECIMAL_PLACES, MAX_DIGITS, money_text
 from rentals import limits
-from rentals.availability import max_gpus_per_node
 from rentals.models import AllocationState, LedgerKind
+from rentals.selectors.availability import max_gpus_per_node
 
 REQUIRES_LABELS = {
     "requires_cuda": _("CUDA at least"),

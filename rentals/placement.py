@@ -6,7 +6,7 @@ from django.db import connection, transaction
 
 from catalog.models import Gpu, GpuModel, Node, NodeState, Region
 from catalog.software import NO_REQUIRES, Requires
-from rentals.availability import candidate_nodes
+from rentals.selectors.availability import candidate_nodes
 from rentals.sql import capacity as capacity_sql
 
 

@@ -18,7 +18,7 @@ from django.db import connection
 from catalog.models import ExporterKind, Node, NodeState
 from nodeagent.agent import Agent
 from nodeagent.hosts import FolderHost
-from rentals.selectors import gpu_states_at
+from rentals.selectors.holdings import gpu_states_at
 from telemetry.agents import agent_credential_issue
 from telemetry.simulated_ssh import SimulatedGpu, SimulatedShellNode, SimulatedSshServer
 from telemetry.simulator import fleet_from_database

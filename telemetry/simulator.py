@@ -459,7 +459,7 @@ def fleet_from_database(*, gpu_states: GpuStates | None = None) -> dict[str, Sim
     """The fleet as the simulator sees it: nodes, GPUs and each GPU's state now.
 
     `gpu_states(now)` maps GPU ids to "running" or "stopped"; the layer that knows the
-    allocations passes it in (rentals.selectors.gpu_states_at). Without it every GPU is free.
+    allocations passes it in (rentals.selectors.holdings.gpu_states_at). Without it every GPU is free.
     """
     try:
         states = gpu_states(timezone.now()) if gpu_states else {}

@@ -15,7 +15,6 @@ from rest_framework.views import APIView
 from accounts.roles import acting_for_request
 from core.problems import PROBLEM
 from rentals import selectors, services
-from rentals.allocation_usage import allocation_series, allocation_usage
 from rentals.api.bookings import IDEMPOTENCY_HEADER
 from rentals.api.serializers import (
     AllocationFilterSerializer,
@@ -28,6 +27,7 @@ from rentals.api.serializers import (
 )
 from rentals.errors import QuoteMissing
 from rentals.idempotency import idempotent
+from rentals.selectors.allocation_usage import allocation_series, allocation_usage
 
 
 class AllocationListApi(generics.ListAPIView):

@@ -15,7 +15,7 @@ from catalog.software import Requires
 from core.fields import BoundedDateTimeField
 from rentals import limits
 from rentals.api.serializers import PeriodCountField, RequiresVersionField
-from rentals.availability import availability_days, max_gpus_per_node, start_windows
+from rentals.selectors.availability import availability_days, max_gpus_per_node, start_windows
 
 DAYS_MAX = 90
 

@@ -6,8 +6,8 @@ from rest_framework import generics, permissions
 
 from core.problems import PROBLEM
 from rentals.api.serializers import GpuModelFilterSerializer, GpuModelSerializer
-from rentals.availability import gpu_model_offers
-from rentals.catalog_cache import catalog_answer
+from rentals.selectors.availability import gpu_model_offers
+from rentals.selectors.catalog import catalog_answer
 
 
 class GpuModelListApi(generics.ListAPIView):
@@ -26,7 +26,7 @@ class GpuModelListApi(generics.ListAPIView):
         responses={200: GpuModelSerializer(many=True), 304: None, 400: PROBLEM},
     )
     def get(self, request, *args, **kwargs):
-        """Answered from the catalog read model (rentals.catalog_cache); `ETag` on every
+        """Answered from the catalog read model (rentals.selectors.catalog); `ETag` on every
         answer, `304 Not Modified` to a client that sends it back in `If-None-Match`."""
         body, etag = catalog_answer(
             request.build_absolute_uri(), lambda: super(GpuModelListApi, self).get(

@@ -115,14 +115,14 @@ class LedgerEntry(models.Model):
             ),
         ]
         indexes = [
-            # The statement (rentals.selectors.LEDGER_ORDER): a page read from its key, and
+            # The statement (rentals.selectors.ledger.LEDGER_ORDER): a page read from its key, and
             # the balances and row counts it shows from the index alone.
             models.Index(
                 fields=["team", "-at", "-id"],
                 include=["kind", "currency", "amount"],
                 name="rentals_ledger_team_at_id",
             ),
-            # What each allocation paid (rentals.selectors.allocations_as_listed, 50 a page
+            # What each allocation paid (rentals.selectors.allocations.allocations_as_listed, 50 a page
             # of the list) from the index alone, not from every ledger row of each.
             models.Index(
                 fields=["allocation"],

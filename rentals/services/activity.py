@@ -10,7 +10,7 @@ from django.db.models import Q
 
 from core.db import db_now
 from rentals.models import AllocationState
-from rentals.selectors import holdings_at
+from rentals.selectors.holdings import holdings_at
 from telemetry.flags import flags_sync
 from telemetry.models import ACTIVITY_FLAGS, FlagKind, GpuSample
 

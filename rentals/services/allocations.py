@@ -39,7 +39,8 @@ from rentals.models import (
     QuoteKind,
 )
 from rentals.purchase_hooks import purchase_check
-from rentals.selectors import holdings_overlapping, quote_options
+from rentals.selectors.holdings import holdings_overlapping
+from rentals.selectors.quotes import quote_options
 from rentals.services.events import (
     event_record,
     events_record,

@@ -36,7 +36,7 @@ from rentals.models import (
     QuoteLineKind,
     span_counts,
 )
-from rentals.selectors import CREDIT_PREFETCH
+from rentals.selectors.allocations import CREDIT_PREFETCH
 from rentals.services.events import ledger_announce
 from rentals.services.notices import notices_queue
 

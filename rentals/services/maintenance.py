@@ -36,7 +36,7 @@ from rentals.models import (
     Notice,
     NoticeKind,
 )
-from rentals.selectors import holdings_overlapping
+from rentals.selectors.holdings import holdings_overlapping
 from rentals.services.allocations import members_cancel, members_locked
 from rentals.services.events import raise_if_lost_race
 from rentals.services.notices import notices_queue

@@ -4,7 +4,7 @@ Recording takes row locks; sending a mail never happens under them. A notice is 
 before it is sent and marked sent after, so a failed send is retried and a sent one is
 never sent again (a worker that dies between the send and the mark is the one case that
 can repeat a mail: at least once, never silently lost). Their words are in rentals/texts.py,
-their reads in rentals/selectors.py.
+their reads in rentals/selectors/notices.py.
 """
 
 from datetime import datetime, timedelta
@@ -25,7 +25,7 @@ from rentals.models import (
     NoticeKind,
     Quote,
 )
-from rentals.selectors import notice_get
+from rentals.selectors.notices import notice_get
 from rentals.signals import allocation_notices_recorded
 from rentals.texts import notice_subject, notice_text, reader_preferences
 

@@ -22,15 +22,15 @@ from core.db import constraint_name, db_now, prefetched
 from core.money import Money
 from core.vat import TaxTreatment, rate_for, vat_split
 from rentals import limits
-from rentals.availability import (
+from rentals.errors import NoCapacity
+from rentals.models import Quote, QuoteLine, QuoteLineKind
+from rentals.selectors.availability import (
     cluster_fits,
     cluster_shape,
     earliest_start,
     fits,
     max_gpus_per_node,
 )
-from rentals.errors import NoCapacity
-from rentals.models import Quote, QuoteLine, QuoteLineKind
 
 
 def _get_active(model, slug, field, errors, label, *, active=None):

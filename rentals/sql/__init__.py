@@ -11,7 +11,7 @@ callers pass `NodeState.ACTIVE`, `AllocationState.RUNNING`, `LedgerKind.CHARGE`.
 
 "Does this holding take its GPU in this window" is one clause, `holding_overlaps`; a GPU's
 `gpu_held` and `gpu_free`, the count `gpus_held_per_node` and the availability calendar
-are written with it, and `rentals.selectors.holdings_overlapping` is the same rule for the ORM.
+are written with it, and `rentals.selectors.holdings.holdings_overlapping` is the same rule for the ORM.
 `FITTING_SPANS` alone states it the other way round, as the gaps between a GPU's holdings
 (a sweep cannot ask it per instant); tests/rentals/test_clusters.py holds it to FITTING_AT.
 """

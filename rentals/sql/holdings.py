@@ -7,7 +7,7 @@ from psycopg.sql import SQL, Composable, Composed, Identifier, Placeholder
 def holding_overlaps(*, starts: Composable, ends: Composable) -> Composed:
     """The holding `ag` is live (unreleased) and overlaps [starts, ends): the rule the
     exclusion constraint `rentals_allocationgpu_no_overlap` guards, as a clause.
-    `rentals.selectors.holdings_overlapping` says the same for the ORM."""
+    `rentals.selectors.holdings.holdings_overlapping` says the same for the ORM."""
     return SQL("NOT ag.released AND ag.starts_at < {ends} AND ag.ends_at > {starts}").format(
         starts=starts, ends=ends
     )

@@ -26,12 +26,17 @@ from core.errors import DomainError
 from core.pagination import aware_datetime, keyset_page
 from rentals import limits, selectors, services
 from rentals.access import access_of, key_choices
-from rentals.allocation_usage import allocation_series, allocation_usage, stopped_spans, time_left
 from rentals.errors import QuoteExpired
 from rentals.forms import AllocationFilterForm, ChartRangeForm, ExtendForm, ExtensionQuoteForm
 from rentals.idempotency import idempotent
 from rentals.models import Allocation, AllocationState, Cluster
-from rentals.selectors import notices_for
+from rentals.selectors.allocation_usage import (
+    allocation_series,
+    allocation_usage,
+    stopped_spans,
+    time_left,
+)
+from rentals.selectors.notices import notices_for
 from rentals.services.credits import impaired_time_of
 from rentals.services.notices import notices_mark_read
 from rentals.texts import access_words, notice_subject, notice_text

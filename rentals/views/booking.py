@@ -29,17 +29,17 @@ from core.dates import when_text
 from core.db import db_now
 from core.errors import DomainError
 from rentals import limits, selectors, services
-from rentals.availability import (
+from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
+from rentals.forms import GpuModelFilterForm, QuoteForm
+from rentals.idempotency import idempotent
+from rentals.models import Quote, QuoteKind
+from rentals.selectors.availability import (
     availability_days,
     cluster_shape,
     gpu_model_offers,
     max_gpus_per_node,
     start_windows,
 )
-from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
-from rentals.forms import GpuModelFilterForm, QuoteForm
-from rentals.idempotency import idempotent
-from rentals.models import Quote, QuoteKind
 from rentals.views import key_refused, other_team, requoted
 
 SPEC_TERMS = {"vram": "vram", "cuda": "cuda", "rocm": "rocm", "fp8": "quantization"}

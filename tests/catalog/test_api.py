@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from catalog.models import Node, NodeState
 from catalog.services import gpu_price_set
-from rentals.availability import gpu_model_offers
+from rentals.selectors.availability import gpu_model_offers
 from tests.catalog.factories import GpuModelFactory, NodeFactory, price
 from tests.rentals.helpers import book
 

@@ -12,7 +12,7 @@ from accounts.roles import acting_as
 from catalog.demo import seed_catalog
 from catalog.models import GpuModel
 from core.db import db_now
-from rentals.availability import availability_days, start_windows
+from rentals.selectors.availability import availability_days, start_windows
 from rentals.services import allocation_book, quote_create
 from tests.perf.conftest import h100_fleet, report
 

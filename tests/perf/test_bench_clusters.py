@@ -11,8 +11,8 @@ from accounts.roles import acting_as
 from catalog.demo import seed_catalog
 from catalog.models import GpuModel
 from core.db import db_now
-from rentals.availability import start_windows
 from rentals.models import Allocation, Cluster
+from rentals.selectors.availability import start_windows
 from rentals.services import quote_create
 from tests.perf.conftest import book_in_threads, h100_fleet, report
 from tests.rentals.test_allocations import overlapping_pairs

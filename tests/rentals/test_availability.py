@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from accounts.roles import acting_as
 from catalog.models import GpuModel, Node, NodeState
 from core.db import db_now
-from rentals.availability import availability_days, candidate_nodes, fits, start_windows
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu
+from rentals.selectors.availability import availability_days, candidate_nodes, fits, start_windows
 from rentals.services import allocation_book, allocation_cancel, quote_create
 from tests.catalog.factories import NodeFactory, RegionFactory
 from tests.rentals.helpers import book, key

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from accounts.roles import acting_as
 from catalog.models import Gpu
 from core.db import db_now
-from rentals import availability, sql
-from rentals.availability import start_windows
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationState, Cluster, LedgerEntry, LedgerKind
+from rentals.selectors import availability
+from rentals.selectors.availability import start_windows
 from rentals.services import allocation_book, quote_create
+from rentals.sql import capacity as capacity_sql
 from tests.catalog.factories import NodeFactory, catalog_setup
 from tests.rentals.helpers import book, key
 from tests.rentals.test_allocations import overlapping_pairs
@@ -191,7 +192,7 @@ def test_other_teams_and_staff_cannot_act_on_a_cluster(catalog, alice, bob_api, 
 
 
 def test_the_first_whole_node_window_is_where_a_cluster_then_lands(catalog, alice, bob):
-    from rentals.availability import start_windows
+    from rentals.selectors.availability import start_windows
 
     blocker = book(bob, count=8, period="day")  # one of the two grouped 8-GPU nodes, today
     first = start_windows(
@@ -245,7 +246,7 @@ def _windows_asking_every_instant(
     )  # fmt: skip
     rows = []
     with connection.cursor() as cursor:
-        cursor.execute(sql.START_CANDIDATES, {**params, "not_before": not_before})
+        cursor.execute(capacity_sql.START_CANDIDATES, {**params, "not_before": not_before})
         for (t,) in cursor.fetchall():
             fitting = availability._fitting_at(cursor, t, params)
             rows += [(t, where, nodes) for where, _group, nodes in fitting]

@@ -14,7 +14,7 @@ from catalog.models import Node, NodeHealth
 from core.db import db_now
 from rentals.errors import NotImpaired
 from rentals.models import Allocation, ImpairedSpan, Notice, NoticeKind
-from rentals.selectors import impaired_allocations
+from rentals.selectors.allocations import impaired_allocations
 from rentals.services import notice_send
 from rentals.services.credits import credit_note_build
 from rentals.services.impairments import allocations_impairment_sync

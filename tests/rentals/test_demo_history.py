@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import Gpu
-from rentals.allocation_usage import allocation_usage
 from rentals.dashboard import fleet_dashboard
 from rentals.demo import seed_history, seed_rentals
 from rentals.models import Allocation, AllocationGpu, AllocationState, LedgerEntry
+from rentals.selectors.allocation_usage import allocation_usage
 from rentals.services import allocated_steps_close
 
 pytestmark = pytest.mark.django_db

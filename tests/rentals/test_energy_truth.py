@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from rentals.allocation_usage import allocation_usage
 from rentals.dashboard import fleet_dashboard
 from rentals.models import Allocation
+from rentals.selectors.allocation_usage import allocation_usage
 from telemetry.models import GpuRollup, GpuSample
 from telemetry.poll import Fetched, store_polls
 from telemetry.rollup import telemetry_prune, telemetry_rollup

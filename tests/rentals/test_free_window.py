@@ -1,5 +1,5 @@
 """ "Is this GPU free in this window" is one rule, written once for SQL (`rentals.sql.holdings.gpu_free`)
-and once for the ORM (`rentals.selectors.holdings_overlapping`): both give the same GPUs,
+and once for the ORM (`rentals.selectors.holdings.holdings_overlapping`): both give the same GPUs,
 at the edges of a holding too."""
 
 from datetime import timedelta
@@ -11,7 +11,7 @@ from psycopg.sql import SQL, Identifier, Placeholder
 from catalog.models import Gpu
 from core.db import db_now
 from rentals.models import AllocationGpu
-from rentals.selectors import holdings_at, holdings_overlapping
+from rentals.selectors.holdings import holdings_at, holdings_overlapping
 from rentals.sql.holdings import gpu_free
 from tests.rentals.helpers import book
 

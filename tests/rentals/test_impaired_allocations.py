@@ -273,7 +273,7 @@ def test_metrics_and_the_dashboard_count_impaired_allocations(
 
 
 def test_the_new_gpus_telemetry_joins_the_charts_and_summary_from_the_swap_on(catalog, alice):
-    from rentals.allocation_usage import allocation_series, allocation_usage
+    from rentals.selectors.allocation_usage import allocation_series, allocation_usage
     from rentals.services.impairments import allocation_replace
     from telemetry.models import GpuSample, Severity
 

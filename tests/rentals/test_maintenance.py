@@ -20,7 +20,6 @@ from accounts.services.profile import account_preferences_set
 from catalog.models import Node, NodeState
 from core.db import db_now
 from core.errors import Conflict
-from rentals.availability import availability_days, earliest_start, gpu_model_offers
 from rentals.errors import ChoiceMissing, NoCapacity
 from rentals.models import (
     Allocation,
@@ -31,6 +30,7 @@ from rentals.models import (
     Notice,
     NoticeKind,
 )
+from rentals.selectors.availability import availability_days, earliest_start, gpu_model_offers
 from rentals.services import allocation_book, quote_create
 from rentals.services.maintenance import maintenance_create
 from rentals.texts import notice_subject, notice_text, reader_preferences

@@ -14,9 +14,9 @@ from catalog.models import GpuModel
 from catalog.services import node_software_record
 from catalog.software import Requires
 from core.db import db_now
-from rentals.availability import availability_days, fits, start_windows
 from rentals.errors import NoCapacity
 from rentals.models import Allocation
+from rentals.selectors.availability import availability_days, fits, start_windows
 from rentals.services import allocation_book, quote_create
 from tests.catalog.factories import NodeFactory
 from tests.rentals.helpers import book, race_to_book

@@ -7,7 +7,6 @@ from django.utils import timezone, translation
 
 from accounts.roles import acting_as
 from catalog.models import Gpu, Node, NodeHealth
-from rentals.allocation_usage import allocation_usage, stopped_spans
 from rentals.dashboard import (
     booked_ahead,
     dashboard_tables,
@@ -17,6 +16,7 @@ from rentals.dashboard import (
     step_for,
 )
 from rentals.models import AllocationGpu
+from rentals.selectors.allocation_usage import allocation_usage, stopped_spans
 from rentals.services import (
     allocation_cancel,
     allocation_start,
