@@ -1,19 +1,21 @@
 """Availability: which GPUs are free when, how many a model offers now, where a request
 fits and the earliest start when nothing fits now. Reads only; placement.py locks."""
 
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from catalog.models import GpuModel, Node, NodeState
+from catalog.models import GpuModel, Node, NodeState, Region
 from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
 from catalog.software import NO_REQUIRES, Requires
 from rentals.sql import capacity as capacity_sql
 from rentals.sql import holdings as holdings_sql
 
 MAX_START_CANDIDATES = 500
+CALENDAR_DAYS = 91  # 13 weeks
 
 
 def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None) -> list:
@@ -141,6 +143,93 @@ def availability_days(
         }
         for d, one, whole, total in rows
     ]
+
+
+@dataclass(frozen=True)
+class CalendarDay:
+    """One day of the booking page's calendar: `free` is what the calendar counts (whole
+    nodes free, or the most GPUs free on one node), `shade` its tint in percent."""
+
+    date: date
+    max_gpus_on_one_node: int
+    free_whole_nodes: int
+    free_gpus: int
+    free: int
+    shade: int
+
+
+@dataclass(frozen=True)
+class CalendarStep:
+    """One step of the calendar's legend: a count and its tint."""
+
+    free: int
+    shade: int
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """The booking page's availability calendar: `days` by whole weeks from today, counted
+    out of `of` (the active nodes when whole nodes are asked for, else the GPUs of one node)."""
+
+    weeks: list[list[CalendarDay]]
+    per_node: int  # the GPUs of the model's largest node, at least 1
+    nodes: int  # the model's active nodes (in the region), at least 1
+    scale: list[CalendarStep]
+
+
+def availability_calendar(
+    *, gpu_model: GpuModel, start: datetime, per_node: int, whole_nodes: bool,
+    region: Region | None = None, requires: Requires = NO_REQUIRES, days: int = CALENDAR_DAYS,
+) -> Calendar:  # fmt: skip
+    """`days` days of availability from `start`'s day, each counted as the calendar shows it
+    (whole nodes free when `whole_nodes`, else the most GPUs free on one node) and tinted
+    against the most there could be; `per_node` is `max_gpus_per_node`, which the caller
+    has read already. Two queries: the days and the active nodes."""
+    rows = availability_days(
+        gpu_model=gpu_model, start=start, days=days,
+        region_id=region.pk if region else None, requires=requires,
+    )  # fmt: skip
+    nodes = max(
+        gpu_model.nodes.filter(state=NodeState.ACTIVE)
+        .filter(**({"region": region} if region else {}))
+        .count(),
+        1,
+    )
+    of = nodes if whole_nodes else max(per_node, 1)
+    shaped = []
+    for row in rows:
+        free = row["free_whole_nodes"] if whole_nodes else row["max_gpus_on_one_node"]
+        shaped.append(
+            CalendarDay(
+                date=row["date"],
+                max_gpus_on_one_node=row["max_gpus_on_one_node"],
+                free_whole_nodes=row["free_whole_nodes"],
+                free_gpus=int(row["free_gpus"]),  # a SQL sum (a Decimal)
+                free=free,
+                shade=calendar_shade(free, of),
+            )
+        )
+    return Calendar(
+        weeks=[shaped[i : i + 7] for i in range(0, len(shaped), 7)],
+        per_node=max(per_node, 1),
+        nodes=nodes,
+        scale=[CalendarStep(free=n, shade=calendar_shade(n, of)) for n in calendar_scale_steps(of)],
+    )
+
+
+def calendar_shade(free: int, of: int) -> int:
+    """A day's shade, in percent of the dark ink: none free is 0 (drawn hatched instead),
+    one free already clearly tinted (15), all free the darkest (50), evenly between."""
+    if free <= 0:
+        return 0
+    return 15 + round(35 * min(free, of) / of)
+
+
+def calendar_scale_steps(of: int) -> list[int]:
+    """The legend's values: every count up to 8, else nine even steps from 0 to `of`."""
+    if of <= 8:
+        return list(range(of + 1))
+    return sorted({round(of * i / 8) for i in range(9)})
 
 
 def _params(*, gpu_model, duration, gpu_count, node_count, region_id, requires):

@@ -4,7 +4,7 @@ from it.
 Writes go through the same services as the API; refusals are acted on by type."""
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import acting_for_request, acting_for_team_of
 from accounts.services.ssh_keys import ssh_keys_of
-from catalog.models import GpuModel, NodeState, Region, RentalPeriod
+from catalog.models import GpuModel, Region, RentalPeriod
 from catalog.selectors import gpu_price_history
 from catalog.software import NO_REQUIRES, REQUIRES, Requires, requires_errors
 from core.dates import when_text
@@ -34,7 +34,8 @@ from rentals.forms import GpuModelFilterForm, QuoteForm
 from rentals.idempotency import idempotent
 from rentals.models import Quote, QuoteKind
 from rentals.selectors.availability import (
-    availability_days,
+    CalendarDay,
+    availability_calendar,
     cluster_shape,
     gpu_model_offers,
     max_gpus_per_node,
@@ -315,9 +316,6 @@ def _requote(request, quote):
     return requoted(request, expired=quote, fresh=fresh)
 
 
-CALENDAR_DAYS = 91  # 13 weeks
-
-
 @dataclass(frozen=True)
 class _Choice:
     """What the booking form asks availability for: as entered, or the defaults."""
@@ -339,11 +337,11 @@ def _availability_context(request, gpu_model, form) -> dict:
     choice = _availability_choice(request, form, gpu_model, clusters=bool(largest_group))
     region_id = choice.region.pk if choice.region else None
     now = db_now()
-    days = availability_days(
-        gpu_model=gpu_model, start=now, days=CALENDAR_DAYS, region_id=region_id,
-        requires=choice.requires,
-    )  # fmt: skip
     per_node = max_gpus_per_node(gpu_model=gpu_model)
+    calendar = availability_calendar(
+        gpu_model=gpu_model, start=now, per_node=per_node, whole_nodes=choice.shape == "nodes",
+        region=choice.region, requires=choice.requires,
+    )  # fmt: skip
     fits_shape = (
         choice.node_count <= largest_group
         if choice.shape == "nodes"
@@ -357,24 +355,14 @@ def _availability_context(request, gpu_model, form) -> dict:
             node_count=choice.node_count if choice.shape == "nodes" else None,
             region_id=region_id, limit=3, requires=choice.requires,
         )  # fmt: skip
-    nodes = max(
-        gpu_model.nodes.filter(state=NodeState.ACTIVE)
-        .filter(**({"region": choice.region} if choice.region else {}))
-        .count(),
-        1,
-    )
-    whole = choice.shape == "nodes"
-    of = nodes if whole else max(per_node, 1)
-    for day in days:
-        day["free_gpus"] = int(day["free_gpus"])  # a SQL sum (a Decimal); counted in words
-        day["free"] = day["free_whole_nodes"] if whole else day["max_gpus_on_one_node"]
-        day["shade"] = _calendar_shade(day["free"], of)
-        day["title"] = _calendar_title(day)
     return {
-        "calendar_weeks": [days[i : i + 7] for i in range(0, len(days), 7)],
-        "calendar_per_node": max(per_node, 1),
-        "calendar_nodes": nodes,
-        "calendar_scale": [{"free": n, "shade": _calendar_shade(n, of)} for n in _scale_steps(of)],
+        "calendar_weeks": [
+            [asdict(day) | {"title": _calendar_title(day)} for day in week]
+            for week in calendar.weeks
+        ],
+        "calendar_per_node": calendar.per_node,
+        "calendar_nodes": calendar.nodes,
+        "calendar_scale": [asdict(step) for step in calendar.scale],
         "windows": windows,
         "start_then": _start_then_url(gpu_model, choice, windows, now),
         "availability_for": {
@@ -400,30 +388,15 @@ def _availability_context(request, gpu_model, form) -> dict:
     }
 
 
-def _calendar_title(day: dict) -> str:
+def _calendar_title(day: CalendarDay) -> str:
     """A day's tooltip, written here once per day rather than by two template tags."""
-    nodes, gpus = day["free_whole_nodes"], day["free_gpus"]
+    nodes, gpus = day.free_whole_nodes, day.free_gpus
     return ", ".join(
         (
             ngettext("%(n)s whole node free", "%(n)s whole nodes free", nodes) % {"n": nodes},
             ngettext("%(n)s GPU free in all", "%(n)s GPUs free in all", gpus) % {"n": gpus},
         )
     )
-
-
-def _calendar_shade(free: int, of: int) -> int:
-    """A day's shade, in percent of the dark ink: none free is 0 (drawn hatched instead),
-    one free already clearly tinted (15), all free the darkest (50), evenly between."""
-    if free <= 0:
-        return 0
-    return 15 + round(35 * min(free, of) / of)
-
-
-def _scale_steps(of: int) -> list[int]:
-    """The legend's values: every count up to 8, else nine even steps from 0 to `of`."""
-    if of <= 8:
-        return list(range(of + 1))
-    return sorted({round(of * i / 8) for i in range(9)})
 
 
 def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice:

@@ -15,7 +15,16 @@ from catalog.models import GpuModel, Node, NodeState
 from core.db import db_now
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu
-from rentals.selectors.availability import availability_days, candidate_nodes, fits, start_windows
+from rentals.selectors.availability import (
+    availability_calendar,
+    availability_days,
+    calendar_scale_steps,
+    calendar_shade,
+    candidate_nodes,
+    fits,
+    max_gpus_per_node,
+    start_windows,
+)
 from rentals.services import allocation_book, allocation_cancel, quote_create
 from tests.catalog.factories import NodeFactory, RegionFactory
 from tests.rentals.helpers import book, key
@@ -242,3 +251,32 @@ def test_start_windows_from_now_first_then_as_holdings_end(catalog, alice):
     assert windows[1]["nodes"] == sorted(
         Node.objects.filter(gpu_model=h100, gpu_count=8).values_list("hostname", flat=True)
     )
+
+
+def test_the_calendar_is_whole_weeks_from_today_tinted_against_the_most_there_could_be(
+    catalog, alice
+):
+    l4 = GpuModel.objects.get(slug="l4")  # one node of four GPUs
+    book(alice, model="l4", count=4, period="day")  # full from now until this time tomorrow
+    now = db_now()
+    per_node = max_gpus_per_node(gpu_model=l4)
+
+    gpus = availability_calendar(gpu_model=l4, start=now, per_node=per_node, whole_nodes=False)
+    nodes = availability_calendar(gpu_model=l4, start=now, per_node=per_node, whole_nodes=True)
+
+    assert (gpus.per_node, gpus.nodes) == (4, 1)
+    assert [len(week) for week in gpus.weeks] == [7] * 13
+    days = [day for week in gpus.weeks for day in week]
+    assert (days[0].date, days[-1].date) == (now.date(), (now + 90 * DAY).date())
+    assert [(d.free, d.shade) for d in days[:3]] == [(0, 0), (0, 0), (4, 50)]
+    assert all(type(d.free_gpus) is int for d in days)
+    assert [(s.free, s.shade) for s in gpus.scale] == [(0, 0), (1, 24), (2, 33), (3, 41), (4, 50)]
+    whole = [day for week in nodes.weeks for day in week]
+    assert [(d.free, d.shade) for d in whole[:3]] == [(0, 0), (0, 0), (1, 50)]
+    assert [(s.free, s.shade) for s in nodes.scale] == [(0, 0), (1, 50)]
+
+
+def test_the_calendar_scale_steps_and_shades():
+    assert calendar_scale_steps(3) == [0, 1, 2, 3]
+    assert calendar_scale_steps(16) == [0, 2, 4, 6, 8, 10, 12, 14, 16]
+    assert [calendar_shade(free, 8) for free in (-1, 0, 1, 8, 9)] == [0, 0, 19, 50, 50]
