@@ -1,4 +1,5 @@
-"""The staff dashboard: the fleet's use over time, by model and region, money, health.
+"""The fleet report, the staff's page of the fleet: its use over time, by model and
+region, money, health.
 
 It joins allocations and the ledger (rentals) with rollups and flags (telemetry). Up to a
 week it reads hourly rollups; longer ranges read daily ones.
@@ -19,8 +20,9 @@ from catalog.models import NodeHealth, NodeState
 from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
-from rentals.models import AllocatedStep, AllocationState, LedgerKind, Step, impaired_minimum
-from rentals.sql import dashboard as dashboard_sql
+from rentals.models import AllocationState, LedgerKind, impaired_minimum
+from reports import sql
+from reports.models import AllocatedStep, Step
 from telemetry.models import FleetRollup, FleetSize, GpuRollup
 from telemetry.rollup import STEP, bucket_floor
 from telemetry.selectors import (
@@ -41,7 +43,7 @@ DAY_US = 86_400_000_000  # a day in microseconds, BOOKED_AHEAD's unit
 
 
 def _allocation_rows(which: str, **params) -> list[dict]:
-    return read_rows(dashboard_sql.allocation_rows(which), params)
+    return read_rows(sql.allocation_rows(which), params)
 
 
 def _parsed(at: str | None) -> datetime | None:
@@ -118,7 +120,7 @@ def allocated_per_step(
     """GPUs held by allocations at some moment of each step (an hour or a day, UTC) from
     `start`'s step to `end`'s: the closed steps written once (`AllocatedStep`) as far as they
     run on unbroken from the first, the rest counted from the holdings, but a last step left
-    alone that is in `counted` (the dashboard counts its open step in the booked-ahead read)."""
+    alone that is in `counted` (the fleet report counts its open step in the booked-ahead read)."""
     step = STEP[bucket]
     allocated = _kept_steps(bucket=bucket, first=bucket_floor(start, bucket), last=end)
     at = bucket_floor(start, bucket) + len(allocated) * step  # the first step not kept
@@ -127,7 +129,7 @@ def allocated_per_step(
     elif at <= end:
         with reads_cursor() as cursor:
             cursor.execute(
-                dashboard_sql.ALLOCATED_PER_STEP,
+                sql.ALLOCATED_PER_STEP,
                 {"unit": bucket, "step": f"1 {bucket}", "start": at, "end": end},
             )
             allocated.update(cursor.fetchall())
@@ -148,7 +150,7 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
     kept_until = first + len(_kept_steps(bucket=Step.DAY, first=first, last=end - day)) * day
     params = {"start": start, "end": end, "kinds": kinds, "kept_from": first,
               "kept_until": kept_until}  # fmt: skip
-    for row in read_rows(dashboard_sql.REVENUE, params):
+    for row in read_rows(sql.REVENUE, params):
         kind, currency = row.pop("kind"), row["currency"]
         if kind == LedgerKind.CHARGE:
             row["period_name"] = in_language(row, "period")
@@ -187,7 +189,7 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
     allocated_now = allocated_in_step = 0
     with reads_cursor() as cursor:
         cursor.execute(
-            dashboard_sql.BOOKED_AHEAD,
+            sql.BOOKED_AHEAD,
             {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US, "now": now,
              "open_start": open_start, "open_end": open_end},
         )  # fmt: skip
@@ -206,7 +208,7 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
             whole += whole_from[model_id, i]
             heat[model_id, day] = float(held_us[model_id, i] + whole * DAY_US) / DAY_US
     rows = []
-    for model in read_rows(dashboard_sql.CAPACITY, {"active": NodeState.ACTIVE}):
+    for model in read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE}):
         cap = model.pop("capacity")
         cells = []
         for day in days:
@@ -238,15 +240,15 @@ def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> lis
 
 
 @reporting_reads()
-def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
-    """Everything on the staff dashboard, every figure including the live part. Lists are
+def fleet_report(*, days: int = 7, now: datetime | None = None) -> dict:
+    """Everything on the fleet report, every figure including the live part. Lists are
     plain rows, so a minute's copy in the cache is cheap to write and read."""
     now = now or timezone.now()
     start = now - timedelta(days=days)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with reads_cursor() as cursor:
         cursor.execute(
-            dashboard_sql.DASHBOARD_NOW,
+            sql.FLEET_REPORT_NOW,
             {"now": now, "start": start, "active": NodeState.ACTIVE,
              "retired": NodeState.RETIRED, "stopped": AllocationState.STOPPED,
              "started": _STARTED, "impaired_min": impaired_minimum()},
@@ -305,14 +307,14 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     }
 
 
-def fleet_dashboard_cached(*, days: int, now: datetime | None = None) -> dict:
-    """`fleet_dashboard`, computed at most once a minute per range and language and kept in
+def fleet_report_cached(*, days: int, now: datetime | None = None) -> dict:
+    """`fleet_report`, computed at most once a minute per range and language and kept in
     the cache for that minute: the page shows when its figures were computed (`now`)."""
     now = now or timezone.now()
-    key = f"fleet-dashboard:{get_language()}:{days}:{now:%Y%m%d%H%M}"
+    key = f"fleet-report:{get_language()}:{days}:{now:%Y%m%d%H%M}"
     context = cache.get(key)
     if context is None:
-        context = fleet_dashboard(days=days, now=now)
+        context = fleet_report(days=days, now=now)
         cache.set(key, context, timeout=60)
     return context
 
@@ -327,7 +329,7 @@ def use_by_model_and_region(*, start, end, rolled_only: bool = False):
     else:
         per_group = fleet_totals_by_group(start=start, end=end)
     with reads_cursor() as cursor:
-        cursor.execute(dashboard_sql.NAMES)
+        cursor.execute(sql.NAMES)
         names = {
             (kind, pk): in_language({"name_en": en, "name_pl": pl}, "name")
             for kind, pk, en, pl in cursor.fetchall()
@@ -354,17 +356,15 @@ def use_by_model_and_region(*, start, end, rolled_only: bool = False):
 def node_health(*, skip: list[str], limit: int | None) -> list[dict]:
     """Nodes in service with their health (in words too), but those whose health is in
     `skip`, the first `limit` by hostname (None: all)."""
-    nodes = read_rows(
-        dashboard_sql.NODE_HEALTH, {"retired": NodeState.RETIRED, "skip": skip, "limit": limit}
-    )
+    nodes = read_rows(sql.NODE_HEALTH, {"retired": NodeState.RETIRED, "skip": skip, "limit": limit})
     for node in nodes:
         node["health_label"] = NodeHealth(node["health"]).label
         node["region"] = in_language(node, "region")
     return nodes
 
 
-def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
-    """Each dashboard table as (header, rows), for CSV downloads."""
+def fleet_report_tables(context: dict) -> dict[str, tuple[list[str], list]]:
+    """Each fleet report table as (header, rows), for CSV downloads."""
     tables = {
         "over_time": (["hour_utc", "total", "reporting", "allocated", "busy"],
                       [(r["t"], r["total"], r["reporting"], r["allocated"], r["busy"])
