@@ -10,6 +10,7 @@ from django.db.models import Max
 from core.db import db_now
 from reports import sql
 from reports.models import AllocatedStep, Step
+from telemetry.models import RollupBucket
 from telemetry.rollup import STEP, bucket_floor
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
     steps written per bucket. A step is closed when it ended before `now` and before every
     open transaction began (`reports.sql.STEPS_HORIZON`), so no booking still to commit can add
     to it."""
-    written = {}
+    written: dict[str, int] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql.ACTIVITY_FRESH)
         cursor.execute(sql.STEPS_HORIZON, {"now": now or db_now()})
@@ -36,9 +37,9 @@ def allocated_steps_close(*, now: datetime | None = None) -> dict[str, int]:
                 "Fleet report steps not closed: a session of another database role is connected, "
                 "and this role cannot see its transactions (grant it pg_read_all_stats)."
             )
-            return dict.fromkeys(Step, 0)
+            return {bucket: 0 for bucket in Step}
         for bucket in Step:
-            step = STEP[bucket]
+            step = STEP[RollupBucket(bucket)]  # a Step is the rollup bucket of its name
             newest = AllocatedStep.objects.filter(bucket=bucket).aggregate(at=Max("at"))["at"]
             first = newest + step if newest else bucket_floor(horizon - CLOSED_STEPS_BACK, bucket)
             end = bucket_floor(horizon, bucket)  # the open step's start

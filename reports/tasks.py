@@ -7,5 +7,5 @@ from reports import services
 
 
 @shared_task
-def allocated_steps_close_task():
+def allocated_steps_close_task() -> dict[str, int]:
     return services.allocated_steps_close()

@@ -1,5 +1,7 @@
 """The fleet report's page (/usage/, staff only) and its tables as CSV."""
 
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 
 from catalog.models import NodeHealth
@@ -10,7 +12,7 @@ from reports.selectors import fleet_report_cached, fleet_report_tables
 
 
 @staff_required
-def fleet_report_page(request):
+def fleet_report_page(request: HttpRequest) -> HttpResponseBase:
     form = FleetReportForm(request.GET)
     days = form.cleaned_data["days"] if form.is_valid() else FleetReportForm.DEFAULT_DAYS
     context = fleet_report_cached(days=days)
