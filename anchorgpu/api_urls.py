@@ -26,7 +26,6 @@ from rentals.api import (
     allocations,
     bookings,
     clusters,
-    fleet,
     impairments,
     ledger,
     maintenance,
@@ -34,6 +33,7 @@ from rentals.api import (
 )
 from rentals.api.availability import AvailabilityApi
 from rentals.api.catalog import GpuModelListApi
+from reports.api import views as reports
 from sizing.api import SizingApi
 from sizing.compat_api import CompatibilityApi
 from telemetry.api import views as telemetry
@@ -163,12 +163,12 @@ urlpatterns = [
         impairments.AllocationCreditNoteApi.as_view(),
         name="api-allocation-credit-notes",
     ),
-    path("usage/fleet/", fleet.FleetUsageApi.as_view(), name="api-usage-fleet"),
-    path("usage/models/", fleet.ModelUsageApi.as_view(), name="api-usage-models"),
-    path("usage/regions/", fleet.RegionUsageApi.as_view(), name="api-usage-regions"),
-    path("usage/revenue/", fleet.RevenueApi.as_view(), name="api-usage-revenue"),
-    path("usage/booked-ahead/", fleet.BookedAheadApi.as_view(), name="api-usage-booked-ahead"),
-    path("usage/idle/", fleet.IdleApi.as_view(), name="api-usage-idle"),
+    path("usage/fleet/", reports.FleetUsageApi.as_view(), name="api-usage-fleet"),
+    path("usage/models/", reports.ModelUsageApi.as_view(), name="api-usage-models"),
+    path("usage/regions/", reports.RegionUsageApi.as_view(), name="api-usage-regions"),
+    path("usage/revenue/", reports.RevenueApi.as_view(), name="api-usage-revenue"),
+    path("usage/booked-ahead/", reports.BookedAheadApi.as_view(), name="api-usage-booked-ahead"),
+    path("usage/idle/", reports.IdleApi.as_view(), name="api-usage-idle"),
     path("clusters/<uuid:pk>/", clusters.ClusterDetailApi.as_view(), name="api-cluster"),
     path("clusters/<uuid:pk>/stop/", clusters.ClusterStopApi.as_view(), name="api-cluster-stop"),
     path("clusters/<uuid:pk>/start/", clusters.ClusterStartApi.as_view(), name="api-cluster-start"),

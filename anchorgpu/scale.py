@@ -59,7 +59,7 @@ from rentals.models import (
     QuoteKind,
     QuoteLineKind,
 )
-from rentals.services.usage import allocated_steps_close
+from reports.services import allocated_steps_close
 from telemetry.models import SEVERITY as FLAG_SEVERITY
 from telemetry.models import FlagKind, PollOutcome, RollupBucket
 from telemetry.partitions import sample_partitions_ensure

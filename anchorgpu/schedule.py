@@ -52,9 +52,9 @@ def beat_schedule():
             "schedule": timedelta(minutes=1),
             "options": {"expires": 60},
         },
-        # The dashboard's hours and days once they close (rentals.models.AllocatedStep).
-        "close-usage-steps": {
-            "task": "rentals.tasks.allocated_steps_close_task",
+        # The fleet report's hours and days once they close (reports.models.AllocatedStep).
+        "close-fleet-report-steps": {
+            "task": "reports.tasks.allocated_steps_close_task",
             "schedule": timedelta(minutes=1),
             "options": {"expires": 60},
         },

@@ -64,6 +64,8 @@ INSTALLED_APPS = [
     "catalog",
     "telemetry",
     "rentals",
+    # The staff's read side: the fleet report (above rentals and telemetry).
+    "reports",
     "glossary",
     "sizing",
     "webhooks",

@@ -6,7 +6,8 @@ from audit import views as audit
 from glossary import views as glossary
 from invoices import views as invoices
 from payments import views as payments
-from rentals.views import allocations, booking, fleet, impaired, statement
+from rentals.views import allocations, booking, impaired, statement
+from reports import views as reports
 from sizing import compat_views
 from sizing import views as sizing
 from telemetry import views as flags
@@ -56,7 +57,7 @@ urlpatterns = [
     path("invoices/zip/", invoices.invoices_zip_page, name="invoices-zip"),
     path("invoices/<int:pk>/pdf/", invoices.invoice_pdf_page, name="invoice-pdf"),
     path("invoices/<int:pk>/xml/", invoices.invoice_xml_page, name="invoice-xml"),
-    path("usage/", fleet.usage_page, name="usage"),
+    path("usage/", reports.fleet_report_page, name="usage"),
     path("impaired/", impaired.impaired_page, name="impaired"),
     path("impaired/<uuid:pk>/replace/", impaired.impaired_replace, name="impaired-replace"),
     path("impaired/<uuid:pk>/credit/", impaired.impaired_credit, name="impaired-credit"),

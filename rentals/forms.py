@@ -94,14 +94,6 @@ class ExtensionQuoteForm(forms.Form):
         self.fields["period_count"] = _period_count_field(_("Extend by"))
 
 
-class DashboardForm(forms.Form):
-    DEFAULT_DAYS = 7
-    days = forms.IntegerField(min_value=1, max_value=90, required=False)
-
-    def clean_days(self):
-        return self.cleaned_data["days"] or self.DEFAULT_DAYS
-
-
 class OnOffInput(forms.CheckboxInput):
     """A checkbox for an option that is taken once or not at all. It sends `1`, as the
     number box it replaces did, and reads `0` (a link's `option_x=0`) as not chosen."""

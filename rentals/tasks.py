@@ -57,10 +57,5 @@ def idempotency_keys_purge_task():
 
 
 @shared_task
-def allocated_steps_close_task():
-    return services.allocated_steps_close()
-
-
-@shared_task
 def quotes_expired_purge_task():
     return services.quotes_expired_purge()

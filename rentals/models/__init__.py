@@ -20,7 +20,6 @@ from rentals.models.notices import (
     NoticeKind,
 )
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
-from rentals.models.usage import AllocatedStep, LedgerDay, Step
 
 __all__ = [
     "CREDITS",
@@ -28,7 +27,6 @@ __all__ = [
     "SPAN_NOTICES",
     "ImpairedSpan",
     "MAINTENANCE_NOTICES",
-    "AllocatedStep",
     "Allocation",
     "AllocationEvent",
     "AllocationGpu",
@@ -37,7 +35,6 @@ __all__ = [
     "Cluster",
     "EventKind",
     "IdempotencyKey",
-    "LedgerDay",
     "LedgerEntry",
     "LedgerKind",
     "LedgerReason",
@@ -49,7 +46,6 @@ __all__ = [
     "QuoteKind",
     "QuoteLine",
     "QuoteLineKind",
-    "Step",
     "impaired_minimum",
     "span_counts",
 ]

@@ -224,7 +224,7 @@ class AllocationGpu(models.Model):
         ]
         indexes = [
             # The live holdings (maintenance's too) that end after an instant: availability's
-            # calendar and start windows, the staff dashboard's steps and booked-ahead days
+            # calendar and start windows, the fleet report's steps and booked-ahead days
             # read only those, not a year of holdings.
             models.Index(
                 fields=["ends_at"],
@@ -288,8 +288,8 @@ class AllocationEvent(models.Model):
                 "to_state", AllocationState, blank=True, name="rentals_allocationevent_to_valid"
             ),
         ]
-        # The staff dashboard's stopped GPU-hours: each stop, and the first event after it
-        # that leaves "stopped", both read from these alone (rentals.sql.dashboard.DASHBOARD_NOW).
+        # The fleet report's stopped GPU-hours: each stop, and the first event after it
+        # that leaves "stopped", both read from these alone (reports.sql.FLEET_REPORT_NOW).
         indexes = [
             models.Index(
                 fields=["allocation", "at", "id"], condition=Q(to_state=AllocationState.STOPPED),

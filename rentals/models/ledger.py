@@ -129,7 +129,7 @@ class LedgerEntry(models.Model):
                 include=["kind", "currency", "amount"],
                 name="rentals_ledger_allocation_paid",
             ),
-            # The staff revenue's range (rentals.sql.dashboard.REVENUE): the rows of the range and what
+            # The staff revenue's range (reports.sql.REVENUE): the rows of the range and what
             # it sums, without a pass over every row of the ledger.
             models.Index(
                 fields=["at"],

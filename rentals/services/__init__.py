@@ -28,10 +28,8 @@ from rentals.services.quotes import (
     quote_estimate,
     quotes_expired_purge,
 )
-from rentals.services.usage import allocated_steps_close
 
 __all__ = [
-    "allocated_steps_close",
     "access_report",
     "allocation_keys_set",
     "allocation_book",

@@ -1,7 +1,8 @@
 """Rentals' hand-written SQL, one module per domain: `holdings` (the overlap rule and what is
 held now), `capacity` (availability, placement, the calendar, start windows), `booking`
 (the booking's write and enforcement), `idempotency`, `agent` (the node agent's poll),
-`faults` (maintenance, impairments, spares) and `dashboard` (the staff's figures).
+`faults` (maintenance, impairments, spares). The staff's fleet report has its own
+statements, in `reports.sql`.
 
 A statement with a variable part is composed with `psycopg.sql` (`SQL(...).format(...)`,
 `Identifier` for a table's name) and rendered to plain text once, at import or in a cached

@@ -1,4 +1,4 @@
-"""Pages of the rentals layer: catalog and booking, allocations, statement, staff usage."""
+"""Pages of the rentals layer: catalog and booking, allocations, statement."""
 
 from django.contrib import messages
 from django.shortcuts import redirect

@@ -7,12 +7,13 @@ import pytest
 
 from anchorgpu.celery import app
 from anchorgpu.schedule import beat_schedule
-from rentals.models import AllocatedStep, Allocation, Step
+from rentals.models import Allocation
 from rentals.tasks import (
-    allocated_steps_close_task,
     allocations_enforce_task,
     allocations_impairment_sync_task,
 )
+from reports.models import AllocatedStep, Step
+from reports.tasks import allocated_steps_close_task
 from telemetry.rollup import bucket_floor
 from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
 
@@ -58,7 +59,7 @@ def test_the_impairment_sync_runs_on_a_real_worker(catalog, alice, worker):
     assert list(allocation.events.values_list("kind", flat=True)) == ["booked", "impaired"]
 
 
-def test_the_dashboard_steps_close_on_a_real_worker(catalog, alice, worker):
+def test_the_fleet_report_steps_close_on_a_real_worker(catalog, alice, worker):
     from django.utils import timezone
 
     now = timezone.now()
@@ -92,7 +93,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "deliver-due-webhooks",
         "partition-telemetry",
         "prune-audit-log",
-        "close-usage-steps",
+        "close-fleet-report-steps",
         "issue-held-invoices",
         "payment-reminders",
     }

@@ -5,8 +5,9 @@ import pytest
 
 from anchorgpu.scale import CUSTOMER, fleet_gpu_identity, generate_scale
 from catalog.models import Gpu
-from rentals.dashboard import fleet_dashboard
-from rentals.models import AllocatedStep, Allocation, LedgerDay, LedgerEntry
+from rentals.models import Allocation, LedgerEntry
+from reports.models import AllocatedStep, LedgerDay
+from reports.selectors import fleet_report
 
 
 def test_generated_gpus_have_distinct_identities_at_100k():
@@ -47,9 +48,9 @@ def test_a_generated_world_replaces_the_dashboards_closed_steps_of_the_one_befor
                                log=lambda line: None)  # fmt: skip
     now = generated["now"]
     assert AllocatedStep.objects.exists() and LedgerDay.objects.exists()
-    kept = [fleet_dashboard(days=days, now=now) for days in (7, 30)]
+    kept = [fleet_report(days=days, now=now) for days in (7, 30)]
     AllocatedStep.objects.all().delete()
-    counted = [fleet_dashboard(days=days, now=now) for days in (7, 30)]
+    counted = [fleet_report(days=days, now=now) for days in (7, 30)]
     for one, other in zip(kept, counted, strict=True):
         assert one["over_time"] == other["over_time"] and one["revenue"] == other["revenue"]
     assert any(p["allocated"] for p in kept[1]["over_time"][:-1])

@@ -1,12 +1,12 @@
 """The layers point one way (docs/architecture.md), read from the code's own import graph.
 
-anchorgpu → audit → rentals → telemetry → catalog → core, with accounts and glossary beside them
-and sizing beside rentals (its estimator imports nothing of Django at all); nodeagent, the
-agent that runs on the nodes, imports nothing of ours and only the standard library; cli
-(`agpu`, the customers' command line) imports nothing of ours either, only the standard
-library and its own pinned dependencies, and talks to the console through the public API:
-a module imports only its own layer and those below it, and never from inside a function
-(where an import hides a dependency or dodges a cycle).
+anchorgpu → audit → reports → rentals → telemetry → catalog → core, with accounts and glossary
+beside them and sizing beside rentals (its estimator imports nothing of Django at all);
+nodeagent, the agent that runs on the nodes, imports nothing of ours and only the standard
+library; cli (`agpu`, the customers' command line) imports nothing of ours either, only the
+standard library and its own pinned dependencies, and talks to the console through the
+public API: a module imports only its own layer and those below it, and never from inside a
+function (where an import hides a dependency or dodges a cycle).
 """
 
 import ast
@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     "anchorgpu", "core", "accounts", "catalog", "telemetry", "rentals", "glossary", "sizing",
-    "webhooks", "invoices", "payments", "nodeagent", "audit", "cli",
+    "webhooks", "invoices", "payments", "nodeagent", "audit", "cli", "reports",
 }  # fmt: skip
 # What each package may import of ours (besides itself).
 ALLOWED = {
@@ -26,6 +26,8 @@ ALLOWED = {
     "catalog": {"core"},
     "telemetry": {"core", "catalog", "nodeagent"},
     "rentals": {"core", "accounts", "catalog", "telemetry", "nodeagent"},
+    # The staff's read side (the fleet report): above rentals and telemetry, which it reads.
+    "reports": {"core", "accounts", "catalog", "telemetry", "rentals"},
     # The reference agent runs on the nodes: nothing of the console's, not even Django.
     "nodeagent": set(),
     # agpu runs on the customers' machines and knows the console only by its public API.

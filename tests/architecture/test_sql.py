@@ -254,7 +254,7 @@ BAD = [
     ),
     (
         "enum_word",
-        "rentals/dashboard.py",
+        "reports/selectors.py",
         "W = \"a.state IN ('running') AND a.paid_until <= %(soon)s\"",
     ),
     ("outside", "rentals/views.py", 'Q = "SELECT id FROM rentals_allocation WHERE id = %s"'),
@@ -279,7 +279,7 @@ GOOD = [
     ("rentals/sql/capacity.py", 'Q = SQL("a.state = ANY(%(states)s) AND {}").format(clause)'),
     ("rentals/views.py", 'def f():\n    """Reads with SELECT … FOR UPDATE, in words."""'),
     ("rentals/views.py", 'm = _("Choose %(n)s GPUs or fewer.") % {"n": 8}'),
-    ("rentals/views.py", 'key = f"fleet-dashboard:{days}:{now:%Y%m%d%H%M}"'),
+    ("reports/selectors.py", 'key = f"fleet-report:{days}:{now:%Y%m%d%H%M}"'),
     (
         "core/lookups.py",
         'def as_sql(self, compiler, connection):\n    return f"{lhs} = ANY({rhs})", p',

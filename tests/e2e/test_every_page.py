@@ -29,9 +29,10 @@ from accounts.services.teams import team_create
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import GpuModel, Node
 from glossary.models import Term
-from rentals.demo import seed_history, seed_rentals
+from rentals.demo import seed_rentals
 from rentals.models import Allocation, AllocationState, Cluster
 from rentals.services import allocation_cancel, quote_create
+from reports.demo import seed_history
 from telemetry.models import Flag, FlagKind, Severity
 from tests.conftest import pln_rates_create
 from tests.e2e.conftest import ARTIFACTS, axe_serious, shared_world

@@ -12,8 +12,9 @@ from playwright.sync_api import expect
 from accounts.services.profile import account_preferences_set
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import Gpu, Node
-from rentals.demo import seed_history, seed_rentals
+from rentals.demo import seed_rentals
 from rentals.models import Allocation, AllocationState
+from reports.demo import seed_history
 from telemetry.models import Flag, FlagKind, Severity
 from tests.e2e.conftest import axe_serious, login, screenshot, shared_world
 from tests.rentals.helpers import book

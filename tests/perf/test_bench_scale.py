@@ -34,7 +34,8 @@ from catalog.models import GpuModel
 from core.db import db_now
 from rentals.models import Allocation, AllocationState
 from rentals.placement import place_cluster_locked, place_locked
-from rentals.services import allocated_steps_close, allocations_enforce, quote_create
+from rentals.services import allocations_enforce, quote_create
+from reports.services import allocated_steps_close
 from telemetry.models import GpuSample
 from telemetry.rollup import telemetry_prune, telemetry_rollup
 from tests.perf.conftest import report, target

@@ -7,11 +7,12 @@ from django.utils import timezone
 
 from catalog.demo import seed_catalog, seed_users
 from catalog.models import Gpu
-from rentals.dashboard import fleet_dashboard
-from rentals.demo import seed_history, seed_rentals
+from rentals.demo import seed_rentals
 from rentals.models import Allocation, AllocationGpu, AllocationState, LedgerEntry
 from rentals.selectors.allocation_usage import allocation_usage
-from rentals.services import allocated_steps_close
+from reports.demo import seed_history
+from reports.selectors import fleet_report
+from reports.services import allocated_steps_close
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +30,7 @@ def test_a_new_demo_has_thirty_days_of_history(settings, client, django_user_mod
     assert Allocation.objects.filter(paid_from__lt=now - timedelta(days=20)).exists()
     assert LedgerEntry.objects.filter(at__lt=now - timedelta(days=20)).exists()
 
-    dashboard = fleet_dashboard(days=30, now=now)
+    dashboard = fleet_report(days=30, now=now)
     points = dashboard["over_time"]
     fleet = Gpu.objects.count()  # the demo's 112 GPUs
     assert len(points) == 31 and all(p["total"] == fleet == 112 for p in points[:-1])
@@ -46,7 +47,7 @@ def test_a_new_demo_has_thirty_days_of_history(settings, client, django_user_mod
     assert all(row["hours"] > 0 for row in dashboard["by_model"])
     assert dashboard["revenue"] and any(r["amount"] > 0 for r in dashboard["revenue"])
     allocated_steps_close(now=now)  # the past's steps, closed again: the same figures
-    again = fleet_dashboard(days=30, now=now)
+    again = fleet_report(days=30, now=now)
     assert (again["over_time"], again["revenue"]) == (points, dashboard["revenue"])
 
     # GPU-hours run to thousands: grouped as the reader's language writes numbers

@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from rentals.dashboard import fleet_dashboard
 from rentals.models import Allocation
 from rentals.selectors.allocation_usage import allocation_usage
+from reports.selectors import fleet_report
 from telemetry.models import GpuRollup, GpuSample
 from telemetry.poll import Fetched, store_polls
 from telemetry.rollup import telemetry_prune, telemetry_rollup
@@ -117,7 +117,7 @@ def test_the_newest_dashboard_point_is_live(catalog, alice):
         for s, u in ((10, 0.0), (40, 0.0))
     )
     telemetry_rollup(now=now)
-    latest = fleet_dashboard(now=now)["over_time"][-1]
+    latest = fleet_report(now=now)["over_time"][-1]
     assert (
         latest["busy"] == 0 and latest["busy_until"] == (minute + timedelta(minutes=1)).isoformat()
     )
@@ -125,7 +125,7 @@ def test_the_newest_dashboard_point_is_live(catalog, alice):
         GpuSample(gpu=held.gpu, at=minute + timedelta(seconds=55), utilization=95.0)
         for held in allocation.held.all()
     )
-    assert fleet_dashboard(now=now)["over_time"][-1]["busy"] == 0  # not rolled up yet
+    assert fleet_report(now=now)["over_time"][-1]["busy"] == 0  # not rolled up yet
     telemetry_rollup(now=now)  # the late samples rewrite the minute
-    latest = fleet_dashboard(now=now)["over_time"][-1]
+    latest = fleet_report(now=now)["over_time"][-1]
     assert latest["busy"] == 2 and latest["allocated"] == 2

@@ -5,6 +5,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.roles import acting_as
@@ -70,18 +72,6 @@ def test_tokens_page_creates_shows_once_and_revokes(alice, client, api):
 
     client.post("/account/tokens/", {"revoke": ApiToken.objects.get().pk})
     assert api.get("/api/v1/ledger/").status_code == 401
-
-
-def test_usage_page_is_for_staff_only(catalog, alice, staff, client):
-    refused = client.get("/usage/")  # a visitor signs in on our page, not the admin's
-    assert refused.status_code == 302 and refused["Location"].startswith("/account/login/")
-    client.force_login(alice)
-    page = client.get("/usage/")
-    assert page.status_code == 403 and "This page is for AnchorGPU staff" in page.content.decode()
-    client.force_login(staff)
-    assert client.get("/usage/?days=30").status_code == 200
-    csv = b"".join(client.get("/usage/?csv=by_model").streaming_content).decode()
-    assert csv.startswith("model,avg_utilisation_pct,gpu_hours")
 
 
 def test_the_list_puts_what_runs_first_with_what_each_paid(catalog, alice, staff, client):
@@ -159,3 +149,19 @@ def test_the_catalog_and_the_quote_show_the_host_share_sold_with_each_gpu(catalo
     api_model = client.get("/api/v1/gpu-models/").json()
     h100 = next(m for m in api_model["results"] if m["slug"] == "h100")
     assert (h100["vcpus_per_gpu"], h100["ram_gib_per_gpu"]) == (24, 256)
+
+
+def test_list_pages_have_pinned_query_counts(catalog, alice, client, django_assert_max_num_queries):
+    client.force_login(alice)
+    for _ in range(3):
+        book(alice, model="h100", count=1, period="day")
+
+    def queries(url):
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(url).status_code == 200
+        return len(ctx.captured_queries)
+
+    counts = {url: queries(url) for url in ("/allocations/", "/statement/", "/")}
+    for _ in range(5):
+        book(alice, model="h100", count=1, period="day")
+    assert {url: queries(url) for url in counts} == counts

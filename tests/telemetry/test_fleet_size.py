@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from catalog.models import Gpu, Node, NodeState
-from rentals.dashboard import fleet_over_time
+from reports.selectors import fleet_over_time
 from telemetry.models import FleetSize, GpuSample
 from telemetry.poll import fleet_size_record
 

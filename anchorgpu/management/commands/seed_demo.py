@@ -5,8 +5,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from catalog.demo import seed_catalog, seed_users
-from rentals.demo import seed_demo_keys, seed_history, seed_rentals
+from rentals.demo import seed_demo_keys, seed_rentals
 from rentals.simulation import nodes_root
+from reports.demo import seed_history
 
 
 class Command(BaseCommand):

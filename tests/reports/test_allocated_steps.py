@@ -12,16 +12,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.roles import acting_as
-from rentals.dashboard import fleet_dashboard, fleet_over_time, revenue, step_for
-from rentals.models import (
-    AllocatedStep,
-    AllocationGpu,
-    LedgerDay,
-    LedgerEntry,
-    LedgerKind,
-    Step,
-)
-from rentals.services import allocated_steps_close, allocation_cancel
+from rentals.models import AllocationGpu, LedgerEntry, LedgerKind
+from rentals.services import allocation_cancel
+from reports.models import AllocatedStep, LedgerDay, Step
+from reports.selectors import fleet_over_time, fleet_report, revenue, step_for
+from reports.services import allocated_steps_close
 from telemetry.rollup import bucket_floor
 from tests.rentals.helpers import book, book_around_three_days
 
@@ -130,7 +125,7 @@ def test_the_dashboard_counts_its_open_step_in_the_booked_ahead_read(catalog, al
     allocated_steps_close(now=now)
     step = step_for(days)
     with CaptureQueriesContext(connection) as ctx:
-        board = fleet_dashboard(days=days, now=now)
+        board = fleet_report(days=days, now=now)
     assert not [q for q in ctx.captured_queries if "generate_series" in q["sql"]]
     read_alone = fleet_over_time(start=now - timedelta(days=days), end=now, step=step)
     assert board["over_time"] == read_alone

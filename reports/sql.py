@@ -1,11 +1,10 @@
-"""The staff dashboard's statements."""
+"""The fleet report's statements (`reports.selectors`, `reports.services`). They read rentals'
+and telemetry's tables and the catalog's, and write the report's own closed steps."""
 
 from functools import cache
 
 from django.contrib.auth import get_user_model
 from psycopg.sql import SQL, Identifier
-
-# --- The staff dashboard -----------------------------------------------------------------
 
 # Per step, the holdings of allocations that overlap it, as a sweep: each holding is read
 # once (the live ones that end after the first step, by rentals_ag_live_ends) and becomes
@@ -42,7 +41,7 @@ ORDER BY k
 """
 
 # The same count written once for each closed step from `start` (a step's start) to `end`
-# (the last step's start), for `rentals.services.usage.allocated_steps_close`. A step already
+# (the last step's start), for `reports.services.allocated_steps_close`. A step already
 # written keeps its row: two runs at once write it once, and its count is final.
 ALLOCATED_STEPS_CLOSE = (
     SQL(
@@ -96,11 +95,11 @@ WHERE datname = current_database() AND pid <> pg_backend_pid() AND usesysid IS N
 # exactly; integers from there on, not numeric per row; `day_us` is a day's), a holding
 # covers part of its first day i0 (all it holds, when it ends that day), part of its last
 # day i1 and the days between whole; holdings are counted per model and (i0, i1) with the
-# microseconds they hold on each of the two days, and `rentals.dashboard.booked_ahead` runs
+# microseconds they hold on each of the two days, and `reports.selectors.held_ahead` runs
 # the sum over the days. The model is the holding's node's (an allocation's GPUs are its
 # model's; the index carries the node, rentals 0028), by a hash join on the nodes rather
 # than a look-up per allocation. From the same pass: `held_now` counts those of each group
-# held at `now` (a moment of the first day), the dashboard's "allocated now", and `held_open`
+# held at `now` (a moment of the first day), the report's "allocated now", and `held_open`
 # those held in [open_start, open_end) (a step of the first day: the chart's open one).
 BOOKED_AHEAD = """
 WITH held AS (
@@ -135,7 +134,7 @@ GROUP BY model, i0, i1
 # leaving "stopped" or the end of the paid period, whichever is first: an expiry leaves it
 # when enforcement runs, after that end; clipped to the range), impaired
 # GPU-hours within the range (the impaired spans' GPUs) and nodes per health.
-DASHBOARD_NOW = """
+FLEET_REPORT_NOW = """
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
        (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
                     least(back.at, a.paid_until, %(now)s) - greatest(stop.at, %(start)s))),
@@ -219,7 +218,7 @@ ORDER BY n.hostname
 LIMIT %(limit)s
 """
 
-# Allocations as the dashboard's lists show them; `{where}` picks and orders them.
+# Allocations as the fleet report's lists show them; `{where}` picks and orders them.
 _ALLOCATIONS = SQL(
     """
 SELECT a.id, a.gpu_count, a.state, a.paid_until, m.slug AS model_slug, m.name AS model,
@@ -253,7 +252,7 @@ a.state = %(running)s AND a.paid_from <= %(since)s AND NOT EXISTS (
 
 @cache
 def allocation_rows(which: str) -> str:
-    """The dashboard's list of `which` allocations ("expiring" or "idle"). Rendered on first
+    """The fleet report's list of `which` allocations ("expiring" or "idle"). Rendered on first
     use: the users' table is the user model's, known once the apps are loaded."""
     users = Identifier(get_user_model()._meta.db_table)
     return _ALLOCATIONS.format(users=users, where=_ALLOCATIONS_WHERE[which]).as_string()

@@ -1,13 +1,15 @@
-"""The staff dashboard: the fleet's use over time, by model and region, money, health.
+"""The fleet report, the staff's page of the fleet: its use over time, by model and
+region, money, health.
 
 It joins allocations and the ledger (rentals) with rollups and flags (telemetry). Up to a
 week it reads hourly rollups; longer ranges read daily ones.
 """
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.core.cache import cache
@@ -19,9 +21,10 @@ from catalog.models import NodeHealth, NodeState
 from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
-from rentals.models import AllocatedStep, AllocationState, LedgerKind, Step, impaired_minimum
-from rentals.sql import dashboard as dashboard_sql
-from telemetry.models import FleetRollup, FleetSize, GpuRollup
+from rentals.models import AllocationState, LedgerKind, impaired_minimum
+from reports import sql
+from reports.models import AllocatedStep, Step
+from telemetry.models import FleetRollup, FleetSize, GpuRollup, RollupBucket
 from telemetry.rollup import STEP, bucket_floor
 from telemetry.selectors import (
     fleet_busy_by_bucket,
@@ -40,12 +43,17 @@ BUSY_NOW_WITHIN = timedelta(minutes=5)
 DAY_US = 86_400_000_000  # a day in microseconds, BOOKED_AHEAD's unit
 
 
-def _allocation_rows(which: str, **params) -> list[dict]:
-    return read_rows(dashboard_sql.allocation_rows(which), params)
+def _allocation_rows(which: str, **params: Any) -> list[dict[str, Any]]:
+    return read_rows(sql.allocation_rows(which), params)
 
 
 def _parsed(at: str | None) -> datetime | None:
-    return at and datetime.fromisoformat(at)
+    return datetime.fromisoformat(at) if at else None
+
+
+def _step_of(bucket: str) -> timedelta:
+    """The length of a `Step` (the rollups' bucket of the same name)."""
+    return STEP[RollupBucket(bucket)]
 
 
 def step_for(days: float) -> timedelta:
@@ -60,7 +68,7 @@ def bucket_of(step: timedelta) -> str:
 @reporting_reads()
 def fleet_over_time(
     *, start: datetime, end: datetime, step: timedelta, counted: dict[datetime, int] | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Per step: the fleet's size as recorded then and the fewest of its GPUs whose
     telemetry answered a round (both None where nothing was recorded), GPUs allocated, and
     GPUs busy (average utilisation over the threshold, so at most those answering); all
@@ -72,23 +80,26 @@ def fleet_over_time(
     (`allocated_per_step`)."""
     bucket = bucket_of(step)
     allocated = allocated_per_step(bucket=bucket, start=start, end=end, counted=counted)
-    busy = fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
+    busy: dict[datetime, int | None] = dict(
+        fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
+    )
     rolled = rolled_until(bucket, FleetRollup) or start
-    as_of = {}
+    as_of: dict[datetime, str | None] = {}
     for h in allocated:
         if h + step > rolled:
             minute = fleet_newest_minute(start=max(h, start), end=min(h + step, end))
-            busy[h] = minute and minute.busy
-            as_of[h] = minute and minute.until.isoformat()
+            busy[h] = minute.busy if minute else None
+            as_of[h] = minute.until.isoformat() if minute else None
     sizes = fleet_sizes(start=min(allocated, default=start), end=end, step=step)
     began = FleetSize.objects.aggregate(first=Min("at"))["first"]  # the first record ever
     rows = []
-    for h, n in allocated.items():
+    for h, held in allocated.items():
         total, reporting = sizes.get(h, (None, None))
+        n: int | None = held
         busy_then = busy.get(h, 0)
         if began and h + step <= began and not n and not busy_then:  # before the fleet: a gap
             n = busy_then = None
-        row = {"t": h.isoformat(), "total": total, "reporting": reporting,
+        row: dict[str, Any] = {"t": h.isoformat(), "total": total, "reporting": reporting,
                "allocated": n, "busy": busy_then}  # fmt: skip
         if h in as_of:
             row["busy_until"] = as_of[h]
@@ -107,7 +118,7 @@ def _kept_steps(*, bucket: str, first: datetime, last: datetime) -> dict[datetim
     run, at = {}, first
     while at in kept:
         run[at] = kept[at]
-        at += STEP[bucket]
+        at += _step_of(bucket)
     return run
 
 
@@ -118,16 +129,16 @@ def allocated_per_step(
     """GPUs held by allocations at some moment of each step (an hour or a day, UTC) from
     `start`'s step to `end`'s: the closed steps written once (`AllocatedStep`) as far as they
     run on unbroken from the first, the rest counted from the holdings, but a last step left
-    alone that is in `counted` (the dashboard counts its open step in the booked-ahead read)."""
-    step = STEP[bucket]
+    alone that is in `counted` (the fleet report counts its open step in the booked-ahead read)."""
+    step = _step_of(bucket)
     allocated = _kept_steps(bucket=bucket, first=bucket_floor(start, bucket), last=end)
     at = bucket_floor(start, bucket) + len(allocated) * step  # the first step not kept
-    if at <= end and at + step > end and at in (counted or {}):
+    if at <= end and at + step > end and counted and at in counted:
         allocated[at] = counted[at]
     elif at <= end:
         with reads_cursor() as cursor:
             cursor.execute(
-                dashboard_sql.ALLOCATED_PER_STEP,
+                sql.ALLOCATED_PER_STEP,
                 {"unit": bucket, "step": f"1 {bucket}", "start": at, "end": end},
             )
             allocated.update(cursor.fetchall())
@@ -135,27 +146,31 @@ def allocated_per_step(
 
 
 @reporting_reads()
-def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
+def revenue(
+    *, start: datetime, end: datetime
+) -> tuple[list[dict[str, Any]], dict[str, Decimal], dict[str, Decimal]]:
     """Charges per currency and rental period, refunds per currency and impaired time
     credited per currency, from one read: the range's whole days that are closed as summed
     once (`LedgerDay`, as far as they run unbroken from the first), its ledger rows before
     and after them. Amounts of two currencies are never added."""
-    charges, refunds, credits = [], {}, {}
+    charges: list[dict[str, Any]] = []
+    refunds: dict[str, Decimal] = {}
+    credits: dict[str, Decimal] = {}
     kinds = [LedgerKind.CHARGE, LedgerKind.REFUND, LedgerKind.CREDIT]
-    day = STEP[Step.DAY]
+    day = _step_of(Step.DAY)
     first = bucket_floor(start, Step.DAY)
     first = min(first if first == start else first + day, end)  # the first whole day
     kept_until = first + len(_kept_steps(bucket=Step.DAY, first=first, last=end - day)) * day
     params = {"start": start, "end": end, "kinds": kinds, "kept_from": first,
               "kept_until": kept_until}  # fmt: skip
-    for row in read_rows(dashboard_sql.REVENUE, params):
+    for row in read_rows(sql.REVENUE, params):
         kind, currency = row.pop("kind"), row["currency"]
         if kind == LedgerKind.CHARGE:
             row["period_name"] = in_language(row, "period")
             charges.append({**row, "amount": quantize(row["amount"], currency)})
         else:
             totals = refunds if kind == LedgerKind.REFUND else credits
-            totals[currency] = totals.get(currency, 0) + row["amount"]
+            totals[currency] = totals.get(currency, Decimal(0)) + row["amount"]
     return (
         charges,
         {c: quantize(a, c) for c, a in refunds.items()},
@@ -163,14 +178,14 @@ def revenue(*, start: datetime, end: datetime) -> tuple[list[dict], dict, dict]:
     )
 
 
-def booked_ahead(*, now: datetime) -> list[dict]:
+def booked_ahead(*, now: datetime) -> list[dict[str, Any]]:
     """GPU-days booked per active model for the next 30 days, against each model's
     capacity. `model` is the model's id, slug and name."""
     return held_ahead(now=now).rows
 
 
 class HeldAhead(NamedTuple):
-    rows: list[dict]  # `booked_ahead`
+    rows: list[dict[str, Any]]  # `booked_ahead`
     allocated_now: int
     allocated_in_step: int
 
@@ -183,11 +198,13 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     open_start, open_end = step or (day0, day0)
     days = [day0.date() + timedelta(days=i) for i in range(30)]
-    held_us, whole_from = defaultdict(Decimal), defaultdict(int)  # per (model, day index)
+    # per (model, day index)
+    held_us: defaultdict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    whole_from: defaultdict[tuple[int, int], int] = defaultdict(int)
     allocated_now = allocated_in_step = 0
     with reads_cursor() as cursor:
         cursor.execute(
-            dashboard_sql.BOOKED_AHEAD,
+            sql.BOOKED_AHEAD,
             {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US, "now": now,
              "open_start": open_start, "open_end": open_end},
         )  # fmt: skip
@@ -206,7 +223,7 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
             whole += whole_from[model_id, i]
             heat[model_id, day] = float(held_us[model_id, i] + whole * DAY_US) / DAY_US
     rows = []
-    for model in read_rows(dashboard_sql.CAPACITY, {"active": NodeState.ACTIVE}):
+    for model in read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE}):
         cap = model.pop("capacity")
         cells = []
         for day in days:
@@ -229,7 +246,7 @@ def idle_window(*, now: datetime, hours: float = 2) -> tuple[datetime, datetime]
 
 
 @reporting_reads()
-def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> list[dict]:
+def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> list[dict[str, Any]]:
     """Running allocations, running since before the window (`idle_window`), none of whose
     GPUs went over the active threshold in any minute rolled up since its start (each GPU's
     newest busy minute, `telemetry.models.GpuBusy`), as plain rows."""
@@ -238,19 +255,20 @@ def idle_allocations(*, now: datetime, hours: float = 2, limit: int = 50) -> lis
 
 
 @reporting_reads()
-def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
-    """Everything on the staff dashboard, every figure including the live part. Lists are
+def fleet_report(*, days: int = 7, now: datetime | None = None) -> dict[str, Any]:
+    """Everything on the fleet report, every figure including the live part. Lists are
     plain rows, so a minute's copy in the cache is cheap to write and read."""
     now = now or timezone.now()
     start = now - timedelta(days=days)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    # A dict of Any: the stubs' list of adaptable values leaves out timedelta (an interval).
+    params: dict[str, Any] = {
+        "now": now, "start": start, "active": NodeState.ACTIVE, "retired": NodeState.RETIRED,
+        "stopped": AllocationState.STOPPED, "started": _STARTED,
+        "impaired_min": impaired_minimum(),
+    }  # fmt: skip
     with reads_cursor() as cursor:
-        cursor.execute(
-            dashboard_sql.DASHBOARD_NOW,
-            {"now": now, "start": start, "active": NodeState.ACTIVE,
-             "retired": NodeState.RETIRED, "stopped": AllocationState.STOPPED,
-             "started": _STARTED, "impaired_min": impaired_minimum()},
-        )  # fmt: skip
+        cursor.execute(sql.FLEET_REPORT_NOW, params)
         total, stopped_hours, impaired_hours, health = cursor.fetchone()
     health = health or {}
     # Busy and answering now: the newest minute rolled up within the last BUSY_NOW_WITHIN.
@@ -305,20 +323,22 @@ def fleet_dashboard(*, days: int = 7, now: datetime | None = None) -> dict:
     }
 
 
-def fleet_dashboard_cached(*, days: int, now: datetime | None = None) -> dict:
-    """`fleet_dashboard`, computed at most once a minute per range and language and kept in
+def fleet_report_cached(*, days: int, now: datetime | None = None) -> dict[str, Any]:
+    """`fleet_report`, computed at most once a minute per range and language and kept in
     the cache for that minute: the page shows when its figures were computed (`now`)."""
     now = now or timezone.now()
-    key = f"fleet-dashboard:{get_language()}:{days}:{now:%Y%m%d%H%M}"
-    context = cache.get(key)
+    key = f"fleet-report:{get_language()}:{days}:{now:%Y%m%d%H%M}"
+    context: dict[str, Any] | None = cache.get(key)
     if context is None:
-        context = fleet_dashboard(days=days, now=now)
+        context = fleet_report(days=days, now=now)
         cache.set(key, context, timeout=60)
     return context
 
 
 @reporting_reads()
-def use_by_model_and_region(*, start, end, rolled_only: bool = False):
+def use_by_model_and_region(
+    *, start: datetime, end: datetime, rolled_only: bool = False
+) -> Sequence[Any]:
     """Average utilisation and GPU-hours seen per model and per region, the live part
     included. With `rolled_only`: from the fleet rollups alone, and with the span they
     cover as a third value (`telemetry.selectors.fleet_totals_rolled`)."""
@@ -327,12 +347,12 @@ def use_by_model_and_region(*, start, end, rolled_only: bool = False):
     else:
         per_group = fleet_totals_by_group(start=start, end=end)
     with reads_cursor() as cursor:
-        cursor.execute(dashboard_sql.NAMES)
+        cursor.execute(sql.NAMES)
         names = {
             (kind, pk): in_language({"name_en": en, "name_pl": pl}, "name")
             for kind, pk, en, pl in cursor.fetchall()
         }
-    groups = ({}, {})
+    groups: tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]] = ({}, {})
     for (model_id, region_id), totals in per_group.items():
         keys = (names.get(("model", model_id), "?"), names.get(("region", region_id), "?"))
         for group, name in zip(groups, keys, strict=True):
@@ -351,21 +371,19 @@ def use_by_model_and_region(*, start, end, rolled_only: bool = False):
     return (*rows, span) if rolled_only else rows
 
 
-def node_health(*, skip: list[str], limit: int | None) -> list[dict]:
+def node_health(*, skip: list[str], limit: int | None) -> list[dict[str, Any]]:
     """Nodes in service with their health (in words too), but those whose health is in
     `skip`, the first `limit` by hostname (None: all)."""
-    nodes = read_rows(
-        dashboard_sql.NODE_HEALTH, {"retired": NodeState.RETIRED, "skip": skip, "limit": limit}
-    )
+    nodes = read_rows(sql.NODE_HEALTH, {"retired": NodeState.RETIRED, "skip": skip, "limit": limit})
     for node in nodes:
         node["health_label"] = NodeHealth(node["health"]).label
         node["region"] = in_language(node, "region")
     return nodes
 
 
-def dashboard_tables(context: dict) -> dict[str, tuple[list[str], list]]:
-    """Each dashboard table as (header, rows), for CSV downloads."""
-    tables = {
+def fleet_report_tables(context: dict[str, Any]) -> dict[str, tuple[list[str], list[Any]]]:
+    """Each fleet report table as (header, rows), for CSV downloads."""
+    tables: dict[str, tuple[list[str], list[Any]]] = {
         "over_time": (["hour_utc", "total", "reporting", "allocated", "busy"],
                       [(r["t"], r["total"], r["reporting"], r["allocated"], r["busy"])
                        for r in context["over_time"]]),

@@ -1,20 +1,10 @@
 from datetime import datetime, timedelta
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
 from accounts.roles import acting_as
 from catalog.models import Gpu, Node, NodeHealth
-from rentals.dashboard import (
-    booked_ahead,
-    dashboard_tables,
-    fleet_dashboard,
-    fleet_dashboard_cached,
-    fleet_over_time,
-    step_for,
-)
 from rentals.models import AllocationGpu
 from rentals.selectors.allocation_usage import allocation_usage, stopped_spans
 from rentals.services import (
@@ -23,7 +13,15 @@ from rentals.services import (
     allocation_stop,
     allocations_enforce,
 )
-from rentals.templatetags.heatmap import heat_cells
+from reports.selectors import (
+    booked_ahead,
+    fleet_over_time,
+    fleet_report,
+    fleet_report_cached,
+    fleet_report_tables,
+    step_for,
+)
+from reports.templatetags.fleet_report import heat_cells
 from telemetry.models import Flag, FlagKind, FleetRollup, FleetSize, GpuSample, Severity
 from telemetry.rollup import telemetry_rollup
 from tests.rentals.helpers import book, book_around_three_days
@@ -34,7 +32,7 @@ pytestmark = pytest.mark.django_db
 def test_booked_gpu_days_ahead_counts_only_what_is_booked(catalog, alice):
     now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
     book(alice, model="h100", count=2, period="day", periods=2, starts_at=now + timedelta(days=1))
-    heat = {row["model"]["slug"]: row for row in fleet_dashboard(now=now)["heatmap"]}
+    heat = {row["model"]["slug"]: row for row in fleet_report(now=now)["heatmap"]}
     assert [d["gpu_days"] for d in heat["h100"]["days"][:4]] == [0.0, 2.0, 2.0, 0.0]
     assert heat["h100"]["capacity"] == 20
     assert sum(d["gpu_days"] for d in heat["l4"]["days"]) == 0.0
@@ -53,7 +51,7 @@ def test_stopped_time_is_paid_time_in_the_usage_summary(catalog, alice):
         3.0,
     )
     assert summary["hours_left"] == 18.0
-    dashboard = fleet_dashboard(now=start + timedelta(hours=6))
+    dashboard = fleet_report(now=start + timedelta(hours=6))
     assert dashboard["stopped_gpu_hours"] == 3.0
 
 
@@ -73,23 +71,7 @@ def test_stopped_time_ends_with_the_paid_period_when_expiry_runs_late(catalog, a
         22.0,
         2.0,
     )
-    assert fleet_dashboard(now=later)["stopped_gpu_hours"] == 44.0  # 2 GPUs × 22 h
-
-
-def test_list_pages_have_pinned_query_counts(catalog, alice, client, django_assert_max_num_queries):
-    client.force_login(alice)
-    for _ in range(3):
-        book(alice, model="h100", count=1, period="day")
-
-    def queries(url):
-        with CaptureQueriesContext(connection) as ctx:
-            assert client.get(url).status_code == 200
-        return len(ctx.captured_queries)
-
-    counts = {url: queries(url) for url in ("/allocations/", "/statement/", "/")}
-    for _ in range(5):
-        book(alice, model="h100", count=1, period="day")
-    assert {url: queries(url) for url in counts} == counts
+    assert fleet_report(now=later)["stopped_gpu_hours"] == 44.0  # 2 GPUs × 22 h
 
 
 def test_booked_ahead_splits_a_holding_over_the_days_it_touches(catalog, alice):
@@ -98,7 +80,7 @@ def test_booked_ahead_splits_a_holding_over_the_days_it_touches(catalog, alice):
     book(alice, model="h100", count=1, period="day", starts_at=six_pm)
     cancelled = book(alice, model="h100", count=3, period="day", starts_at=six_pm)
     allocation_cancel(acting=acting_as(alice), allocation=cancelled, now=now)
-    heat = {row["model"]["slug"]: row for row in fleet_dashboard(now=now)["heatmap"]}
+    heat = {row["model"]["slug"]: row for row in fleet_report(now=now)["heatmap"]}
     days = heat["h100"]["days"]
     assert len(days) == 30 and days[0]["day"] == now.date()
     assert [d["gpu_days"] for d in days[1:5]] == [0.0, 0.2, 0.8, 0.0]  # 6 h, then 18 h
@@ -162,12 +144,12 @@ def test_allocated_per_step_counts_the_holdings_that_overlap_each_step(catalog, 
 
 def test_the_dashboard_is_computed_once_a_minute(catalog, alice, django_assert_num_queries):
     at = timezone.now().replace(second=5)
-    first = fleet_dashboard_cached(days=7, now=at)
+    first = fleet_report_cached(days=7, now=at)
     book(alice, model="h100", count=2, period="day")
     with django_assert_num_queries(0):
-        same = fleet_dashboard_cached(days=7, now=at + timedelta(seconds=50))
+        same = fleet_report_cached(days=7, now=at + timedelta(seconds=50))
     assert same["allocated_now"] == first["allocated_now"] and same["now"] == at
-    later = fleet_dashboard_cached(days=7, now=at + timedelta(minutes=1))
+    later = fleet_report_cached(days=7, now=at + timedelta(minutes=1))
     assert later["allocated_now"] == first["allocated_now"] + 2
 
 
@@ -217,7 +199,7 @@ def test_stopped_gpu_hours_are_the_stopped_spans_within_the_range(catalog, alice
                 overlap = (min(b, now) - max(a, start)).total_seconds()
                 expected += max(0, overlap) / 3600 * allocation.gpu_count
         assert expected > 0
-        got = fleet_dashboard(days=days, now=now)["stopped_gpu_hours"]
+        got = fleet_report(days=days, now=now)["stopped_gpu_hours"]
         assert got == round(expected, 1), days
 
 
@@ -243,12 +225,12 @@ def test_the_dashboard_lists_what_needs_a_look(catalog, alice, staff, client):
     )
     telemetry_rollup(now=later)  # idle is judged on the minute rollups
 
-    dashboard = fleet_dashboard(now=later)
+    dashboard = fleet_report(now=later)
     assert [a["id"] for a in dashboard["idle_allocations"]] == [idle.pk]
     assert {a["id"] for a in dashboard["expiring"]} == {idle.pk, busy.pk}
     assert [n["hostname"] for n in dashboard["troubled"]] == [node.hostname]
     assert dashboard["troubled_count"] == 1
-    tables = dashboard_tables(dashboard)
+    tables = fleet_report_tables(dashboard)
     assert tables["idle"][1] == [
         (idle.pk, "alice", idle.gpu_model.name, idle.node.hostname, idle.paid_until.isoformat())
     ]
@@ -286,7 +268,7 @@ def test_busy_is_shown_against_the_gpus_whose_telemetry_answered(catalog, staff,
     FleetSize.objects.create(at=hour - timedelta(hours=2), gpus=32, reporting=30)
     FleetSize.objects.create(at=hour, gpus=32, reporting=2)
 
-    dashboard = fleet_dashboard(days=1, now=now)
+    dashboard = fleet_report(days=1, now=now)
     assert (dashboard["total"], dashboard["busy_now"], dashboard["reporting_now"]) == (32, 1, 2)
     assert dashboard["busy_until"] == minute + timedelta(minutes=1)
     assert dashboard["latest_step_open"] and dashboard["step_is_hour"]
@@ -300,7 +282,7 @@ def test_busy_is_shown_against_the_gpus_whose_telemetry_answered(catalog, staff,
     assert points[(hour - timedelta(hours=2)).isoformat()]["reporting"] == 30
     assert points[hour.isoformat()] | {"total": 32, "reporting": 2} == points[hour.isoformat()]
     assert points[(hour - timedelta(hours=1)).isoformat()]["reporting"] is None  # no record
-    header, rows = dashboard_tables(dashboard)["over_time"]
+    header, rows = fleet_report_tables(dashboard)["over_time"]
     assert header[:3] == ["hour_utc", "total", "reporting"] and rows[-1][:3] == (
         hour.isoformat(),
         32,
@@ -349,7 +331,7 @@ def test_the_page_reads_telemetry_from_the_fleet_rollups_and_says_what_they_cove
     )  # fmt: skip
     GpuSample.objects.create(gpu=node.gpus.first(), at=now - timedelta(seconds=30), utilization=5)
 
-    dashboard = fleet_dashboard(days=1, now=now)
+    dashboard = fleet_report(days=1, now=now)
 
     start = now - timedelta(days=1)
     first_whole = start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
@@ -379,7 +361,7 @@ def test_booked_ahead_and_steps_match_a_count_in_python_across_model_windows(cat
     now = timezone.now()
     for count in (1, 2, 3):
         book(alice, model="h100", count=count, period="day")
-    heat = {row["model"]["slug"]: row for row in fleet_dashboard(days=days, now=now)["heatmap"]}
+    heat = {row["model"]["slug"]: row for row in fleet_report(days=days, now=now)["heatmap"]}
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     expected = {}
     for held in AllocationGpu.objects.filter(released=False, allocation__isnull=False):
@@ -392,3 +374,15 @@ def test_booked_ahead_and_steps_match_a_count_in_python_across_model_windows(cat
     got = {(slug, c["day"]): c["gpu_days"] for slug, row in heat.items() for c in row["days"]}
     assert {k: round(v, 1) for k, v in expected.items()} == {k: got[k] for k in expected}
     assert all(v == 0 for k, v in got.items() if k not in expected)
+
+
+def test_the_fleet_report_page_is_for_staff_only(catalog, alice, staff, client):
+    refused = client.get("/usage/")  # a visitor signs in on our page, not the admin's
+    assert refused.status_code == 302 and refused["Location"].startswith("/account/login/")
+    client.force_login(alice)
+    page = client.get("/usage/")
+    assert page.status_code == 403 and "This page is for AnchorGPU staff" in page.content.decode()
+    client.force_login(staff)
+    assert client.get("/usage/?days=30").status_code == 200
+    csv = b"".join(client.get("/usage/?csv=by_model").streaming_content).decode()
+    assert csv.startswith("model,avg_utilisation_pct,gpu_hours")

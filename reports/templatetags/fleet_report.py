@@ -1,6 +1,6 @@
 """`{{ row.days|heat_cells }}`: a booked-ahead row's cells in one pass. As template markup
 the 30 cells of each model cost about 80 µs apiece (three localised numbers each), most of
-the dashboard's rendering."""
+the fleet report's rendering."""
 
 from django import template
 from django.utils.formats import get_format

@@ -1,5 +1,5 @@
-"""The staff fleet dashboard's figures, for scripts: the fleet over time, use by model and
-region, revenue, what is booked ahead and which allocations sit idle (rentals.dashboard)."""
+"""The fleet report's figures, for scripts: the fleet over time, use by model and region,
+revenue, what is booked ahead and which allocations sit idle (`reports.selectors`)."""
 
 from datetime import UTC, timedelta
 
@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from core.fields import BoundedDateTimeField
 from core.problems import PROBLEM
-from rentals import dashboard
+from reports import selectors
 
 RANGE_MAX = timedelta(days=400)
 
@@ -93,7 +93,7 @@ class FleetUsageApi(StaffApi):
     def get(self, request):
         r = _range(request)
         step = timedelta(hours=1) if r["step"] == "hour" else timedelta(days=1)
-        points = dashboard.fleet_over_time(start=r["start"], end=r["end"], step=step)
+        points = selectors.fleet_over_time(start=r["start"], end=r["end"], step=step)
         return Response(FleetPointSerializer(points, many=True).data)
 
 
@@ -116,7 +116,7 @@ class _UseApi(StaffApi):
     )
     def get(self, request):
         r = _range(request)
-        rows = dashboard.use_by_model_and_region(start=r["start"], end=r["end"])[self.index]
+        rows = selectors.use_by_model_and_region(start=r["start"], end=r["end"])[self.index]
         return Response(UseRowSerializer(rows, many=True).data)
 
 
@@ -156,7 +156,7 @@ class RevenueApi(StaffApi):
     @extend_schema(parameters=RANGE_PARAMETERS, responses={200: RevenueSerializer, 400: PROBLEM})
     def get(self, request):
         r = _range(request)
-        charges, refunds, _credits = dashboard.revenue(start=r["start"], end=r["end"])
+        charges, refunds, _credits = selectors.revenue(start=r["start"], end=r["end"])
         refunds = [{"currency": c, "amount": a} for c, a in sorted(refunds.items())]
         return Response(RevenueSerializer({"charges": charges, "refunds": refunds}).data)
 
@@ -177,7 +177,7 @@ class BookedAheadApi(StaffApi):
 
     @extend_schema(responses={200: BookedAheadSerializer(many=True)})
     def get(self, request):
-        rows = dashboard.booked_ahead(now=timezone.now())
+        rows = selectors.booked_ahead(now=timezone.now())
         return Response(BookedAheadSerializer(rows, many=True).data)
 
 
@@ -194,5 +194,5 @@ class IdleApi(StaffApi):
 
     @extend_schema(responses={200: IdleAllocationSerializer(many=True)})
     def get(self, request):
-        rows = dashboard.idle_allocations(now=timezone.now())
+        rows = selectors.idle_allocations(now=timezone.now())
         return Response(IdleAllocationSerializer(rows, many=True).data)

@@ -1,4 +1,7 @@
-"""What the staff dashboard reads of closed steps: kept once, since they cannot change."""
+"""What the fleet report reads of closed steps: kept once, since they cannot change.
+
+The tables were made by rentals (0033) and keep its names: reports 0001 took the models
+over in the migrations' state only."""
 
 from django.db import models
 
@@ -8,7 +11,7 @@ from rentals.models.ledger import LedgerKind
 
 
 class Step(models.TextChoices):
-    """The dashboard's steps: hours up to a week, days beyond (`rentals.dashboard.step_for`).
+    """The fleet report's steps: hours up to a week, days beyond (`reports.selectors.step_for`).
     The values are the rollups' bucket names, so one `bucket` names both."""
 
     HOUR = "hour"
@@ -17,8 +20,8 @@ class Step(models.TextChoices):
 
 class AllocatedStep(models.Model):
     """GPUs held by allocations at some moment of one closed hour or day (UTC): the
-    dashboard's "allocated" line where it can no longer change. Written once per step by
-    `rentals.services.usage.allocated_steps_close`, after the step's end only, and never
+    fleet report's "allocated" line where it can no longer change. Written once per step by
+    `reports.services.allocated_steps_close`, after the step's end only, and never
     rewritten: a holding's start never moves, a cancel releases only holdings not yet started,
     and an extension or a replacement moves only an end still ahead, so every holding that
     overlaps a step closed before every open transaction began is already there."""
@@ -28,6 +31,7 @@ class AllocatedStep(models.Model):
     gpus = models.PositiveIntegerField()
 
     class Meta:
+        db_table = "rentals_allocatedstep"
         constraints = [
             models.UniqueConstraint(fields=["bucket", "at"], name="rentals_allocatedstep_once"),
             choices_check("bucket", Step, name="rentals_allocatedstep_bucket_valid"),
@@ -39,7 +43,7 @@ class AllocatedStep(models.Model):
 
 class LedgerDay(models.Model):
     """The ledger's rows of one closed day (UTC) summed per kind, currency and rental period:
-    the dashboard's revenue over its whole days. Written with the day's `AllocatedStep`, in
+    the fleet report's revenue over its whole days. Written with the day's `AllocatedStep`, in
     one transaction: a day that has that row has these (none, where it had no ledger rows).
     A ledger row is never changed, and its time is its writing statement's clock, so no row
     joins a day closed before its transaction began."""
@@ -54,6 +58,7 @@ class LedgerDay(models.Model):
     entries = models.PositiveIntegerField()
 
     class Meta:
+        db_table = "rentals_ledgerday"
         constraints = [
             models.UniqueConstraint(
                 fields=["at", "kind", "currency", "period"], name="rentals_ledgerday_once"

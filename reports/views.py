@@ -1,21 +1,23 @@
-"""The staff usage page (/usage/): the fleet dashboard and its tables as CSV."""
+"""The fleet report's page (/usage/, staff only) and its tables as CSV."""
 
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 
 from catalog.models import NodeHealth
 from core.csv import csv_response
 from core.decorators import staff_required
-from rentals.dashboard import dashboard_tables, fleet_dashboard_cached
-from rentals.forms import DashboardForm
+from reports.forms import FleetReportForm
+from reports.selectors import fleet_report_cached, fleet_report_tables
 
 
 @staff_required
-def usage_page(request):
-    form = DashboardForm(request.GET)
-    days = form.cleaned_data["days"] if form.is_valid() else DashboardForm.DEFAULT_DAYS
-    context = fleet_dashboard_cached(days=days)
+def fleet_report_page(request: HttpRequest) -> HttpResponseBase:
+    form = FleetReportForm(request.GET)
+    days = form.cleaned_data["days"] if form.is_valid() else FleetReportForm.DEFAULT_DAYS
+    context = fleet_report_cached(days=days)
     if table := request.GET.get("csv"):
-        tables = dashboard_tables(context)
+        tables = fleet_report_tables(context)
         table = table if table in tables else "over_time"
         header, rows = tables[table]
         return csv_response(filename=f"anchorgpu-{table}.csv", header=header, rows=rows)
@@ -23,4 +25,4 @@ def usage_page(request):
     # reader's here.
     health = [(NodeHealth(k).label, n) for k, n in context["health"].items()]
     context.update({"days": days, "nav": "usage", "health_counts": health})
-    return render(request, "rentals/usage.html", context)
+    return render(request, "reports/fleet_report.html", context)
