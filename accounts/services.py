@@ -14,6 +14,7 @@ from accounts.access import ALLOWED, acting_as
 from accounts.errors import NotAllowed, TooManyTokens, TooSoon
 from accounts.models import ApiToken, Profile, Role, Team, token_hash
 from core.db import db_now
+from core.errors import validated
 
 
 def api_tokens_live(*, user, now: datetime):
@@ -129,7 +130,7 @@ def account_preferences_set(
     for field, value in (("language", language), ("time_zone", time_zone)):
         if value is not _UNSET:
             setattr(profile, field, value)
-    profile.full_clean()
+    validated(profile)
     profile.save()
     names = {
         k: v for k, v in (("first_name", first_name), ("last_name", last_name)) if v is not _UNSET

@@ -30,7 +30,7 @@ from accounts.services import (
 )
 from accounts.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
 from accounts.teams import teams_of
-from core.errors import DomainError
+from core.errors import DomainError, Invalid
 
 
 class TokenForm(forms.Form):
@@ -215,8 +215,8 @@ def ssh_keys_page(request):
         if form.is_valid():
             try:
                 key = ssh_key_add(user=request.user, **form.cleaned_data)
-            except ValidationError as exc:
-                key_errors = exc.message_dict.get("public_key", exc.messages)
+            except Invalid as exc:
+                key_errors = exc.errors.get("public_key", exc.messages)
             else:
                 messages.success(request, _("Key %(name)s added.") % {"name": key.name})
                 return redirect("ssh-keys")

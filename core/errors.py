@@ -46,6 +46,11 @@ class DomainError(Exception):
         self.field = field
         self.extra = extra or {}
 
+    @property
+    def messages(self) -> list[str]:
+        """What a page says, in order: the detail (Invalid: each of its messages)."""
+        return [str(self.detail)]
+
     def field_errors(self) -> dict[str, list[str]]:
         """{field: [message, ...]}: the refusal's detail under its field, if it names one."""
         return {self.field: [str(self.detail)]} if self.field else {}

@@ -8,7 +8,6 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import Http404, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -22,7 +21,7 @@ from accounts.access import (
     acting_for_request,
     acting_for_team_of,
 )
-from core.errors import DomainError
+from core.errors import DomainError, Invalid
 from core.pagination import aware_datetime, keyset_page
 from rentals import limits, selectors, services
 from rentals.access import access_of, key_choices
@@ -253,10 +252,8 @@ def allocation_keys_page(request, pk):
             services.allocation_keys_set(
                 acting=acting_for_request(request), allocation=allocation, ssh_key_ids=chosen
             )
-        except ValidationError as exc:
-            messages.error(request, " ".join(exc.messages))
         except DomainError as exc:
-            messages.error(request, exc.detail)
+            messages.error(request, " ".join(exc.messages))
         else:
             messages.success(request, _("Keys saved; the node takes them at its next look."))
     return redirect("allocation-detail", pk=pk)
@@ -281,7 +278,7 @@ def allocation_extend_page(request, pk):
     quote = None
     try:
         if not form.is_valid():
-            raise ValidationError([m for errors in form.errors.values() for m in errors])
+            raise Invalid([m for errors in form.errors.values() for m in errors])
         if form.cleaned_data["quote"]:
             quote = selectors.quote_get(acting=acting, pk=form.cleaned_data["quote"])
             if quote is None:
@@ -295,11 +292,9 @@ def allocation_extend_page(request, pk):
         )
     except QuoteExpired:
         return _extension_requote(request, allocation, quote)
-    except (DomainError, ValidationError) as exc:
-        detail = exc.detail if isinstance(exc, DomainError) else " ".join(exc.messages)
-        status = exc.status if isinstance(exc, DomainError) else 400
-        context = _detail_context(request, allocation, acting, refusal=detail)
-        return render(request, "rentals/allocation_detail.html", context, status=status)
+    except DomainError as exc:
+        context = _detail_context(request, allocation, acting, refusal=" ".join(exc.messages))
+        return render(request, "rentals/allocation_detail.html", context, status=exc.status)
     messages.success(request, _("Extended. The new end of the paid period is shown below."))
     return redirect("allocation-detail", pk=pk)
 
@@ -314,14 +309,14 @@ def extension_quote_page(request, pk):
     form = ExtensionQuoteForm(request.POST)
     try:
         if not form.is_valid():
-            raise ValidationError([m for errors in form.errors.values() for m in errors])
+            raise Invalid([m for errors in form.errors.values() for m in errors])
         quote = services.extension_quote_create(
             acting=acting_for_request(request),
             allocation=allocation,
             period_count=form.cleaned_data["period_count"],
         )
-    except (DomainError, ValidationError) as exc:
-        messages.error(request, exc.detail if isinstance(exc, DomainError) else exc.messages[0])
+    except DomainError as exc:
+        messages.error(request, exc.messages[0])
         return redirect("allocation-detail", pk=pk)
     return redirect("quote", pk=quote.pk)
 
@@ -334,8 +329,8 @@ def _extension_requote(request, allocation, quote):
             allocation=allocation,
             period_count=quote.period_count,
         )
-    except (DomainError, ValidationError) as exc:
-        messages.error(request, exc.detail if isinstance(exc, DomainError) else exc.messages[0])
+    except DomainError as exc:
+        messages.error(request, exc.messages[0])
         return redirect("allocation-detail", pk=allocation.pk)
     return requoted(request, expired=quote, fresh=fresh)
 
