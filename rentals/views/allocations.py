@@ -15,12 +15,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from accounts.access import (
-    Acting,
-    Action,
-    acting_for_request,
-    acting_for_team_of,
-)
+from accounts.access import Acting, acting_for_request, acting_for_team_of
+from accounts.errors import NotAllowed
 from core.errors import DomainError, Invalid
 from core.pagination import aware_datetime, keyset_page
 from rentals import limits, selectors, services
@@ -185,31 +181,22 @@ def _owned(request, pk):
     """The allocation, or None after saying why it may not be changed: it is another of the
     person's teams' (act for it first), staff read but change nothing, or the role may not."""
     acting = acting_for_request(request)
-    allocation, may_act = selectors.allocation_for_action(acting=acting, pk=pk)
+    try:
+        allocation = selectors.allocation_for_action(acting=acting, pk=pk)
+    except NotAllowed as exc:
+        messages.error(request, exc.detail)
+        return None
     if allocation is None:
         other = acting_for_team_of(request, selectors.team_of_rental(Allocation, pk=pk))
         if other is acting:
             raise Http404
         messages.error(request, _not_acted_for(other.team))
         return None
-    if not may_act:
-        messages.error(request, _not_yours(acting, allocation))
-        return None
     return allocation
 
 
 def _not_acted_for(team) -> str:
     return _("This belongs to %(team)s: act for %(team)s to change it.") % {"team": team.name}
-
-
-def _not_yours(acting, allocation) -> str:
-    if allocation.team_id != acting.team.pk:
-        return _("Staff can read every allocation but change none.")
-    try:
-        acting.require(Action.ACT)
-    except DomainError as exc:
-        return exc.detail
-    return _("Staff can read every allocation but change none.")
 
 
 ACTIONS = {
@@ -411,8 +398,10 @@ def cluster_action(request, pk, action):
     if acting is not acting_for_request(request):  # another of the person's teams
         messages.error(request, _not_acted_for(acting.team))
         return redirect("cluster-detail", pk=pk)
-    if not selectors.may_act_on(acting=acting, allocation=members[0]):
-        messages.error(request, _not_yours(acting, members[0]))
+    try:
+        selectors.allocation_act_check(acting=acting, allocation=members[0])
+    except NotAllowed as exc:
+        messages.error(request, exc.detail)
         return redirect("cluster-detail", pk=pk)
     service, done = CLUSTER_ACTIONS[action]
     _act(request, lambda acting: service(acting=acting, cluster=cluster), done)
