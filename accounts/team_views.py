@@ -4,7 +4,6 @@ limit, and accepting an invitation."""
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -34,7 +33,7 @@ from accounts.services.teams import (
     team_spend_limit_set,
     teams_of,
 )
-from core.errors import DomainError
+from core.errors import DomainError, Invalid, form_errors_add
 from core.money import DECIMAL_PLACES, MAX_DIGITS
 
 NEW_LINK_SESSION_KEY = "new_invitation_link"
@@ -163,8 +162,6 @@ def team_page(request, pk):
         try:
             new_link = _team_post(request, acting, forms_)
         except DomainError as exc:
-            messages.error(request, exc.detail)
-        except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
         if not Membership.objects.filter(team=team, user=request.user).exists():
             return redirect("teams")  # they left the team
@@ -263,9 +260,8 @@ def _team_post(request, acting, forms_):
         if form.is_valid():
             try:
                 team_buyer_set(acting=acting, **form.cleaned_data)
-            except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
-                    form.add_error(field, errors)
+            except Invalid as exc:
+                form_errors_add(form, exc)
             else:
                 messages.success(request, _("Invoice details saved."))
     elif "second_factor_rule" in request.POST:

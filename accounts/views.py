@@ -26,7 +26,7 @@ from accounts.services.profile import account_preferences_set, email_confirmatio
 from accounts.services.ssh_keys import ssh_key_add, ssh_key_delete, ssh_keys_of
 from accounts.services.teams import teams_of
 from accounts.services.tokens import api_token_create, api_token_revoke
-from core.errors import DomainError
+from core.errors import DomainError, Invalid
 
 
 class TokenForm(forms.Form):
@@ -211,8 +211,8 @@ def ssh_keys_page(request):
         if form.is_valid():
             try:
                 key = ssh_key_add(user=request.user, **form.cleaned_data)
-            except ValidationError as exc:
-                key_errors = exc.message_dict.get("public_key", exc.messages)
+            except Invalid as exc:
+                key_errors = exc.errors.get("public_key", exc.messages)
             else:
                 messages.success(request, _("Key %(name)s added.") % {"name": key.name})
                 return redirect("ssh-keys")

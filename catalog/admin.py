@@ -7,7 +7,6 @@ service as everywhere else, and only users with `catalog.change_prices` may add 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AdminSplitDateTime
-from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
@@ -31,6 +30,7 @@ from catalog.services import fleet_import, gpu_price_set, option_price_set, pric
 from catalog.software import node_driver_disagrees
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, when_column
 from core.dates import when_text
+from core.errors import Invalid
 from core.money import money_text
 
 
@@ -305,7 +305,7 @@ class NodeAdmin(admin.ModelAdmin):
             try:
                 text = form.cleaned_data["file"].read().decode("utf-8")
                 result = fleet_import(text=text)
-            except (UnicodeDecodeError, ValidationError) as exc:
+            except (UnicodeDecodeError, Invalid) as exc:
                 for message in getattr(exc, "messages", [str(exc)]):
                     messages.error(request, message)
             else:

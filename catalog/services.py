@@ -24,6 +24,7 @@ from catalog.models import (
 from catalog.selectors import gpu_price_at, option_price_at
 from catalog.software import stack_from_report, version_key, version_or_none
 from core.db import db_now
+from core.errors import Invalid, validated
 from core.money import Money, default_currency, quantize
 from core.versions import CATALOG, bump
 
@@ -43,7 +44,7 @@ def _not_in_the_past(effective_from: datetime | None) -> datetime:
     try:
         return price_start_check(effective_from)
     except ValidationError as exc:
-        raise ValidationError({"effective_from": exc.messages}) from exc
+        raise Invalid({"effective_from": exc.messages}) from exc
 
 
 @transaction.atomic
@@ -93,7 +94,7 @@ def _price_add(price, *, old, subject, unit_price, currency, effective_from, use
     caller's transaction."""
     price.unit_price, price.currency = unit_price, currency or default_currency()
     price.effective_from, price.created_by = effective_from, user
-    price.full_clean()
+    validated(price)
     price.save()
     PriceChange.objects.create(
         user=user,
@@ -120,7 +121,7 @@ def fleet_import(*, text: str) -> dict:
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in FLEET_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
-        raise ValidationError({"file": f"missing columns: {', '.join(missing)}"})
+        raise Invalid({"file": f"missing columns: {', '.join(missing)}"})
     regions = {r.slug: r for r in Region.objects.all()}
     models = {m.slug: m for m in GpuModel.objects.all()}
     errors = []
@@ -173,7 +174,7 @@ def fleet_import(*, text: str) -> dict:
         created += is_new
         updated += not is_new
     if errors:
-        raise ValidationError({"file": errors})
+        raise Invalid({"file": errors})
     return {"created": created, "updated": updated, "gpus": gpus}
 
 

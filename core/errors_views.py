@@ -4,21 +4,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views import defaults
 
-from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE
+from core.problems import problem_json
 
 
 def _problem(status: int, title: str, code: str) -> JsonResponse:
-    return JsonResponse(
-        {
-            "type": f"{TYPE_BASE}{code}",
-            "title": title,
-            "status": status,
-            "detail": title,
-            "code": code,
-        },
-        status=status,
-        content_type=PROBLEM_CONTENT_TYPE,
-    )
+    return problem_json(status_code=status, title=title, detail=title, code=code)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:

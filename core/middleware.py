@@ -18,7 +18,6 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBase,
-    JsonResponse,
     QueryDict,
     UnreadablePostError,
 )
@@ -28,7 +27,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
 from core.errors import DomainError
-from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE, unavailable
+from core.problems import problem_json, unavailable
 
 if TYPE_CHECKING:
     from django.http.request import _ImmutableQueryDict
@@ -138,9 +137,7 @@ def refusal(
 ) -> HttpResponse:
     """A refused request in words: problem details under /api/, plain text elsewhere."""
     if request.path.startswith("/api/"):
-        body = {"type": f"{TYPE_BASE}{code}", "title": str(title), "status": status,
-                "detail": str(detail), "code": code}  # fmt: skip
-        return JsonResponse(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
+        return problem_json(status_code=status, title=title, detail=detail, code=code)
     return HttpResponse(str(detail), status=status, content_type="text/plain; charset=utf-8")
 
 

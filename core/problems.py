@@ -1,7 +1,8 @@
 """RFC 9457 problem details for every API error.
 
-Shape: {type, title, status, detail, code, errors: {field: [message, ...]}, ...extra}.
-Django's ValidationError and our DomainError reach here too, so no service error
+Shape: {type, title, status, detail, code, errors: {field: [message, ...]}, ...extra},
+built by `problem_body` alone. Input errors (DRF's, and Django's ValidationError that no
+service turned into one) are answered as `Invalid`, like a service's; so no service error
 becomes a 500.
 """
 
@@ -11,21 +12,45 @@ from typing import Any, overload
 
 from django.core.exceptions import PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiResponse
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from core.errors import CacheUnavailable, DomainError
+from core.errors import CacheUnavailable, DomainError, Invalid, invalid_from
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 # An error response in the schema (anchorgpu.schema gives it the problem body).
 PROBLEM = OpenApiResponse(description="Problem details (RFC 9457, application/problem+json)")
 TYPE_BASE = "/api/docs/#problem-"
+
+
+def problem_body(
+    *,
+    status_code: int,
+    title: object,
+    detail: object,
+    code: str,
+    errors: Mapping[str, list[str]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The one problem-details body every error answer carries (the API's handler, the
+    middleware's refusals, the error views, the processor's webhook)."""
+    body: dict[str, Any] = {
+        "type": f"{TYPE_BASE}{code}",
+        "title": str(title),
+        "status": status_code,
+        "detail": str(detail),
+        "code": code,
+    }
+    if errors:
+        body["errors"] = errors
+    body.update(extra)
+    return body
 
 
 def problem_response(
@@ -38,17 +63,17 @@ def problem_response(
     headers: Mapping[str, str] | None = None,
     **extra: Any,
 ) -> Response:
-    body: dict[str, Any] = {
-        "type": f"{TYPE_BASE}{code}",
-        "title": str(title),
-        "status": status_code,
-        "detail": str(detail),
-        "code": code,
-    }
-    if errors:
-        body["errors"] = errors
-    body.update(extra)
+    """A problem from a DRF view (DRF renders it)."""
+    body = problem_body(
+        status_code=status_code, title=title, detail=detail, code=code, errors=errors, **extra
+    )
     return Response(body, status=status_code, headers=headers, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def problem_json(*, status_code: int, title: object, detail: object, code: str) -> JsonResponse:
+    """A problem from outside DRF: middleware, Django's error views, plain views."""
+    body = problem_body(status_code=status_code, title=title, detail=detail, code=code)
+    return JsonResponse(body, status=status_code, content_type=PROBLEM_CONTENT_TYPE)
 
 
 def domain_error_response(exc: DomainError) -> Response:
@@ -58,7 +83,7 @@ def domain_error_response(exc: DomainError) -> Response:
         title=exc.title,
         detail=exc.detail,
         code=exc.code,
-        errors={exc.field: [str(exc.detail)]} if exc.field else None,
+        errors=exc.field_errors() or None,
         headers={"Retry-After": str(exc.retry_after)} if exc.retry_after else None,
         **exc.extra,
     )
@@ -103,13 +128,9 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         exc = unavailable(exc)
     if isinstance(exc, DomainError):
         return domain_error_response(exc)
-    if isinstance(exc, DjangoValidationError):
-        if hasattr(exc, "error_dict"):
-            detail = {k: [m for e in v for m in e.messages] for k, v in exc.error_dict.items()}
-        else:
-            detail = {"non_field_errors": exc.messages}
-        exc = exceptions.ValidationError(detail)
-    elif isinstance(exc, Http404):
+    if isinstance(exc, DjangoValidationError):  # one that no service turned into Invalid
+        return domain_error_response(invalid_from(exc))
+    if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
@@ -119,16 +140,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         return None  # DRF answers its own exceptions only, the ones turned into them above
     if isinstance(exc, exceptions.ValidationError):
         errors = _flatten(exc.detail)
-        if isinstance(errors, list):
-            errors = {"non_field_errors": errors}
-        first = next(iter(errors.values()))[0]
-        return problem_response(
-            status_code=status.HTTP_400_BAD_REQUEST,
-            title=_("Invalid input"),
-            detail=first,
-            code="invalid",
-            errors=errors,
-        )
+        return domain_error_response(Invalid(errors))
     shown = exc.detail if isinstance(exc.detail, str) else _flatten(exc.detail)
     code = getattr(exc, "default_code", "error")
     title = str(getattr(exc, "default_detail", "")) or _("Error")

@@ -27,6 +27,7 @@ from django.utils.translation import gettext as _
 from accounts.models import BillingMode, Team, TeamCreditLimit
 from accounts.roles import Acting, Action
 from core.db import db_now
+from core.errors import as_invalid
 from core.money import amount_check
 from invoices.models import Invoice, InvoiceKind, InvoicePayment, PaymentSource
 from invoices.selectors import invoice_owed, invoice_today, with_payment_facts
@@ -566,7 +567,8 @@ def payment_record(
     the row names them and their reason), applied to the named invoice or the oldest."""
     if not acting.user.is_staff:
         raise PaymentNotAuthorised(_("Only staff record payments."))
-    amount_check(amount, currency)
+    with as_invalid():
+        amount_check(amount, currency)
     if amount <= 0:
         raise CardInvalid(_("The amount must be positive."), field="amount")
     if not reason.strip():

@@ -7,7 +7,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -118,12 +117,8 @@ def staff_payments_page(request):
                     reason=request.POST.get("reason", ""), invoice_number=request.POST.get("invoice", ""),
                 )  # fmt: skip
                 messages.success(request, _("Payment recorded."))
-        except (DomainError, ValueError, InvalidOperation, ValidationError) as exc:
-            words = (
-                getattr(exc, "detail", None)
-                or " ".join(getattr(exc, "messages", []))
-                or _("Bad input.")
-            )
+        except (DomainError, ValueError, InvalidOperation) as exc:
+            words = getattr(exc, "detail", None) or _("Bad input.")
             messages.error(request, words)
         return redirect("staff-payments")
     context = {

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.http import JsonResponse
 from django.utils.translation import gettext as _
 
+from core.problems import problem_json
 from payments.models import Payment, PaymentState, ProcessorEvent
 from payments.services import payment_captured
 
@@ -18,11 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def _problem(status: int, code: str, detail: str) -> JsonResponse:
-    return JsonResponse(
-        {"type": f"https://anchorgpu.example/problems/{code}", "title": detail, "status": status,
-         "detail": detail, "code": code},
-        status=status, content_type="application/problem+json",
-    )  # fmt: skip
+    return problem_json(status_code=status, title=detail, detail=detail, code=code)
 
 
 def webhook_response(request) -> JsonResponse:

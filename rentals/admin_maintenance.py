@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy
 from accounts.roles import Operation, operator_can
 from catalog.models import Gpu, Node, NodeState
 from core.admin import ReadOnlyInline
-from core.errors import DomainError
+from core.errors import DomainError, Invalid
 from rentals.errors import ChoiceMissing
 from rentals.models import AllocationGpu, MaintenanceWindow
 from rentals.services.maintenance import Choice, maintenance_create
@@ -87,13 +87,11 @@ class MaintenanceWindowForm(forms.ModelForm):
                 for a in exc.affected
             )
             raise ValidationError({"choices": f"{exc.detail} {listed}"}) from exc
-        except ValidationError as exc:
-            if hasattr(exc, "error_dict"):
-                known = set(self.fields) | {"gpus"}
-                raise ValidationError(
-                    {k if k in known else None: v for k, v in exc.message_dict.items()}
-                ) from exc
-            raise
+        except Invalid as exc:
+            known = set(self.fields) | {"gpus"}
+            raise ValidationError(
+                {k if k in known else None: v for k, v in exc.errors.items()}
+            ) from exc
         except DomainError as exc:
             raise ValidationError(exc.detail) from exc
         return data

@@ -2,6 +2,7 @@
 
 from django.utils.translation import gettext_lazy as _
 
+from accounts.errors import NotAllowed
 from core.errors import Conflict, DomainError
 
 
@@ -13,6 +14,18 @@ class NoCapacity(Conflict):
         extra = {"earliest_start": earliest_start.isoformat() if earliest_start else None}
         super().__init__(detail, field=field, extra=extra)
         self.earliest_start = earliest_start
+
+
+class ReadOnly(NotAllowed):
+    """Staff read every team's allocations and change none but their own team's: the one
+    refusal of pages and API alike (`rentals.selectors.allocation_act_check`). Its code and
+    title are the ones the API answered it with from the start."""
+
+    code = "permission_denied"
+    title = _("You do not have permission to perform this action.")
+
+    def __init__(self) -> None:
+        super().__init__(_("Staff can read every allocation but change none."))
 
 
 class QuoteMissing(DomainError):

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from accounts.roles import Acting, acting_for_request
 from core.db import Retry, db_now, retried_transaction
-from core.errors import DomainError
+from core.errors import DomainError, Invalid
 from rentals.errors import KeyInFlight, KeyMalformed, KeyMissing, KeyReused
 from rentals.models import IdempotencyKey
 from rentals.purchase_hooks import purchase_authorise, purchase_settle
@@ -183,8 +183,8 @@ def _answer(view, args, kwargs, purchase=False):
         try:
             return _finalized(api, request, view(*args, **kwargs))
         except DomainError as exc:
-            if api is None:
-                raise
+            if api is None or isinstance(exc, Invalid):
+                raise  # input that does not validate is the request's, not the key's: not kept
             return _finalized(api, request, api.handle_exception(exc))
 
     acting = acting_for_request(request)
@@ -214,7 +214,7 @@ def _answer(view, args, kwargs, purchase=False):
         settle = False  # the first request settles its own payment
         raise
     except DomainError as exc:
-        if api is None or isinstance(exc, (KeyInFlight, KeyReused)):
+        if api is None or isinstance(exc, (KeyInFlight, KeyReused, Invalid)):
             raise
         # A race lost on every retry surfaces here, after the transaction: store that
         # refusal too, so a retry with this key is refused the same way.

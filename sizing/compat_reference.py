@@ -5,6 +5,7 @@ reports it as kept. Run by migration 0002 and by `manage.py compatibility_refere
 after an upgrade that ships a newer table; idempotent.
 """
 
+from core.errors import validated
 from sizing import reference
 
 SHIPPED, STAFF = "shipped", "staff"
@@ -71,5 +72,5 @@ def reference_row_save_by_staff(row) -> None:
     """A row staff added or changed in the admin: theirs from now on, so a newer shipped
     table never overwrites it (`reference_load` keeps it)."""
     row.origin = STAFF
-    row.full_clean()
+    validated(row)
     row.save()

@@ -2,12 +2,12 @@
 then every GPU model and software stack the fleet runs judged by sizing.compatibility, the
 reasons in the reader's language, each with its sources and the date they were read."""
 
-from django.core.exceptions import ValidationError
 from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 
 from catalog.selectors import stacks_by_model
 from catalog.software import version_error, version_key
+from core.errors import Invalid
 from glossary.content import disclaimer
 from sizing import compatibility, reference
 from sizing.models import CudaToolkit, Framework, FrameworkBuild, Origin, RocmRelease
@@ -168,38 +168,38 @@ def reference_tables() -> compatibility.Reference:
 def compatibility_request_check(
     *, framework: str, version: str, build: str = "", features=()
 ) -> tuple[compatibility.Build, object]:
-    """The build asked about, or a ValidationError naming what is known."""
+    """The build asked about, or Invalid naming what is known."""
     framework = (framework or "").strip().lower()
     version, build = (version or "").strip(), (build or "").strip().lower()
     if framework in reference.NOT_COVERED:
-        raise ValidationError({"framework": str(_not_covered_words(framework))})
+        raise Invalid({"framework": str(_not_covered_words(framework))})
     if framework not in FRAMEWORKS:
-        raise ValidationError({"framework": _("Unknown framework “%(name)s”; known: %(known)s.")
-                               % {"name": framework[:40], "known": ", ".join(FRAMEWORKS)}})  # fmt: skip
+        raise Invalid({"framework": _("Unknown framework “%(name)s”; known: %(known)s.")
+                       % {"name": framework[:40], "known": ", ".join(FRAMEWORKS)}})  # fmt: skip
     if error := version_error(version):
-        raise ValidationError({"version": error})
+        raise Invalid({"version": error})
     unknown = [f for f in features if f not in compatibility.FEATURES]
     if unknown:
-        raise ValidationError({"features": _("Unknown feature “%(name)s”; known: %(known)s.")
-                               % {"name": unknown[0][:40],
-                                  "known": ", ".join(compatibility.FEATURES)}})  # fmt: skip
+        raise Invalid({"features": _("Unknown feature “%(name)s”; known: %(known)s.")
+                       % {"name": unknown[0][:40],
+                          "known": ", ".join(compatibility.FEATURES)}})  # fmt: skip
     if framework == "cuda":
         return _toolkit_build(version), None
     rows = list(FrameworkBuild.objects.filter(framework=framework))
     versions = sorted({r.version for r in rows}, key=version_key)
     same = [r for r in rows if version_key(r.version) == version_key(version)]
     if not same:
-        raise ValidationError({"version": _("No %(framework)s %(version)s in the reference; "
-                                            "known: %(known)s.")
-                               % {"framework": FRAMEWORKS[framework], "version": version,
-                                  "known": ", ".join(versions)}})  # fmt: skip
+        raise Invalid({"version": _("No %(framework)s %(version)s in the reference; "
+                                    "known: %(known)s.")
+                       % {"framework": FRAMEWORKS[framework], "version": version,
+                          "known": ", ".join(versions)}})  # fmt: skip
     row = next((r for r in same if r.build == build), None)
     if row is None:
-        raise ValidationError({"build": _("%(framework)s %(version)s has no build “%(build)s”; "
-                                          "its builds: %(known)s.")
-                               % {"framework": FRAMEWORKS[framework], "version": version,
-                                  "build": build[:40],
-                                  "known": ", ".join(sorted(r.build for r in same))}})  # fmt: skip
+        raise Invalid({"build": _("%(framework)s %(version)s has no build “%(build)s”; "
+                                  "its builds: %(known)s.")
+                       % {"framework": FRAMEWORKS[framework], "version": version,
+                          "build": build[:40],
+                          "known": ", ".join(sorted(r.build for r in same))}})  # fmt: skip
     archs = tuple(a.strip() for a in row.archs.split(";") if a.strip())
     return compatibility.Build(
         framework=framework, version=row.version, build=row.build, stack=row.stack,
@@ -211,9 +211,9 @@ def compatibility_request_check(
 def _toolkit_build(version: str) -> compatibility.Build:
     known = sorted(CudaToolkit.objects.values_list("version", flat=True), key=version_key)
     if not any(version_key(v) == version_key(version) for v in known):
-        raise ValidationError({"version": _("No CUDA %(version)s in the reference; known: "
-                                            "%(known)s.") % {"version": version,
-                                                             "known": ", ".join(known)}})  # fmt: skip
+        raise Invalid({"version": _("No CUDA %(version)s in the reference; known: "
+                                    "%(known)s.") % {"version": version,
+                                                     "known": ", ".join(known)}})  # fmt: skip
     return compatibility.Build(framework="cuda", version=version, build="", stack="cuda",
                                toolkit=version, sources=("N1",))  # fmt: skip
 

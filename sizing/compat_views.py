@@ -5,11 +5,11 @@ reasons in words, their sources, and one click to book on nodes that meet it."""
 from urllib.parse import urlencode
 
 from django import forms
-from django.core.exceptions import ValidationError
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from core.errors import Invalid, form_errors_add
 from sizing.compat_services import compatibility_check
 from sizing.compatibility import FEATURES
 
@@ -40,9 +40,8 @@ def compatibility_page(request):
     if form.is_valid():
         try:
             answer = compatibility_check(**form.cleaned_data)
-        except ValidationError as exc:
-            for field, messages in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, messages)
+        except Invalid as exc:
+            form_errors_add(form, exc)
     if answer:
         for row in answer["answers"]:
             requires = urlencode(answer["requires"])

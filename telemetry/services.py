@@ -3,11 +3,11 @@
 from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
 from core.db import db_now
+from core.errors import Invalid
 from telemetry.errors import AlreadyAcknowledged
 from telemetry.models import Flag, FlagKind
 
@@ -22,9 +22,7 @@ def flag_acknowledge(
     event, so acknowledging closes it; a condition that still holds (a hot GPU, a node
     that cannot be polled) stays open, marked seen, and closes when it clears."""
     if not isinstance(note, str) or len(note) > NOTE_MAX:
-        raise ValidationError(
-            {"note": _("A note is text of at most %(n)s characters.") % {"n": NOTE_MAX}}
-        )
+        raise Invalid({"note": _("A note is text of at most %(n)s characters.") % {"n": NOTE_MAX}})
     flag = Flag.objects.select_for_update().get(pk=flag.pk)
     if flag.acknowledged_at is not None:
         raise AlreadyAcknowledged(

@@ -1,7 +1,6 @@
 """The flags page for staff: what to look at now, acknowledging with a note, the history."""
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -37,8 +36,6 @@ def flag_acknowledge_page(request, pk):
     try:
         flag_acknowledge(flag=flag, user=request.user, note=request.POST.get("note", ""))
     except DomainError as exc:
-        messages.error(request, exc.detail)
-    except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
         messages.success(request, _("Acknowledged."))

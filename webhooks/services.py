@@ -17,7 +17,6 @@ from uuid import UUID
 
 import httpx
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 from standardwebhooks.webhooks import Webhook
@@ -25,6 +24,7 @@ from standardwebhooks.webhooks import Webhook
 from accounts.errors import NotAllowed
 from accounts.roles import Acting, Action
 from core.db import db_now, lease_free
+from core.errors import Invalid
 from core.publish import publish
 from core.sealed import InvalidToken, reseal, seal, unseal
 from rentals.services import webhook_disabled_notice_record
@@ -96,7 +96,7 @@ def endpoint_create(
     if WebhookEndpoint.objects.filter(team=acting.team).count() >= ENDPOINTS_MAX:
         errors["url"] = _("A team has at most %(n)s endpoints.") % {"n": ENDPOINTS_MAX}
     if errors:
-        raise ValidationError(errors)
+        raise Invalid(errors)
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     endpoint = WebhookEndpoint.objects.create(
         team=acting.team, created_by=acting.user, url=url, events=sorted(set(events)),
@@ -120,7 +120,7 @@ def endpoint_update(
             description=changes.get("description"), errors=errors,
         )  # fmt: skip
     if errors:
-        raise ValidationError(errors)
+        raise Invalid(errors)
     for field in ("url", "description"):
         if field in changes:
             setattr(endpoint, field, changes[field])
@@ -147,7 +147,7 @@ def endpoint_test(*, acting: Acting, endpoint: WebhookEndpoint) -> WebhookDelive
     """Send a `webhook.test` message now (signed and retried like any other)."""
     _own(acting, endpoint)
     if not endpoint.is_active:
-        raise ValidationError({"is_active": _("Enable the endpoint first.")})
+        raise Invalid({"is_active": _("Enable the endpoint first.")})
     now = db_now()
     message_id = f"tst_{secrets.token_hex(12)}"
     body = messages.body_text(

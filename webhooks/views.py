@@ -4,13 +4,12 @@ disable them, send a test event, read each endpoint's recent deliveries."""
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from accounts.roles import acting_for_request
-from core.errors import DomainError
+from core.errors import DomainError, Invalid, form_errors_add
 from webhooks import selectors, services
 from webhooks.models import EventType
 
@@ -48,10 +47,8 @@ def webhooks_page(request):
         if form.is_valid():
             try:
                 _endpoint, new_secret = services.endpoint_create(acting=acting, **form.cleaned_data)
-            except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
-                    for error in errors:
-                        form.add_error(field if field in form.fields else None, error)
+            except Invalid as exc:
+                form_errors_add(form, exc)
             except DomainError as exc:
                 form.add_error(None, exc.detail)
             else:
@@ -92,8 +89,6 @@ def _act(request, acting):
             messages.success(
                 request, _("Endpoint enabled.") if action == "enable" else _("Endpoint disabled.")
             )
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
     except DomainError as exc:
-        messages.error(request, exc.detail)
+        messages.error(request, " ".join(exc.messages))
     return redirect("webhooks")

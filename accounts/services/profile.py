@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _
 
 from accounts.errors import TooSoon
 from accounts.models import Profile
+from core.errors import validated
 
 _UNSET = object()
 
@@ -22,7 +23,7 @@ def account_preferences_set(
     for field, value in (("language", language), ("time_zone", time_zone)):
         if value is not _UNSET:
             setattr(profile, field, value)
-    profile.full_clean()
+    validated(profile)
     profile.save()
     names = {
         k: v for k, v in (("first_name", first_name), ("last_name", last_name)) if v is not _UNSET

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from accounts.models import SshKey, SshKeyType
 from core.db import savepoint
+from core.errors import Invalid, validated
 
 MIN_RSA_BITS = 3072
 _CURVES = {"secp256r1": 256, "secp384r1": 384, "secp521r1": 521}
@@ -31,7 +31,7 @@ class ParsedKey:
 
 
 def _refuse(message: str):
-    raise ValidationError({"public_key": [message]})
+    raise Invalid({"public_key": [message]})
 
 
 def ssh_key_parse(text: str) -> ParsedKey:
@@ -110,7 +110,7 @@ def ssh_key_add(*, user, public_key: str, name: str = "") -> SshKey:
         public_key=parsed.public_key,
         fingerprint=parsed.fingerprint,
     )
-    key.full_clean(validate_unique=False)
+    validated(key, validate_unique=False)
     try:
         with savepoint():
             key.save()
@@ -119,8 +119,8 @@ def ssh_key_add(*, user, public_key: str, name: str = "") -> SshKey:
     return key
 
 
-def _duplicate(parsed: ParsedKey) -> ValidationError:
-    return ValidationError(
+def _duplicate(parsed: ParsedKey) -> Invalid:
+    return Invalid(
         {
             "public_key": [
                 _("You have added this key already (%(fingerprint)s).")

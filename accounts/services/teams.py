@@ -41,6 +41,7 @@ from accounts.models import (
 from accounts.roles import Acting, Action
 from accounts.signin import has_second_factor
 from core.db import db_now
+from core.errors import Invalid, as_invalid, validated
 from core.money import amount_check, default_currency
 
 logger = logging.getLogger(__name__)
@@ -281,7 +282,7 @@ def team_ownership_transfer(*, acting: Acting, membership: Membership) -> Member
         .order_by("pk")
     }
     if membership.user_id == acting.user.pk or membership.user_id not in members:
-        raise ValidationError({"membership": _("Choose another member of the team.")})
+        raise Invalid({"membership": _("Choose another member of the team.")})
     new_owner, old_owner = members[membership.user_id], members[acting.user.pk]
     new_owner.role, old_owner.role = Role.OWNER, Role.MEMBER
     for member in (new_owner, old_owner):
@@ -296,13 +297,13 @@ def team_spend_limit_set(*, acting: Acting, limit: Decimal | None) -> Team:
     try:
         amount_check(limit, default_currency())
     except ValidationError as exc:
-        raise ValidationError({"monthly_spend_limit": exc.messages}) from exc
+        raise Invalid({"monthly_spend_limit": exc.messages}) from exc
     team = Team.objects.select_for_update().get(pk=acting.team.pk)
     SpendLimitChange.objects.create(
         team=team, by=acting.user, old_limit=team.monthly_spend_limit, new_limit=limit
     )
     team.monthly_spend_limit = limit
-    team.full_clean()
+    validated(team)
     team.save(update_fields=["monthly_spend_limit"])
     return team
 
@@ -329,7 +330,8 @@ def team_buyer_set(
     """Set the buyer details invoices will name (all empty: a consumer). Quotes made from
     now on are taxed by them; issued invoices keep the details they were issued with."""
     acting.require(Action.SET_BUYER)
-    buyer = buyer_check(legal_name=legal_name, address=address, country=country, vat_id=vat_id)
+    with as_invalid():
+        buyer = buyer_check(legal_name=legal_name, address=address, country=country, vat_id=vat_id)
     team = Team.objects.select_for_update().get(pk=acting.team.pk)
     team.legal_name, team.address = buyer.legal_name, buyer.address
     team.country, team.vat_id = buyer.country, buyer.vat_id

@@ -2,9 +2,7 @@
 extend go through any of its allocations' endpoints too (they act on the whole cluster)."""
 
 from django.http import Http404
-from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
@@ -28,8 +26,8 @@ def _cluster(request, pk, *, act=False):
     cluster, members = selectors.cluster_get(acting=acting, pk=pk)
     if cluster is None:
         raise Http404
-    if act and not selectors.may_act_on(acting=acting, allocation=members[0]):
-        raise PermissionDenied(_("Staff can read every allocation but change none."))
+    if act:
+        selectors.allocation_act_check(acting=acting, allocation=members[0])
     return cluster, members
 
 

@@ -8,6 +8,7 @@ from this package (`selectors.allocation_get`); the last three are imported by m
 from rentals.selectors.allocations import (
     ALLOCATION_ORDER,
     CREDIT_PREFETCH,
+    allocation_act_check,
     allocation_for_action,
     allocation_get,
     allocation_key,
@@ -61,6 +62,7 @@ __all__ = [
     "QuoteOutcome",
     "SIGNED_AMOUNT",
     "STATEMENT_HEADER",
+    "allocation_act_check",
     "allocation_for_action",
     "allocation_get",
     "allocation_key",

@@ -19,6 +19,7 @@ from django.db.models import (
 
 from accounts.roles import Acting, Action
 from core.pagination import SortKey, keyset_filter
+from rentals.errors import ReadOnly
 from rentals.models import (
     Allocation,
     AllocationEvent,
@@ -164,15 +165,25 @@ def cluster_summary(cluster: Cluster, members: list[Allocation]) -> dict:
     }  # fmt: skip
 
 
-def allocation_for_action(*, acting: Acting, pk) -> tuple[Allocation | None, bool]:
-    """(the allocation they may read, whether they may act on it): their team's, in a role
-    that acts. The one check of pages and API alike."""
+def allocation_for_action(*, acting: Acting, pk) -> Allocation | None:
+    """The allocation to act on, None where they may not read it, or the refusal of
+    `allocation_act_check` where they may read it only. Pages and API alike."""
     allocation = allocation_get(acting=acting, pk=pk)
-    return allocation, allocation is not None and may_act_on(acting=acting, allocation=allocation)
+    if allocation is not None:
+        allocation_act_check(acting=acting, allocation=allocation)
+    return allocation
 
 
 def may_act_on(*, acting: Acting, allocation: Allocation) -> bool:
     return allocation.team_id == acting.team.pk and acting.can(Action.ACT)
+
+
+def allocation_act_check(*, acting: Acting, allocation: Allocation) -> None:
+    """Refuse acting on an allocation they may read only: another team's (ReadOnly: staff
+    read every team's and change none), or their team's in a role that does not act."""
+    if allocation.team_id != acting.team.pk:
+        raise ReadOnly
+    acting.require(Action.ACT)
 
 
 def team_of_rental(model, *, pk) -> int | None:

@@ -6,7 +6,6 @@ change of what the node really grants is an event (access granted, access revoke
 first grant of a paid period a notice and a webhook (`allocation.access_ready`).
 """
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
@@ -16,6 +15,7 @@ from accounts.models import SshKey
 from accounts.roles import Acting, Action
 from catalog.services import node_software_record
 from core.db import db_now
+from core.errors import Invalid
 from rentals.models import (
     LIVE_STATES,
     Allocation,
@@ -40,13 +40,11 @@ def keys_for_booking(*, acting: Acting, ssh_key_ids: list[int] | None) -> list[S
     chosen = list(keys.filter(pk__in=set(ssh_key_ids)))
     missing = set(ssh_key_ids) - {k.pk for k in chosen}
     if missing:
-        raise ValidationError(
+        raise Invalid(
             {"ssh_keys": [_("Not one of your SSH keys: %(ids)s.") % {"ids": _ids(missing)}]}
         )
     if len(chosen) > MAX_KEYS:
-        raise ValidationError(
-            {"ssh_keys": [_("At most %(n)s keys per allocation.") % {"n": MAX_KEYS}]}
-        )
+        raise Invalid({"ssh_keys": [_("At most %(n)s keys per allocation.") % {"n": MAX_KEYS}]})
     return chosen
 
 
@@ -76,21 +74,17 @@ def allocation_keys_set(
     if not members or members[0].team_id != acting.team.pk:
         raise NotAllowed(_("Only the team that holds an allocation can change it."))
     if any(m.state not in LIVE_STATES for m in members):
-        raise ValidationError(
-            {"ssh_keys": [_("The allocation has ended; its keys can no longer change.")]}
-        )
+        raise Invalid({"ssh_keys": [_("The allocation has ended; its keys can no longer change.")]})
     wanted = set(ssh_key_ids)
     if len(wanted) > MAX_KEYS:
-        raise ValidationError(
-            {"ssh_keys": [_("At most %(n)s keys per allocation.") % {"n": MAX_KEYS}]}
-        )
+        raise Invalid({"ssh_keys": [_("At most %(n)s keys per allocation.") % {"n": MAX_KEYS}]})
     chosen = set(
         AllocationKey.objects.filter(allocation__in=members).values_list("ssh_key_id", flat=True)
     )
     own = set(SshKey.objects.filter(user=acting.user, pk__in=wanted).values_list("pk", flat=True))
     unknown = wanted - own - chosen
     if unknown:
-        raise ValidationError(
+        raise Invalid(
             {"ssh_keys": [_("Not one of your SSH keys: %(ids)s.") % {"ids": _ids(unknown)}]}
         )
     if wanted == chosen:

@@ -11,7 +11,6 @@ act on one node (`cluster_stop`/`cluster_start` on every node).
 from datetime import datetime
 from typing import NamedTuple
 
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Sum
 from django.utils.translation import gettext as _
@@ -20,7 +19,7 @@ from accounts.errors import NotAllowed
 from accounts.roles import Acting, Action
 from catalog.models import Gpu, OptionBilling
 from core.db import db_now, retried_transaction, savepoint
-from core.errors import Conflict
+from core.errors import Conflict, Invalid
 from core.versions import CATALOG, bump
 from rentals import limits
 from rentals.errors import InvalidTransition, QuoteExpired, QuoteMissing, QuoteUsed
@@ -171,7 +170,7 @@ def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:
 
 def _period_count_check(period_count) -> None:
     if refusal := limits.period_count_refusal(period_count):
-        raise ValidationError({"period_count": refusal})
+        raise Invalid({"period_count": refusal})
 
 
 def _next_slot_taken(members: list[Allocation], until: datetime) -> list[Gpu]:

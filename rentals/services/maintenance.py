@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -23,7 +22,7 @@ from django.utils.translation import gettext_lazy
 from accounts.roles import Operation, operator_require
 from catalog.models import Gpu, Node, NodeState
 from core.db import db_now, retried_transaction, savepoint
-from core.errors import Conflict
+from core.errors import Conflict, Invalid
 from core.versions import CATALOG, bump
 from rentals.errors import ChoiceMissing, NoSpare
 from rentals.models import (
@@ -122,7 +121,7 @@ def _times(starts_at, ends_at, now, errors) -> tuple[datetime | None, datetime |
 
 
 def window_request_check(*, nodes, gpus, starts_at, ends_at, reason, now) -> WindowRequest:
-    """The request's GPUs (their nodes locked) and times, or a ValidationError with every
+    """The request's GPUs (their nodes locked) and times, or Invalid with every
     field's refusal at once."""
     errors: dict[str, str] = {}
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 300:
@@ -130,7 +129,7 @@ def window_request_check(*, nodes, gpus, starts_at, ends_at, reason, now) -> Win
     starts_at, ends_at = _times(starts_at, ends_at, now, errors)
     targets = _targets(nodes, gpus, errors)
     if errors:
-        raise ValidationError(errors)
+        raise Invalid(errors)
     return WindowRequest(gpus=targets, starts_at=starts_at, ends_at=ends_at, reason=reason.strip())
 
 
@@ -176,12 +175,12 @@ def _choices(affected, in_way, gpu_ids, now) -> dict[UUID, str]:
         try:
             chosen[UUID(str(item["allocation"]))] = Choice(item["action"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValidationError(
+            raise Invalid(
                 {"affected": _("Each choice is {allocation, action: move or cancel}.")}
             ) from exc
     in_way_ids = {a.pk for a in in_way}
     if stray := sorted(str(pk) for pk in chosen.keys() - in_way_ids):
-        raise ValidationError(
+        raise Invalid(
             {"affected": _("Not in this window's way: %(ids)s.") % {"ids": ", ".join(stray)}}
         )
     if missing := [a for a in in_way if a.pk not in chosen]:
@@ -225,7 +224,7 @@ def _overlapping_window_check(gpu_ids, starts_at, ends_at) -> None:
 def _lead_check(in_way, starts_at, now) -> None:
     lead = settings.ANCHORGPU["MAINTENANCE_NOTICE"]
     if in_way and starts_at < now + lead:
-        raise ValidationError(
+        raise Invalid(
             {
                 "starts_at": _(
                     "Bookings are in this window's way: it starts at least %(hours)s hours "

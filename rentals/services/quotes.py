@@ -4,7 +4,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -19,6 +18,7 @@ from catalog.selectors import catalog_rows, gpu_price_at, option_price_at
 from catalog.software import NO_REQUIRES, Requires, requires_errors
 from core.dates import when_text
 from core.db import constraint_name, db_now, prefetched
+from core.errors import Invalid
 from core.money import Money
 from core.vat import TaxTreatment, rate_for, vat_split
 from rentals import limits
@@ -73,7 +73,7 @@ def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -
         field = _CONSTRAINT_FIELDS.get(constraint_name(exc))
         if field is None:
             raise
-        raise ValidationError({field: _("This value is out of range.")}) from exc
+        raise Invalid({field: _("This value is out of range.")}) from exc
     for position, line in enumerate(lines):
         line.quote, line.position = quote, position
     QuoteLine.objects.bulk_create(lines)
@@ -102,7 +102,7 @@ def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at, note
     notes = notes or {}
     gpu_price = gpu_price_at(gpu_model=gpu_model, period=period, at=at)
     if gpu_price is None:
-        raise ValidationError({"period": _("This model is not offered per %s.") % period})
+        raise Invalid({"period": _("This model is not offered per %s.") % period})
     unit = Money(gpu_price.unit_price, gpu_price.currency)
     lines = [
         QuoteLine(
@@ -119,9 +119,9 @@ def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at, note
         price_period = period if option.billing == OptionBilling.PER_PERIOD else None
         price = option_price_at(option=option, period=price_period, at=at)
         if price is None:
-            raise ValidationError({"options": _("%s has no price for this period.") % option})
+            raise Invalid({"options": _("%s has no price for this period.") % option})
         if price.currency != unit.currency:
-            raise ValidationError(
+            raise Invalid(
                 {
                     "options": _(
                         "%(option)s is priced in %(theirs)s and the GPUs in %(ours)s; "
@@ -187,7 +187,7 @@ def quote_create(
     GPU line is node_count × GPUs per node), on nodes of `region` (a slug) or any region
     whose software stack meets the `requires_*` minimum versions (empty: any).
 
-    Raises ValidationError with field errors for bad input, NoCapacity (with the
+    Raises Invalid with field errors for bad input, NoCapacity (with the
     earliest start that would fit) when no node has enough free GPUs.
     """
     acting.require(Action.BOOK)
@@ -224,7 +224,7 @@ def quote_estimate(
     quote whose `lines.all()` are its lines; capacity is not checked (the quote checks it),
     and nothing is valid until quoted.
 
-    Raises ValidationError with field errors for bad input, as quote_create does.
+    Raises Invalid with field errors for bad input, as quote_create does.
     """
     quote, lines, total = _quote_priced(
         gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, period=period,
@@ -274,7 +274,7 @@ def quote_request_check(
     *, gpu_model, gpu_count, node_count, period, period_count, starts_at, options, now,
     region=None, requires_driver="", requires_cuda="", requires_rocm="",
 ) -> QuoteRequest:  # fmt: skip
-    """The request's catalog rows and counts, or a ValidationError with every field's
+    """The request's catalog rows and counts, or Invalid with every field's
     refusal at once."""
     errors: dict[str, str] = {}
     rows = catalog_rows()
@@ -302,7 +302,7 @@ def quote_request_check(
              "requires_rocm": requires_rocm or ""}  # fmt: skip
     errors.update(requires_errors(asked))
     if errors:
-        raise ValidationError(errors)
+        raise Invalid(errors)
     return QuoteRequest(
         gpu_model=model, period=rental_period, gpu_count=gpu_count, node_count=node_count,
         period_count=period_count, starts_at=starts_at, options=chosen, region=chosen_region,

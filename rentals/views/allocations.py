@@ -8,7 +8,6 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import Http404, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -16,13 +15,13 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
+from accounts.errors import NotAllowed
 from accounts.roles import (
     Acting,
-    Action,
     acting_for_request,
     acting_for_team_of,
 )
-from core.errors import DomainError
+from core.errors import DomainError, Invalid
 from core.pagination import aware_datetime, keyset_page
 from rentals import limits, selectors, services
 from rentals.access import access_of, key_choices
@@ -191,31 +190,22 @@ def _owned(request, pk):
     """The allocation, or None after saying why it may not be changed: it is another of the
     person's teams' (act for it first), staff read but change nothing, or the role may not."""
     acting = acting_for_request(request)
-    allocation, may_act = selectors.allocation_for_action(acting=acting, pk=pk)
+    try:
+        allocation = selectors.allocation_for_action(acting=acting, pk=pk)
+    except NotAllowed as exc:
+        messages.error(request, exc.detail)
+        return None
     if allocation is None:
         other = acting_for_team_of(request, selectors.team_of_rental(Allocation, pk=pk))
         if other is acting:
             raise Http404
         messages.error(request, _not_acted_for(other.team))
         return None
-    if not may_act:
-        messages.error(request, _not_yours(acting, allocation))
-        return None
     return allocation
 
 
 def _not_acted_for(team) -> str:
     return _("This belongs to %(team)s: act for %(team)s to change it.") % {"team": team.name}
-
-
-def _not_yours(acting, allocation) -> str:
-    if allocation.team_id != acting.team.pk:
-        return _("Staff can read every allocation but change none.")
-    try:
-        acting.require(Action.ACT)
-    except DomainError as exc:
-        return exc.detail
-    return _("Staff can read every allocation but change none.")
 
 
 ACTIONS = {
@@ -258,10 +248,8 @@ def allocation_keys_page(request, pk):
             services.allocation_keys_set(
                 acting=acting_for_request(request), allocation=allocation, ssh_key_ids=chosen
             )
-        except ValidationError as exc:
-            messages.error(request, " ".join(exc.messages))
         except DomainError as exc:
-            messages.error(request, exc.detail)
+            messages.error(request, " ".join(exc.messages))
         else:
             messages.success(request, _("Keys saved; the node takes them at its next look."))
     return redirect("allocation-detail", pk=pk)
@@ -286,7 +274,7 @@ def allocation_extend_page(request, pk):
     quote = None
     try:
         if not form.is_valid():
-            raise ValidationError([m for errors in form.errors.values() for m in errors])
+            raise Invalid([m for errors in form.errors.values() for m in errors])
         if form.cleaned_data["quote"]:
             quote = selectors.quote_get(acting=acting, pk=form.cleaned_data["quote"])
             if quote is None:
@@ -300,11 +288,9 @@ def allocation_extend_page(request, pk):
         )
     except QuoteExpired:
         return _extension_requote(request, allocation, quote)
-    except (DomainError, ValidationError) as exc:
-        detail = exc.detail if isinstance(exc, DomainError) else " ".join(exc.messages)
-        status = exc.status if isinstance(exc, DomainError) else 400
-        context = _detail_context(request, allocation, acting, refusal=detail)
-        return render(request, "rentals/allocation_detail.html", context, status=status)
+    except DomainError as exc:
+        context = _detail_context(request, allocation, acting, refusal=" ".join(exc.messages))
+        return render(request, "rentals/allocation_detail.html", context, status=exc.status)
     messages.success(request, _("Extended. The new end of the paid period is shown below."))
     return redirect("allocation-detail", pk=pk)
 
@@ -319,14 +305,14 @@ def extension_quote_page(request, pk):
     form = ExtensionQuoteForm(request.POST)
     try:
         if not form.is_valid():
-            raise ValidationError([m for errors in form.errors.values() for m in errors])
+            raise Invalid([m for errors in form.errors.values() for m in errors])
         quote = services.extension_quote_create(
             acting=acting_for_request(request),
             allocation=allocation,
             period_count=form.cleaned_data["period_count"],
         )
-    except (DomainError, ValidationError) as exc:
-        messages.error(request, exc.detail if isinstance(exc, DomainError) else exc.messages[0])
+    except DomainError as exc:
+        messages.error(request, exc.messages[0])
         return redirect("allocation-detail", pk=pk)
     return redirect("quote", pk=quote.pk)
 
@@ -339,8 +325,8 @@ def _extension_requote(request, allocation, quote):
             allocation=allocation,
             period_count=quote.period_count,
         )
-    except (DomainError, ValidationError) as exc:
-        messages.error(request, exc.detail if isinstance(exc, DomainError) else exc.messages[0])
+    except DomainError as exc:
+        messages.error(request, exc.messages[0])
         return redirect("allocation-detail", pk=allocation.pk)
     return requoted(request, expired=quote, fresh=fresh)
 
@@ -421,8 +407,10 @@ def cluster_action(request, pk, action):
     if acting is not acting_for_request(request):  # another of the person's teams
         messages.error(request, _not_acted_for(acting.team))
         return redirect("cluster-detail", pk=pk)
-    if not selectors.may_act_on(acting=acting, allocation=members[0]):
-        messages.error(request, _not_yours(acting, members[0]))
+    try:
+        selectors.allocation_act_check(acting=acting, allocation=members[0])
+    except NotAllowed as exc:
+        messages.error(request, exc.detail)
         return redirect("cluster-detail", pk=pk)
     service, done = CLUSTER_ACTIONS[action]
     _act(request, lambda acting: service(acting=acting, cluster=cluster), done)

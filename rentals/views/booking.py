@@ -10,7 +10,6 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -27,7 +26,7 @@ from catalog.selectors import gpu_price_history
 from catalog.software import NO_REQUIRES, REQUIRES, Requires, requires_errors
 from core.dates import when_text
 from core.db import db_now
-from core.errors import DomainError
+from core.errors import DomainError, Invalid, form_errors_add
 from rentals import limits, selectors, services
 from rentals.errors import NoCapacity, QuoteExpired, QuoteUsed
 from rentals.forms import GpuModelFilterForm, QuoteForm
@@ -62,15 +61,6 @@ def catalog_page(request):
     )
 
 
-def _apply_errors(form, exc: ValidationError):
-    for field, messages_ in exc.message_dict.items():
-        name = field if field in form.fields else None
-        if field.startswith("options"):
-            name = None
-        for message in messages_:
-            form.add_error(name, message)
-
-
 def _ceil_minute(at):
     """The form takes minutes; rounding down would offer a start that does not fit."""
     if at is None or (at.second == 0 and at.microsecond == 0):
@@ -91,8 +81,8 @@ def book_page(request, slug):
                     gpu_model=gpu_model.slug,
                     **form.quote_input(),
                 )
-            except ValidationError as exc:
-                _apply_errors(form, exc)
+            except Invalid as exc:
+                form_errors_add(form, exc)
             except NoCapacity as exc:
                 form.add_error(None, exc.detail)
                 earliest = _ceil_minute(exc.earliest_start)
@@ -163,8 +153,8 @@ def _estimate_context(gpu_model, form: QuoteForm, *, team, errors_beside_fields=
             context["estimate"] = services.quote_estimate(
                 gpu_model=gpu_model.slug, team=team, **form.quote_input()
             )
-        except ValidationError as exc:
-            _apply_errors(form, exc)
+        except Invalid as exc:
+            form_errors_add(form, exc)
         except DomainError as exc:
             form.add_error(None, exc.detail)
     if context["estimate"] is None:
@@ -273,9 +263,7 @@ def quote_book(request, pk):
         messages.error(request, exc.detail)
         return redirect(_requote_url(quote))
     except DomainError as exc:
-        return _refused(request, quote, exc.detail, exc.status)
-    except ValidationError as exc:
-        return _refused(request, quote, " ".join(exc.messages), 400)
+        return _refused(request, quote, " ".join(exc.messages), exc.status)
     messages.success(request, _("Booked. Your GPUs are reserved for the paid period."))
     if allocation.cluster_id:
         return redirect("cluster-detail", pk=allocation.cluster_id)
@@ -310,8 +298,8 @@ def _requote(request, quote):
             ],
             region=quote.region.slug if quote.region_id else None,
         )
-    except (ValidationError, DomainError) as exc:
-        messages.error(request, getattr(exc, "detail", None) or " ".join(exc.messages))
+    except DomainError as exc:
+        messages.error(request, " ".join(exc.messages))
         return redirect(_requote_url(quote))
     return requoted(request, expired=quote, fresh=fresh)
 

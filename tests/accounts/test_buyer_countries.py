@@ -8,12 +8,12 @@ import re
 
 import pytest
 from django.apps import apps
-from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
 from accounts.models import BuyerReview, Team
 from accounts.roles import acting_as, personal_team
 from accounts.services.teams import team_buyer_set, teams_buyer_recheck
+from core.errors import Invalid
 from core.vat import TaxTreatment
 from rentals.services import quote_create
 
@@ -68,14 +68,14 @@ def test_a_made_up_country_is_refused_by_the_api(alice, alice_api, country):
     ],
 )
 def test_a_vat_id_of_another_country_than_the_buyer_s_is_refused(alice, country, vat_id, other):
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Invalid) as refused:
         team_buyer_set(
             acting=acting_as(alice), legal_name="Acme", address=ADDRESS, country=country,
             vat_id=vat_id,
         )  # fmt: skip
-    assert list(refused.value.message_dict) == ["vat_id"]
+    assert list(refused.value.errors) == ["vat_id"]
     if other:
-        assert f"is a VAT ID of {other}, not of" in refused.value.message_dict["vat_id"][0]
+        assert f"is a VAT ID of {other}, not of" in refused.value.errors["vat_id"][0]
     assert personal_team(alice).legal_name == ""
 
 

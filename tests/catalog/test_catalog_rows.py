@@ -1,11 +1,11 @@
 """The catalog rows every quote looks up come from Redis, and follow every catalog change."""
 
 import pytest
-from django.core.exceptions import ValidationError
 
 from accounts.roles import acting_as
 from catalog.models import NodeState
 from catalog.selectors import catalog_rows
+from core.errors import Invalid
 from rentals.services import quote_create
 from tests.catalog.factories import NodeFactory
 
@@ -31,9 +31,9 @@ def test_the_copy_follows_models_periods_and_nodes_as_they_change(catalog, alice
     _quote(alice)  # builds the copy
     catalog.h100.is_active = False
     catalog.h100.save()
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Invalid) as refused:
         _quote(alice)
-    assert "gpu_model" in refused.value.message_dict
+    assert "gpu_model" in refused.value.errors
     catalog.h100.is_active = True
     catalog.h100.save()
     assert _quote(alice).gpu_model == catalog.h100
@@ -43,6 +43,6 @@ def test_the_copy_follows_models_periods_and_nodes_as_they_change(catalog, alice
     assert _quote(alice, gpu_count=12).gpu_count == 12
     big.state = NodeState.RETIRED
     big.save()
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Invalid) as refused:
         _quote(alice, gpu_count=12)
-    assert "gpu_count" in refused.value.message_dict
+    assert "gpu_count" in refused.value.errors

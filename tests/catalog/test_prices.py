@@ -6,19 +6,19 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from catalog.models import GpuPrice, PriceChange
 from catalog.services import gpu_price_set
+from core.errors import Invalid
 
 pytestmark = pytest.mark.django_db
 
 
 def test_a_price_cannot_be_back_dated_and_the_refusal_changes_nothing(catalog):
     before = GpuPrice.objects.count()
-    with pytest.raises(ValidationError) as error:
+    with pytest.raises(Invalid) as error:
         gpu_price_set(
             gpu_model=catalog.l4, period=catalog.day, unit_price=Decimal("1.00"),
             effective_from=timezone.now() - timedelta(hours=1),

@@ -6,12 +6,12 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from accounts.roles import acting_as
 from catalog.models import OptionPrice
 from catalog.services import gpu_price_set
+from core.errors import Invalid
 from rentals.errors import QuoteExpired, QuoteUsed
 from rentals.models import LedgerEntry, Quote
 from rentals.services import allocation_extend, extension_quote_create
@@ -81,7 +81,7 @@ def test_an_extension_quote_is_used_once_and_expires(catalog, alice):
 def test_an_option_without_a_current_price_is_refused_not_dropped(catalog, alice):
     allocation = _allocation(alice)
     OptionPrice.objects.filter(option=catalog.scratch, period=catalog.day).delete()
-    with pytest.raises(ValidationError, match="has no price"):
+    with pytest.raises(Invalid, match="has no price"):
         extension_quote_create(acting=acting_as(alice), allocation=allocation, period_count=1)
     assert not Quote.objects.filter(kind="extension").exists()
 

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import translation
 from rest_framework.test import APIClient
@@ -19,7 +18,7 @@ from accounts.roles import acting_as
 from accounts.services.profile import account_preferences_set
 from catalog.models import Node, NodeState
 from core.db import db_now
-from core.errors import Conflict
+from core.errors import Conflict, Invalid
 from rentals.errors import ChoiceMissing, NoCapacity
 from rentals.models import (
     Allocation,
@@ -170,9 +169,9 @@ def test_bad_windows_are_refused_and_change_nothing(catalog, ops, alice):
     in_the_past = dict(nodes=[node.hostname], starts_at=now - 3 * hour, ends_at=now - 2 * hour)
     holds = AllocationGpu.objects.count()
     for field, request in [*cases.items(), ("ends_at", in_the_past)]:
-        with pytest.raises(ValidationError) as refused:
+        with pytest.raises(Invalid) as refused:
             maintenance_create(operator=ops, reason="r", **request)
-        assert field in refused.value.message_dict, (field, refused.value.message_dict)
+        assert field in refused.value.errors, (field, refused.value.errors)
     _nothing_written(holds)
 
     first = maintenance_create(
@@ -187,13 +186,13 @@ def test_bad_windows_are_refused_and_change_nothing(catalog, ops, alice):
     assert list(MaintenanceWindow.objects.all()) == [first]
 
     book(alice, model="l4", count=1, period="day", starts_at=now + timedelta(days=5))
-    with pytest.raises(ValidationError) as soon:  # bookings in its way: a day's notice first
+    with pytest.raises(Invalid) as soon:  # bookings in its way: a day's notice first
         maintenance_create(
             operator=ops, nodes=[node.hostname], starts_at=now + 5 * hour,
             ends_at=now + timedelta(days=6), reason="soon",
             affected=[{"allocation": Allocation.objects.get().pk, "action": "cancel"}],
         )  # fmt: skip
-    assert "starts_at" in soon.value.message_dict
+    assert "starts_at" in soon.value.errors
     assert MaintenanceWindow.objects.count() == 1
 
 

@@ -17,6 +17,7 @@ from catalog.models import GpuModel, RentalPeriod
 from catalog.services import gpu_price_set
 from core.dates import when_text
 from core.db import db_now
+from core.errors import Invalid
 from core.money import Money, amount_check, minor_units, money_text
 from core.templatetags.when import when
 from rentals.models import LedgerEntry, Notice
@@ -63,12 +64,12 @@ def test_each_currency_keeps_its_own_minor_units():
 def test_a_price_finer_than_its_currency_is_refused_and_nothing_changes(catalog):
     l4 = GpuModel.objects.get(slug="l4")
     before = l4.prices.count()
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Invalid) as refused:
         _price("l4", "day", "1500.5", "JPY")
-    assert "unit_price" in refused.value.message_dict
-    with pytest.raises(ValidationError) as refused:
+    assert "unit_price" in refused.value.errors
+    with pytest.raises(Invalid) as refused:
         _price("l4", "day", "10", "XYZ")
-    assert "currency" in refused.value.message_dict
+    assert "currency" in refused.value.errors
     assert l4.prices.count() == before
 
 

@@ -3,13 +3,13 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.roles import acting_as
 from catalog.services import gpu_price_set
+from core.errors import Invalid
 from core.money import Money
 from rentals.errors import NoCapacity
 from rentals.models import Quote, QuoteLine
@@ -80,9 +80,9 @@ def test_scheduled_price_applies_only_from_its_time(catalog, alice):
 )
 def test_bad_input_is_a_field_error_and_stores_nothing(catalog, alice, changes, field):
     request = {"gpu_model": "h100", "gpu_count": 1, "period": "week", "period_count": 1} | changes
-    with pytest.raises(ValidationError) as error:
+    with pytest.raises(Invalid) as error:
         quote_create(acting=acting_as(alice), **request)
-    assert field in error.value.message_dict
+    assert field in error.value.errors
     assert Quote.objects.count() == 0
     assert QuoteLine.objects.count() == 0
 
@@ -90,11 +90,11 @@ def test_bad_input_is_a_field_error_and_stores_nothing(catalog, alice, changes, 
 def test_inactive_model_is_refused(catalog, alice):
     catalog.l4.is_active = False
     catalog.l4.save()
-    with pytest.raises(ValidationError) as error:
+    with pytest.raises(Invalid) as error:
         quote_create(
             acting=acting_as(alice), gpu_model="l4", gpu_count=1, period="day", period_count=1
         )
-    assert "gpu_model" in error.value.message_dict
+    assert "gpu_model" in error.value.errors
 
 
 def test_no_capacity_answers_with_the_earliest_start(catalog, alice, bob):

@@ -3,9 +3,9 @@
 import uuid
 
 import pytest
-from django.core.exceptions import ValidationError
 
 from accounts.roles import acting_as
+from core.errors import Invalid
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, Quote
 from rentals.services import allocation_book, quote_create
@@ -88,12 +88,12 @@ def test_a_cluster_for_a_region_takes_whole_nodes_there(catalog, frankfurt, alic
 )
 def test_a_region_without_the_model_is_a_field_error(catalog, alice, region, message):
     RegionFactory(slug="us-east", name_en="Ashburn")
-    with pytest.raises(ValidationError) as error:
+    with pytest.raises(Invalid) as error:
         quote_create(
             acting=acting_as(alice), gpu_model="mi300x", gpu_count=1, period="day",
             period_count=1, region=region,
         )  # fmt: skip
-    assert error.value.message_dict == {"region": [message]}
+    assert error.value.errors == {"region": [message]}
     assert Quote.objects.count() == 0
 
 

@@ -6,7 +6,6 @@ import contextlib
 from datetime import timedelta
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from accounts.roles import acting_as
@@ -14,6 +13,7 @@ from catalog.models import GpuModel
 from catalog.services import node_software_record
 from catalog.software import Requires
 from core.db import db_now
+from core.errors import Invalid
 from rentals.errors import NoCapacity
 from rentals.models import Allocation
 from rentals.selectors.availability import availability_days, fits, start_windows
@@ -70,10 +70,10 @@ def test_no_node_meets_it_a_clear_refusal_naming_the_minimum(catalog, alice):
 @pytest.mark.django_db
 @pytest.mark.parametrize("bad", ["12.x", "v12.8", "cu128", "12..1"])
 def test_a_malformed_version_is_a_field_error_and_nothing_is_stored(catalog, alice, bad):
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Invalid) as refused:
         _quote(alice, gpu_count=1, requires_cuda=bad)
-    assert list(refused.value.message_dict) == ["requires_cuda"]
-    assert bad in refused.value.message_dict["requires_cuda"][0]  # named, in either language
+    assert list(refused.value.errors) == ["requires_cuda"]
+    assert bad in refused.value.errors["requires_cuda"][0]  # named, in either language
 
 
 @pytest.mark.django_db

@@ -8,12 +8,12 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from accounts.roles import TEAM_SESSION_KEY, acting_as, personal_team
 from accounts.services.teams import team_create
 from catalog.models import Option
+from core.errors import Invalid
 from rentals.models import Allocation, ImpairedSpan, Quote
 from rentals.services import allocation_stop, quote_create
 from tests.rentals.helpers import book
@@ -107,20 +107,18 @@ def image_setup(catalog):
 def test_an_option_that_asks_gets_its_input_and_waits_its_lead_time(image_setup, alice):
     acting, later = acting_as(alice), timezone.now() + timedelta(days=2)
     request = {"gpu_model": "l4", "gpu_count": 1, "period": "day", "period_count": 1}
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Invalid) as refused:
         quote_create(acting=acting, **request, starts_at=later,
                      options=[{"option": "custom-image"}])  # fmt: skip
-    assert refused.value.message_dict["options.0"] == [
-        "Custom image asks for this: Image to set up."
-    ]
-    with pytest.raises(ValidationError) as refused:
+    assert refused.value.errors["options.0"] == ["Custom image asks for this: Image to set up."]
+    with pytest.raises(Invalid) as refused:
         quote_create(acting=acting, **request,
                      options=[{"option": "custom-image", "input": "ghcr.io/a/b:1"}])  # fmt: skip
-    assert "needs 24 hours before the start" in refused.value.message_dict["options.0"][0]
-    with pytest.raises(ValidationError) as refused:
+    assert "needs 24 hours before the start" in refused.value.errors["options.0"][0]
+    with pytest.raises(Invalid) as refused:
         quote_create(acting=acting, **request, starts_at=later,
                      options=[{"option": "nvme-scratch", "quantity": 1, "input": "x"}])  # fmt: skip
-    assert refused.value.message_dict["options.0"] == ["NVMe scratch takes no input."]
+    assert refused.value.errors["options.0"] == ["NVMe scratch takes no input."]
     assert Quote.objects.count() == 0
     quote = quote_create(acting=acting, **request, starts_at=later,
                          options=[{"option": "custom-image", "input": " ghcr.io/a/b:1 "}])  # fmt: skip

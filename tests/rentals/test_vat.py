@@ -7,7 +7,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.core.exceptions import ValidationError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +16,7 @@ from accounts.roles import acting_as, personal_team
 from accounts.services.teams import team_buyer_set
 from catalog.services import gpu_price_set
 from core.db import db_now
+from core.errors import Invalid
 from core.vat import TaxTreatment, vat_split
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import (
@@ -104,9 +104,9 @@ def test_an_invalid_vat_id_is_a_field_error_and_changes_nothing(
     catalog, alice, alice_api, country, vat_id, field
 ):
     team = personal_team(alice)
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Invalid) as refused:
         _company(alice, legal_name="Acme", address="Street 1", country=country, vat_id=vat_id)
-    assert list(refused.value.message_dict) == [field]
+    assert list(refused.value.errors) == [field]
 
     response = alice_api.patch(
         f"/api/v1/teams/{team.pk}/",

@@ -1,9 +1,9 @@
 from pathlib import Path
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from catalog.services import fleet_import
+from core.errors import Invalid
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
             result = fleet_import(text=file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc}") from exc
-        except ValidationError as exc:
+        except Invalid as exc:
             raise CommandError("\n".join(exc.messages)) from exc
         self.stdout.write(
             f"{result['created']} nodes created, {result['updated']} updated, {result['gpus']} GPUs"
