@@ -24,7 +24,7 @@ from accounts.models import Membership, Role, SignIn
 from accounts.services import api_token_create
 from accounts.signin import SECOND_FACTOR_THRESHOLD
 from accounts.teams import team_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 PASSWORD = {"username": "alice", "password": "pw-alice-123456"}

@@ -13,8 +13,8 @@ from accounts.models import ApiToken, Invitation, Membership, Role, Team
 from accounts.services import api_token_create
 from accounts.teams import invitation_create, team_create, team_delete
 from rentals.models import Allocation
-from tests.conftest import person
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import person
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from accounts.teams import (
 from rentals.errors import NoCapacity, SpendLimitReached
 from rentals.models import Allocation, LedgerEntry
 from rentals.services import allocation_book, quote_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 QUOTE = {"gpu_model": "l4", "gpu_count": 1, "period": "day", "period_count": 1}
 

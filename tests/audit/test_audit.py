@@ -29,10 +29,10 @@ from rentals.models import AllocationState
 from rentals.services import quote_create
 from rentals.tasks import allocations_enforce_task
 from telemetry.models import Flag, FlagKind, Severity
-from tests.accounts.test_ssh_keys import ed25519_key, public_line
-from tests.conftest import person
-from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
-from tests.rentals.provider import OPERATIONS, operator
+from tests.support.booking import book, end_paid_periods_a_minute_ago
+from tests.support.factories.accounts import person
+from tests.support.operators import OPERATIONS, operator
+from tests.support.ssh import ed25519_key, public_line
 
 pytestmark = pytest.mark.django_db
 

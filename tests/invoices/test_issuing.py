@@ -17,8 +17,8 @@ from rentals.models import ImpairedSpan, LedgerEntry, LedgerKind
 from rentals.services import allocation_book, allocation_cancel, allocation_extend, quote_create
 from rentals.services.credits import credit_note_issue
 from rentals.signals import ledger_entries_recorded
-from tests.rentals.helpers import book
-from tests.rentals.provider import operator
+from tests.support.booking import book
+from tests.support.operators import operator
 
 
 class Refused(Exception):

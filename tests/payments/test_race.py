@@ -19,7 +19,7 @@ from invoices.models import Invoice, InvoiceKind
 from payments.models import CashEntry, CashKind, Payment, PaymentState
 from rentals.models import Allocation
 from tests.payments.conftest import DECLINES, VISA, card_team, intent
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

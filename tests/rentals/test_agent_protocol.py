@@ -23,9 +23,9 @@ from rentals.models import AllocationEvent, EventKind, Notice, NoticeKind
 from rentals.services import allocation_keys_set, allocation_start, allocation_stop
 from telemetry.agents import agent_credential_issue, agents_flag_silent
 from telemetry.models import Flag, FlagKind, NodeAgent
-from tests.accounts.test_ssh_keys import ed25519_key, public_line
-from tests.rentals.helpers import book
-from tests.rentals.oracles import node_desired_state
+from tests.support.booking import book
+from tests.support.oracles import node_desired_state
+from tests.support.ssh import ed25519_key, public_line
 from tests.telemetry.conftest import watching
 
 pytestmark = pytest.mark.django_db

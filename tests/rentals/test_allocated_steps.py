@@ -23,7 +23,7 @@ from rentals.models import (
 )
 from rentals.services import allocated_steps_close, allocation_cancel
 from telemetry.rollup import bucket_floor
-from tests.rentals.helpers import book, book_around_three_days
+from tests.support.booking import book, book_around_three_days
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from rentals.availability import availability_days, candidate_nodes, fits, start
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu
 from rentals.services import allocation_book, allocation_cancel, quote_create
-from tests.catalog.factories import NodeFactory, RegionFactory
-from tests.rentals.helpers import book, key
+from tests.support.booking import book, key
+from tests.support.factories.catalog import NodeFactory, RegionFactory
 
 pytestmark = pytest.mark.django_db
 DAY = timedelta(days=1)

@@ -15,8 +15,8 @@ from accounts.services import api_token_create
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu, Cluster, LedgerEntry
 from rentals.services import allocation_book, quote_create
-from tests.catalog.factories import NodeFactory
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.factories.catalog import NodeFactory
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

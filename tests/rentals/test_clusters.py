@@ -19,9 +19,9 @@ from rentals.availability import start_windows
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationState, Cluster, LedgerEntry, LedgerKind
 from rentals.services import allocation_book, quote_create
-from tests.catalog.factories import NodeFactory, catalog_setup
-from tests.rentals.helpers import book, key
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.booking import book, key
+from tests.support.factories.catalog import NodeFactory, catalog_setup
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db
 

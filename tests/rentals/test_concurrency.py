@@ -17,8 +17,7 @@ from catalog.models import Node, NodeState
 from rentals.idempotency import respond_once
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
 from rentals.services import allocation_book, quote_create
-from tests.rentals.helpers import in_thread, race_to_book
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.races import in_thread, overlapping_pairs, race_to_book
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -34,11 +34,11 @@ from rentals.models import (
 from rentals.services import allocation_book, quote_create
 from rentals.services.maintenance import maintenance_create
 from rentals.texts import notice_subject, notice_text, reader_preferences
-from tests.rentals.helpers import book, in_thread
-from tests.rentals.oracles import node_desired_state
-from tests.rentals.provider import operator
-from tests.rentals.test_allocations import overlapping_pairs
-from tests.transactions import held_open
+from tests.support.booking import book
+from tests.support.operators import operator
+from tests.support.oracles import node_desired_state
+from tests.support.races import in_thread, overlapping_pairs
+from tests.support.transactions import held_open
 from webhooks.services import endpoint_create
 
 pytestmark = pytest.mark.django_db

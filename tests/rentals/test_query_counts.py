@@ -9,7 +9,7 @@ from accounts.access import acting_as
 from accounts.services import api_token_create
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
-from tests.rentals.helpers import key
+from tests.support.booking import key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,9 +18,9 @@ from rentals.availability import availability_days, fits, start_windows
 from rentals.errors import NoCapacity
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
-from tests.catalog.factories import NodeFactory
-from tests.rentals.helpers import book, race_to_book
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.booking import book
+from tests.support.factories.catalog import NodeFactory
+from tests.support.races import overlapping_pairs, race_to_book
 
 DAY = timedelta(days=1)
 STACKS = {  # H100 nodes of catalog_setup: 8 GPUs, 8 GPUs, 4 GPUs
