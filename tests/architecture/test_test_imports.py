@@ -52,7 +52,7 @@ def test_the_import_reader_sees_every_form_of_import():
         "from tests.rentals import test_b\n"
         "from .test_c import helper\n"
         "def f():\n"
-        "    from tests.accounts.test_d import key\n"
+        "    import tests.accounts.test_d as key\n"
     )
     found = imported_modules(source, "tests.rentals.test_x")
     assert {n for n in found if is_test_module(n)} == {
