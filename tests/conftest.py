@@ -9,7 +9,9 @@ from rest_framework.test import APIClient
 
 from anchorgpu.celery import app
 from tests import dbtemplate
-from tests.catalog.factories import catalog_setup
+from tests.support.factories.accounts import person
+from tests.support.factories.catalog import catalog_setup
+from tests.support.factories.invoices import pln_rates_create
 
 
 def pytest_configure(config):
@@ -86,38 +88,6 @@ def catalog(db):
     return catalog_setup()
 
 
-# PLN per unit, as NBP's table A might have it: enough for the tests' invoices.
-TEST_PLN_RATES = {
-    "USD": "3.6512",
-    "EUR": "4.2512",
-    "GBP": "4.8931",
-    "CHF": "4.5123",
-    "JPY": "0.024371",
-}
-
-
-def pln_rates_create(days: int = 10):
-    """Exchange rates for the last `days` days in the invoices' zone: a foreign-currency
-    invoice with Polish VAT is issued only with the rate of a day before its sale."""
-    import zoneinfo
-    from datetime import timedelta
-    from decimal import Decimal
-
-    from django.utils import timezone
-
-    from invoices.models import ExchangeRate
-
-    today = timezone.now().astimezone(zoneinfo.ZoneInfo(settings.INVOICES["TIME_ZONE"])).date()
-    return ExchangeRate.objects.bulk_create(
-        ExchangeRate(
-            currency=currency, effective_on=today - timedelta(days=back), rate=Decimal(rate),
-            table_no=f"{back:03d}/A/NBP/TEST",
-        )
-        for currency, rate in TEST_PLN_RATES.items()
-        for back in range(1, days + 1)
-    )  # fmt: skip
-
-
 @pytest.fixture
 def pln_rates():
     return pln_rates_create()
@@ -129,17 +99,6 @@ def glossary(db):
     from glossary.services import glossary_terms_load
 
     glossary_terms_load()
-
-
-def person(username: str, password: str, **fields):
-    """A user who signed up and confirmed their address, as everyone who signs in has."""
-    from allauth.account.models import EmailAddress
-    from django.contrib.auth import get_user_model
-
-    email = fields.pop("email", f"{username}@example.com")
-    user = get_user_model().objects.create_user(username, email, password, **fields)
-    EmailAddress.objects.create(user=user, email=email, verified=True, primary=True)
-    return user
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from accounts.models import ApiToken
 from accounts.services.tokens import api_token_create
 from rentals.models import Allocation, LedgerEntry, Quote
 from telemetry.models import Flag
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 HOSTILE = st.one_of(
     st.sampled_from(

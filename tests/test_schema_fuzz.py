@@ -37,11 +37,11 @@ from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from telemetry.agents import agent_credential_issue
 from telemetry.models import SEVERITY, Flag, FlagKind
-from tests.accounts.test_ssh_keys import ed25519_key, public_line
-from tests.catalog.factories import catalog_setup
-from tests.conftest import pln_rates_create
-from tests.rentals.helpers import book
-from tests.rentals.provider import OPERATIONS
+from tests.support.booking import book
+from tests.support.factories.catalog import catalog_setup
+from tests.support.factories.invoices import pln_rates_create
+from tests.support.operators import OPERATIONS
+from tests.support.ssh import ed25519_key, public_line
 from webhooks.models import WebhookEndpoint
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())

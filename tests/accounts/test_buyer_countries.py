@@ -143,7 +143,7 @@ def test_teams_that_hold_such_details_are_taxed_as_consumers_and_staff_see_them(
     assert teams_buyer_recheck() == {"opened": [], "closed": []}  # found once
 
     # Staff: the reviews' list and the teams' filter.
-    from tests.conftest import person
+    from tests.support.factories.accounts import person
 
     root = person("root", "pw-root-123456", is_staff=True, is_superuser=True)
     client.force_login(root)

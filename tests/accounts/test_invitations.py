@@ -17,7 +17,7 @@ from django.utils import timezone
 from accounts.models import Invitation, Membership
 from accounts.roles import acting_as
 from accounts.services.teams import invitation_create, team_create
-from tests.conftest import person
+from tests.support.factories.accounts import person
 
 
 def _invite(owner, email="bob@example.com", role="owner"):

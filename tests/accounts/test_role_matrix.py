@@ -28,9 +28,10 @@ from core.problems import PROBLEM_CONTENT_TYPE
 from invoices.models import Invoice
 from rentals.models import Allocation
 from rentals.services import quote_create
-from tests.catalog.factories import catalog_setup
-from tests.conftest import person, pln_rates_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import person
+from tests.support.factories.catalog import catalog_setup
+from tests.support.factories.invoices import pln_rates_create
 
 # The observation is made once for the module (fixture `seen`); the mark has the test
 # database set up for it.

@@ -19,12 +19,12 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from accounts.models import Membership, Role, SignIn
+from accounts.models import Role, SignIn
 from accounts.roles import acting_as
-from accounts.services.teams import team_create
 from accounts.services.tokens import api_token_create
 from accounts.signin import SECOND_FACTOR_THRESHOLD
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import team_with
 
 pytestmark = pytest.mark.django_db
 PASSWORD = {"username": "alice", "password": "pw-alice-123456"}
@@ -157,8 +157,7 @@ def test_the_code_that_turned_totp_on_cannot_sign_in(bob, client):
 
 
 def test_a_team_that_requires_a_second_factor_refuses_members_without_one(catalog, alice, bob):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
+    team = team_with(alice, {bob: Role.MEMBER})
     running = book(alice, model="h100", count=1, period="day", team=team)
     owner = APIClient(
         HTTP_AUTHORIZATION=f"Bearer {api_token_create(user=alice, name='o', team=team)}"

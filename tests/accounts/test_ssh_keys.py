@@ -9,20 +9,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from accounts.models import SshKey
+from tests.support.ssh import ed25519_key, public_line
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/ssh-keys/"
-
-
-def public_line(key, comment="alice@laptop") -> str:
-    text = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
-    return f"{text.decode()} {comment}".strip()
-
-
-def ed25519_key():
-    return ed25519.Ed25519PrivateKey.generate()
 
 
 def private_text(key) -> str:

@@ -13,8 +13,8 @@ from accounts.roles import acting_as
 from accounts.services.teams import invitation_create, team_create, team_delete
 from accounts.services.tokens import api_token_create
 from rentals.models import Allocation
-from tests.conftest import person
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import person, team_with
 
 pytestmark = pytest.mark.django_db
 
@@ -24,8 +24,7 @@ def _link(secret):
 
 
 def test_a_team_without_history_is_deleted_with_what_is_only_its_own(alice, bob):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
+    team = team_with(alice, {bob: Role.MEMBER})
     invitation_create(acting=acting_as(alice, team), email="c@x.test", role="viewer",
                       accept_url=_link)  # fmt: skip
     api_token_create(user=bob, name="ci", team=team)
@@ -37,8 +36,7 @@ def test_a_team_without_history_is_deleted_with_what_is_only_its_own(alice, bob)
 
 
 def test_a_team_with_history_stays_and_only_an_owner_may_try(catalog, alice, bob):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
+    team = team_with(alice, {bob: Role.MEMBER})
     book(alice, model="l4", count=1, period="day", team=team)
     with pytest.raises(TeamHasHistory) as refused:
         team_delete(acting=acting_as(alice, team))
@@ -112,8 +110,7 @@ def test_creating_a_team_says_you_now_act_for_it(alice, client):
 
 
 def test_leaving_asks_about_leaving_and_removing_about_the_member(alice, bob, client):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.OWNER)
+    team = team_with(alice, {bob: Role.OWNER})
     client.force_login(alice)
     page = client.get(f"/teams/{team.pk}/").content.decode()
     assert "Leave Acme? You can only come back if an owner invites you again." in page

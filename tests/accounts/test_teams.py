@@ -24,7 +24,8 @@ from accounts.services.tokens import api_token_create
 from rentals.errors import NoCapacity, SpendLimitReached
 from rentals.models import Allocation, LedgerEntry
 from rentals.services import allocation_book, quote_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import team_with
 
 QUOTE = {"gpu_model": "l4", "gpu_count": 1, "period": "day", "period_count": 1}
 
@@ -96,8 +97,7 @@ def test_teams_cannot_see_each_others_rentals(catalog, alice, bob):
 
 @pytest.mark.django_db
 def test_a_token_acts_for_its_team_with_no_more_than_its_role(catalog, alice, bob):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.VIEWER)
+    team = team_with(alice, {bob: Role.VIEWER})
     with pytest.raises(Exception, match="cannot do more"):
         api_token_create(user=bob, name="x", team=team, role=Role.MEMBER)
     narrowed = _client_with_role(alice, team, Role.VIEWER)
@@ -130,8 +130,7 @@ def test_an_invited_colleague_joins_in_the_role_and_the_link_works_once(alice, b
 
 @pytest.mark.django_db
 def test_only_owners_invite(alice, bob):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
+    team = team_with(alice, {bob: Role.MEMBER})
     with pytest.raises(Exception, match="cannot do this"):
         invitation_create(
             acting=acting_as(bob, team), email="x@y.z", role="viewer", accept_url=_link
@@ -198,8 +197,7 @@ def test_parallel_bookings_never_cross_the_spend_limit(catalog, alice):
 
 @pytest.mark.django_db
 def test_two_members_retrying_one_purchase_buy_once(catalog, alice, bob):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
+    team = team_with(alice, {bob: Role.MEMBER})
     quote = quote_create(acting=acting_as(alice, team), **QUOTE)
     key = str(uuid.uuid4())
     first = _client(alice, team).post(

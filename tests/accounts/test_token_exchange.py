@@ -5,9 +5,10 @@ own, never living longer than the token given up, which dies in the exchange."""
 import pytest
 from rest_framework.test import APIClient
 
-from accounts.models import ApiToken, Membership, Role
+from accounts.models import ApiToken, Role
 from accounts.services.teams import team_create
 from accounts.services.tokens import api_token_create
+from tests.support.factories.accounts import team_with
 
 pytestmark = pytest.mark.django_db
 
@@ -21,8 +22,7 @@ def _bearer(secret):
 @pytest.fixture
 def acme(alice, bob):
     """Bob's team, where alice is a member."""
-    team = team_create(user=bob, name="Acme")
-    Membership.objects.create(team=team, user=alice, role=Role.MEMBER)
+    team = team_with(bob, {alice: Role.MEMBER})
     return team
 
 

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from catalog.services import gpu_price_set
-from tests.invoices.factories import document
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.invoices import document
 
 pytestmark = pytest.mark.django_db
 

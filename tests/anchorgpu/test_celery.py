@@ -1,6 +1,5 @@
 """A real Celery worker on Redis runs our tasks and their effects land in PostgreSQL."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -15,18 +14,8 @@ from rentals.tasks import (
 from reports.models import AllocatedStep, Step
 from reports.tasks import allocated_steps_close_task
 from telemetry.rollup import bucket_floor
-from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
-
-
-def wait_for(condition, timeout=30.0):
-    """The worker runs in another thread: wait (bounded) for its effect to be visible."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
-
+from tests.support.booking import book, end_paid_periods_a_minute_ago
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -128,7 +117,7 @@ def test_a_held_invoice_is_told_to_staff_by_a_real_worker(catalog, alice, worker
     from django.core import mail
 
     from invoices.models import HeldInvoice
-    from tests.conftest import person
+    from tests.support.factories.accounts import person
 
     person("root", "pw-root-123456", is_staff=True, is_superuser=True)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 ROOT = Path(__file__).resolve().parents[2]
 PO = Path("locale") / "pl" / "LC_MESSAGES" / "django.po"

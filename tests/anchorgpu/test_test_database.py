@@ -16,9 +16,9 @@ from glossary.models import Term
 from rentals.models import Allocation
 from telemetry.models import GpuSample
 from tests import dbtemplate
-from tests.catalog.factories import catalog_setup
-from tests.conftest import person
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import person
+from tests.support.factories.catalog import catalog_setup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -29,10 +29,10 @@ from rentals.models import AllocationState
 from rentals.services import quote_create
 from rentals.tasks import allocations_enforce_task
 from telemetry.models import Flag, FlagKind, Severity
-from tests.accounts.test_ssh_keys import ed25519_key, public_line
-from tests.conftest import person
-from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
-from tests.rentals.provider import OPERATIONS, operator
+from tests.support.booking import book, end_paid_periods_a_minute_ago
+from tests.support.factories.accounts import person, team_with
+from tests.support.operators import OPERATIONS, operator
+from tests.support.ssh import ed25519_key, public_line
 
 pytestmark = pytest.mark.django_db
 
@@ -139,8 +139,7 @@ def test_an_expiry_by_the_enforcement_pass_s_raw_sql_is_the_system_s(catalog, al
 
 def test_keys_tokens_members_roles_invitations_and_the_spend_limit_are_recorded(catalog, alice):
     bob = person("bob2", "pw-bob-1234567")
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role=Role.VIEWER)
+    team = team_with(alice, {bob: Role.VIEWER})
     api = APIClient(REMOTE_ADDR="192.0.2.9")
     api.force_authenticate(alice)
     member = Membership.objects.get(team=team, user=bob)

@@ -10,8 +10,8 @@ from django.utils import timezone
 from catalog.models import Node, NodeState
 from catalog.services import gpu_price_set
 from rentals.selectors.availability import gpu_model_offers
-from tests.catalog.factories import GpuModelFactory, NodeFactory, price
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.catalog import GpuModelFactory, NodeFactory, price
 
 pytestmark = pytest.mark.django_db
 

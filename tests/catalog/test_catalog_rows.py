@@ -7,7 +7,7 @@ from catalog.models import NodeState
 from catalog.selectors import catalog_rows
 from core.errors import Invalid
 from rentals.services import quote_create
-from tests.catalog.factories import NodeFactory
+from tests.support.factories.catalog import NodeFactory
 
 pytestmark = pytest.mark.django_db
 

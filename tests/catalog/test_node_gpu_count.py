@@ -6,7 +6,7 @@ import pytest
 from django.db import connections, transaction
 
 from catalog.models import Gpu, Node
-from tests.catalog.factories import NodeFactory
+from tests.support.factories.catalog import NodeFactory
 
 
 def _stored(*nodes):

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from catalog.models import Node
-from tests.rentals.test_node_access import SimulatedNode, keypair
+from tests.support.nodes import SimulatedNode
+from tests.support.ssh import keypair
 
 AGPU = Path(sys.executable).parent / "agpu"
 PASSWORD = "pw-alice-123456"

@@ -10,17 +10,16 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from accounts.models import ApiToken, Membership, Role
-from accounts.services.teams import team_create
+from accounts.models import ApiToken, Role
 from rentals.models import Allocation, LedgerEntry, Quote
 from tests.cli.conftest import LossyProxy
+from tests.support.factories.accounts import team_with
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_whoami_and_a_team_switch_exchange_the_token(agpu, alice, bob, catalog):
-    acme = team_create(user=bob, name="Acme")
-    Membership.objects.create(team=acme, user=alice, role=Role.MEMBER)
+    acme = team_with(bob, {alice: Role.MEMBER})
     agpu.login()
     agpu.login()  # again: the earlier token is revoked, one sign-in keeps one token
     assert ApiToken.objects.filter(revoked_at__isnull=True).count() == 1

@@ -6,7 +6,7 @@ import pytest
 
 from accounts.models import ApiToken
 from rentals.models import Quote
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from core.db import prefetched
 from rentals.models import Notice, Quote
 from rentals.services.bookings import _as_written
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from anchorgpu.celery import app
 from core.cache import breaker
 from rentals.models import LedgerEntry, Notice
 from rentals.services import notices_unsent
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 QUOTE = {"gpu_model": "l4", "gpu_count": 1, "period": "day", "period_count": 1}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests import dbtemplate
+from tests.support.walk import every_page_world_build
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
@@ -74,6 +75,13 @@ def shared_world(worlds: dict, name: str, build):
     world = build()
     worlds[name] = (world, dbtemplate.rows_snapshot())
     return world
+
+
+@pytest.fixture
+def every_page_world(glossary, worlds):
+    """The world the walk of every page opens (tests/support/walk.py). Built once per test
+    process; the walk's other tests get its rows back."""
+    return shared_world(worlds, "every page", every_page_world_build)
 
 
 def screenshot(page, name):

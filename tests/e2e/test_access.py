@@ -9,8 +9,9 @@ from catalog.models import Node, NodeState
 from rentals.access import tenant_login
 from rentals.models import Allocation
 from tests.e2e.conftest import axe_serious, login, screenshot
-from tests.e2e.test_booking import get_quote
-from tests.rentals.test_node_access import SimulatedNode, keypair, ssh
+from tests.support.browser import get_quote
+from tests.support.nodes import SimulatedNode
+from tests.support.ssh import keypair, ssh
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

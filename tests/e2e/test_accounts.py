@@ -10,10 +10,10 @@ from django.core import mail
 from accounts.models import Membership, Role
 from accounts.services.teams import team_create
 from rentals.models import Allocation
-from tests.conftest import person
 from tests.e2e.conftest import axe_serious, login, screenshot
-from tests.e2e.test_booking import get_quote
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.browser import get_quote
+from tests.support.factories.accounts import person
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -6,10 +6,10 @@ import pytest
 
 from accounts.services.teams import team_create
 from catalog.demo import seed_catalog
-from tests.conftest import person
 from tests.e2e.conftest import axe_serious, login, screenshot
-from tests.e2e.test_every_page import LAYOUT_PROBLEMS
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.browser import LAYOUT_PROBLEMS
+from tests.support.factories.accounts import person
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PASSWORD = "pw-audit-123456"

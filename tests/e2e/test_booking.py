@@ -15,18 +15,9 @@ from telemetry.models import GpuSample
 from telemetry.poll import poll_nodes
 from telemetry.simulator import Simulator
 from tests.e2e.conftest import axe_serious, login, screenshot
+from tests.support.browser import get_quote
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def get_quote(page, live_server, model="l4", gpus="2"):
-    page.goto(f"{live_server.url}/book/{model}/")
-    page.get_by_label("GPUs").fill(gpus)
-    page.get_by_label("Rental period").select_option("day")
-    page.get_by_label("Number of periods").fill("2")
-    page.get_by_label("NVMe scratch (TB)").fill("1")
-    page.get_by_role("button", name="Get a quote").click()
-    page.wait_for_url(re.compile(r"/quotes/"))
 
 
 def _wait_for_points(page, *, more_than, timeout=20.0):
@@ -105,7 +96,7 @@ def test_customer_books_stops_starts_extends_and_sees_charts(catalog, alice, pag
 
 
 def test_a_polish_customer_pages_the_statement_and_reads_notices(catalog, alice, page, live_server):
-    from tests.rentals.helpers import book
+    from tests.support.booking import book
 
     account_preferences_set(user=alice, language="pl", time_zone="Europe/Warsaw")
     for _ in range(3):
@@ -171,7 +162,7 @@ def test_no_capacity_offers_the_earliest_start(catalog, alice, page, live_server
 
 
 def test_staff_open_the_usage_dashboard(catalog, staff, alice, page, live_server):
-    from tests.rentals.helpers import book
+    from tests.support.booking import book
 
     book(alice, model="h100", count=2)
     login(page, live_server, "staff", "pw-staff-123456")
@@ -188,7 +179,7 @@ def test_staff_open_the_usage_dashboard(catalog, staff, alice, page, live_server
 def test_eight_gpus_see_the_calendar_and_book_from_the_earliest_start(
     catalog, alice, bob, page, live_server
 ):
-    from tests.rentals.helpers import book
+    from tests.support.booking import book
 
     for _ in range(2):
         book(bob, model="h100", count=8, period="day")  # both 8-GPU nodes are busy today

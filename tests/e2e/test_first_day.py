@@ -36,10 +36,10 @@ from catalog.demo import seed_catalog
 from core.money import money_text
 from rentals.models import Allocation, Quote
 from rentals.services import quote_create
-from tests.conftest import person
 from tests.e2e.conftest import ARTIFACTS, shared_world
-from tests.e2e.test_every_page import LAYOUT_PROBLEMS
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.browser import LAYOUT_PROBLEMS
+from tests.support.factories.accounts import person
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PASSWORD = "pw-ewa-12345678"

@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 
 from rentals.models import ImpairedSpan, LedgerEntry
-from tests.catalog.factories import catalog_setup
 from tests.e2e.conftest import axe_serious, login, screenshot
-from tests.rentals.helpers import book
-from tests.rentals.provider import operator
+from tests.support.booking import book
+from tests.support.factories.catalog import catalog_setup
+from tests.support.operators import operator
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -9,10 +9,10 @@ from pypdf import PdfReader
 
 from accounts.models import Membership, Role
 from accounts.services.teams import team_create
-from tests.conftest import person
 from tests.e2e.conftest import ARTIFACTS, axe_serious, login, screenshot
-from tests.invoices.factories import document
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import person
+from tests.support.factories.invoices import document
 
 pytestmark = [
     pytest.mark.e2e,

@@ -9,8 +9,8 @@ import pytest
 from accounts.roles import acting_as
 from payments.services import card_save
 from tests.e2e.conftest import axe_serious, login, screenshot
-from tests.e2e.test_booking import get_quote
 from tests.payments.conftest import DECLINES, card_team, card_token
+from tests.support.browser import get_quote
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

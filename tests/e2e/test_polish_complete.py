@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from catalog.models import GpuModel, Option, Region, RentalPeriod
-from tests.e2e.test_every_page import pages_for, world  # noqa: F401  (the walk's world)
+from tests.support.walk import pages_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PO = Path(__file__).resolve().parents[2] / "locale" / "pl" / "LC_MESSAGES" / "django.po"
@@ -104,7 +104,7 @@ def english_left(text: str, sentences, catalog, *, words=True) -> list[str]:
     return found
 
 
-def test_every_page_in_polish_has_no_english_left(world, client):  # noqa: F811
+def test_every_page_in_polish_has_no_english_left(every_page_world, client):
     sentences, catalog = english_sentences(), catalog_words()
     assert len(sentences) > 300 and len(catalog) > 10  # the check reads real catalogs
     users = get_user_model().objects
@@ -114,7 +114,7 @@ def test_every_page_in_polish_has_no_english_left(world, client):  # noqa: F811
         if role != "anonymous":
             client.force_login(users.get(username={"customer": "alice"}.get(role, role)))
         client.cookies["django_language"] = "pl"
-        for name, path in pages_for(role, world).items():
+        for name, path in pages_for(role, every_page_world).items():
             response = client.get(path, HTTP_ACCEPT_LANGUAGE="pl", follow=True)
             assert response.status_code < 500, (role, path)
             html = response.content.decode()

@@ -17,7 +17,7 @@ from rentals.models import Allocation, AllocationState
 from reports.demo import seed_history
 from telemetry.models import Flag, FlagKind, Severity
 from tests.e2e.conftest import axe_serious, login, screenshot, shared_world
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PASSWORD = "pw-demo-123456"

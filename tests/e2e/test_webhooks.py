@@ -5,7 +5,7 @@ import re
 import pytest
 
 from tests.e2e.conftest import axe_serious, login, screenshot
-from tests.webhooks.receiver import Receiver
+from tests.support.receiver import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -14,8 +14,8 @@ from invoices import fa3
 from invoices.errors import XmlInvalid
 from invoices.models import Invoice, InvoiceLine
 from invoices.pdf import invoice_pdf
-from tests.invoices.factories import document
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.invoices import document
 
 pytestmark = pytest.mark.django_db
 NS = {"fa": "http://crd.gov.pl/wzor/2025/06/25/13775/"}

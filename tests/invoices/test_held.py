@@ -22,8 +22,8 @@ from invoices.selectors import invoices_held
 from invoices.services import exchange_rates_demo_keep, invoices_held_alert
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel
-from tests.conftest import person
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.accounts import person
 
 pytestmark = pytest.mark.django_db
 NS = {"fa": "http://crd.gov.pl/wzor/2025/06/25/13775/"}

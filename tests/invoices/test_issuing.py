@@ -17,8 +17,9 @@ from rentals.models import ImpairedSpan, LedgerEntry, LedgerKind
 from rentals.services import allocation_book, allocation_cancel, allocation_extend, quote_create
 from rentals.services.credits import credit_note_issue
 from rentals.signals import ledger_entries_recorded
-from tests.rentals.helpers import book
-from tests.rentals.provider import operator
+from tests.support.booking import book
+from tests.support.factories.accounts import UserFactory
+from tests.support.operators import operator
 
 
 class Refused(Exception):
@@ -31,10 +32,8 @@ def _rates(pln_rates):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_numbers_have_no_gap_and_no_duplicate_under_24_bookings_some_rolled_back(
-    catalog, django_user_model
-):
-    users = [django_user_model.objects.create_user(f"payer{i}") for i in range(24)]
+def test_numbers_have_no_gap_and_no_duplicate_under_24_bookings_some_rolled_back(catalog):
+    users = UserFactory.create_batch(24)
     quotes = [
         quote_create(
             acting=acting_as(u), gpu_model="h100", gpu_count=1, period="day", period_count=1

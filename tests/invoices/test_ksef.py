@@ -14,8 +14,8 @@ from invoices import fa3
 from invoices.models import KsefStatus, KsefSubmission
 from invoices.services import ksef_enabled
 from invoices.tasks import ksef_submit_task
-from tests.invoices.factories import document
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.invoices import document
 
 pytestmark = pytest.mark.django_db
 

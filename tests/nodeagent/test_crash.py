@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from nodeagent.hosts import FolderHost
-from tests.nodeagent.test_reconcile import entry, state
+from tests.support.desired import entry, state
 
 ROOT = Path(__file__).resolve().parents[2]
 MANY = 400

@@ -30,9 +30,9 @@ from rentals.access import tenant_login
 from rentals.models import Allocation
 from rentals.services import allocations_enforce
 from telemetry.agents import agent_credential_issue
-from tests.nodeagent.machine import TestNode
-from tests.rentals.helpers import end_paid_periods_a_minute_ago
-from tests.rentals.test_node_access import keypair
+from tests.support.booking import end_paid_periods_a_minute_ago
+from tests.support.machine import TestNode
+from tests.support.ssh import keypair
 
 pytestmark = [
     pytest.mark.slow,  # a node of its own: host-wide files, one test at a time

@@ -3,34 +3,11 @@ written with the GPUs pinned, revoke and wipe, and the rules that keep it safe: 
 by its own clock, nothing done to an account it did not make, nothing wiped on a guess."""
 
 import json
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from nodeagent.agent import Agent
 from nodeagent.hosts import FolderHost
-
-NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk5m2jXbB1b0mGRs3c0xXn5xkq0V3YH1xQkz3x3x3x3"
-
-
-def _iso(at):
-    return at.isoformat().replace("+00:00", "Z")
-
-
-def entry(*, granted=True, until=NOW + timedelta(days=1), gpus=(0, 1), keys=(KEY,)):
-    allocation = uuid.uuid4()
-    return {
-        "id": str(allocation), "login": f"agpu-{allocation.hex[:10]}", "state": "running",
-        "granted": granted, "paid_from": _iso(NOW - timedelta(hours=1)),
-        "paid_until": _iso(until), "gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in gpus],
-        "keys": list(keys) if granted else [], "cpus": 24 * len(gpus),
-        "memory_mib": 256 * 1024 * len(gpus),
-    }  # fmt: skip
-
-
-def state(*entries):
-    return {"generation": uuid.uuid4().hex, "node": "n1", "gpu_variable": "CUDA_VISIBLE_DEVICES",
-            "allocations": list(entries)}  # fmt: skip
+from tests.support.desired import KEY, NOW, entry, iso, state
 
 
 def _agent(tmp_path, at=NOW):
@@ -71,7 +48,7 @@ def test_a_node_too_small_for_the_shares_sold_says_so_for_the_allocation_past_it
     agent = Agent(url="http://unused", credential="x", host=host, state_dir=tmp_path / "agent",
                   clock=lambda: NOW.timestamp())  # fmt: skip
     first, second = entry(gpus=(0,)), entry(gpus=(1, 2))  # 24 CPUs and 256 GiB a GPU
-    second["paid_from"] = _iso(NOW - timedelta(minutes=30))
+    second["paid_from"] = iso(NOW - timedelta(minutes=30))
     result = agent.reconcile(state(first, second))
     assert result.applied == [first["id"]]
     assert result.errors == [

@@ -128,7 +128,7 @@ def test_three_d_secure_is_402_then_the_same_key_books_once(catalog, alice, alic
 
 
 def test_a_refused_booking_cancels_its_authorisation(catalog, alice, alice_api, bob):
-    from tests.rentals.helpers import book as book_directly  # noqa: PLC0415
+    from tests.support.booking import book as book_directly  # noqa: PLC0415
 
     card_team(alice)
     body = quote(alice_api, gpu_model="l4", gpu_count=4, period="day")

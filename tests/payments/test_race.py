@@ -19,17 +19,16 @@ from invoices.models import Invoice, InvoiceKind
 from payments.models import CashEntry, CashKind, Payment, PaymentState
 from rentals.models import Allocation
 from tests.payments.conftest import DECLINES, VISA, card_team, intent
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.factories.accounts import UserFactory
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PAYING, DECLINING, OVER_LIMIT = 16, 4, 4  # 2 H100 each: 20 H100s hold 10 bookings
 
 
-def test_24_concurrent_bookings_pay_for_exactly_what_they_got(
-    catalog, live_server, django_user_model, pln_rates
-):
-    users = [django_user_model.objects.create_user(f"racer{i}") for i in range(24)]
+def test_24_concurrent_bookings_pay_for_exactly_what_they_got(catalog, live_server, pln_rates):
+    users = UserFactory.create_batch(24)
     kinds = ["paying"] * PAYING + ["declining"] * DECLINING + ["over_limit"] * OVER_LIMIT
     for user, kind in zip(users, kinds, strict=True):
         if kind == "over_limit":

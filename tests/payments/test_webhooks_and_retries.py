@@ -19,7 +19,7 @@ from payments.services import cash_balances, credit_refund, payment_capture
 from rentals.models import Allocation, ImpairedSpan
 from rentals.services.credits import credit_note_issue
 from tests.payments.conftest import book, card_team, quote
-from tests.rentals.provider import operator
+from tests.support.operators import operator
 
 pytestmark = pytest.mark.django_db
 

@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -16,10 +18,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connections
+from django.db import connection, connections
 
 from accounts.roles import acting_as
 from anchorgpu.launcher import free_port, wait_for_port
+from catalog.demo import seed_catalog
 from rentals.services import allocation_book
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,3 +222,43 @@ def h100_fleet(prefix, count, *, url=None, spread_regions=False, group_size=None
         Gpu(node=n, index=g, uuid=f"GPU-{n.hostname}-{g}") for n in nodes for g in range(8)
     )
     return nodes
+
+
+def fleet(nodes=100):
+    """The demo's catalog and `nodes` H100 nodes: the booking benchmarks' world."""
+    seed_catalog()
+    h100_fleet("bench", nodes)
+
+
+def pgbench_binary():
+    import pgserver
+
+    bundled = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pgbench"
+    return str(bundled) if bundled.exists() else shutil.which("pgbench")
+
+
+def pgbench_tps(seconds=10, clients=8):
+    """pgbench's TPC-B transactions per second on the test database's server, with `clients`
+    connections: what a booking benchmark's throughput is measured against."""
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "PGHOST": db["HOST"],
+        "PGUSER": db["USER"],
+        "PGPORT": str(db.get("PORT") or 5432),
+    }
+    if db.get("PASSWORD"):
+        env["PGPASSWORD"] = db["PASSWORD"]
+    name = "anchorgpu_pgbench"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {name}")
+        cursor.execute(f"CREATE DATABASE {name}")
+    binary = pgbench_binary()
+    subprocess.run([binary, "-i", "-q", "-s", "4", name], env=env, check=True, capture_output=True)
+    out = subprocess.run(
+        [binary, "-c", str(clients), "-j", "2", "-T", str(seconds), name],
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE {name}")
+    return float(re.search(r"tps = ([\d.]+)", out).group(1))

@@ -29,10 +29,10 @@ from rentals.access import gpu_variable, state_with_generation
 from rentals.models import Allocation, AllocationState
 from rentals.services import allocation_start, allocation_stop
 from telemetry.models import NodeAgent
-from tests.conftest import person
 from tests.perf.conftest import gunicorn, h100_fleet, load, report
-from tests.rentals.helpers import book
-from tests.rentals.oracles import node_desired_state
+from tests.support.booking import book
+from tests.support.factories.accounts import person
+from tests.support.oracles import node_desired_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,72 +2,29 @@
 against pgbench's TPC-B tps on the same PostgreSQL in the same run."""
 
 import os
-import re
-import shutil
-import subprocess
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from accounts.roles import acting_as
 from accounts.services.tokens import api_token_create
-from catalog.demo import seed_catalog
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.perf.conftest import (
     book_in_threads,
     book_over_http,
+    fleet,
     gunicorn,
-    h100_fleet,
+    pgbench_tps,
     report,
     target,
 )
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS = 8
 WORKERS = (1, 2, 4)  # gunicorn processes: booking throughput scales with web processes
-
-
-def pgbench_binary():
-    import pgserver
-
-    bundled = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pgbench"
-    return str(bundled) if bundled.exists() else shutil.which("pgbench")
-
-
-def pgbench_tps(seconds=10):
-    db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "PGHOST": db["HOST"],
-        "PGUSER": db["USER"],
-        "PGPORT": str(db.get("PORT") or 5432),
-    }
-    if db.get("PASSWORD"):
-        env["PGPASSWORD"] = db["PASSWORD"]
-    name = "anchorgpu_pgbench"
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {name}")
-        cursor.execute(f"CREATE DATABASE {name}")
-    binary = pgbench_binary()
-    subprocess.run([binary, "-i", "-q", "-s", "4", name], env=env, check=True, capture_output=True)
-    out = subprocess.run(
-        [binary, "-c", str(THREADS), "-j", "2", "-T", str(seconds), name],
-        env=env, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE {name}")
-    return float(re.search(r"tps = ([\d.]+)", out).group(1))
-
-
-def fleet(nodes=100):
-    seed_catalog()
-    h100_fleet("bench", nodes)
 
 
 def test_bookings_per_second(django_user_model):
@@ -99,7 +56,7 @@ def test_bookings_per_second(django_user_model):
         assert set(codes) == {201}
     assert overlapping_pairs() == 0
 
-    tps = pgbench_tps()
+    tps = pgbench_tps(clients=THREADS)
     report(
         f"bookings ({THREADS} concurrent clients, 100 nodes × 8 GPUs; {os.cpu_count()} cores"
         " shared by the clients, gunicorn and PostgreSQL)",

@@ -15,7 +15,7 @@ from rentals.models import Allocation, Cluster
 from rentals.selectors.availability import start_windows
 from rentals.services import quote_create
 from tests.perf.conftest import book_in_threads, h100_fleet, report
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODES, GROUP, THREADS, PER_THREAD, CLUSTER = 2000, 32, 8, 10, 4

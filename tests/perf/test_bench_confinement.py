@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from nodeagent import cgroups
-from tests.nodeagent.machine import TestNode, free_port
 from tests.perf.conftest import target
+from tests.support.machine import TestNode, free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="accounts and cgroups need root")
 

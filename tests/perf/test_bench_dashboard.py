@@ -16,7 +16,7 @@ from catalog.demo import seed_catalog
 from telemetry.models import FleetRollup, GpuRollup
 from telemetry.rollup import telemetry_rollup
 from tests.perf.conftest import gunicorn, h100_fleet, report, target
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

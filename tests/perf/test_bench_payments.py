@@ -15,8 +15,7 @@ from payments import processor
 from payments.models import Payment, PaymentState
 from rentals.services import quote_create
 from tests.payments.conftest import card_team
-from tests.perf.conftest import book_over_http, gunicorn, report
-from tests.perf.test_bench_bookings import fleet, pgbench_tps
+from tests.perf.conftest import book_over_http, fleet, gunicorn, pgbench_tps, report
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS, PER_THREAD = 8, 20
@@ -77,7 +76,7 @@ def test_card_bookings_per_second_beside_invoiced(django_user_model, pln_rates):
     card_bps = _http_bps(card_tokens, _quotes(carded, card_tokens, 4))
     assert Payment.objects.filter(state=PaymentState.CAPTURED).count() == THREADS * PER_THREAD
     trips = _processor_round_trips()
-    tps = pgbench_tps()
+    tps = pgbench_tps(clients=THREADS)
     report(
         f"card bookings against localstripe ({THREADS} clients, gunicorn 2×4)",
         {

@@ -30,7 +30,7 @@ from telemetry.poll import fetch_all, poll_nodes, run_async
 from telemetry.remote import telemetry_ingest
 from telemetry.simulator import EnergyMeter, SimGpu, SimNode, render_dcgm
 from tests.perf.conftest import ROOT, database_url, h100_fleet, report, target
-from tests.telemetry import engines
+from tests.support import engines
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NODES = int(os.environ.get("BENCH_NODES", "2000"))

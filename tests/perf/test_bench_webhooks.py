@@ -12,9 +12,9 @@ from django.db import transaction
 
 from accounts.roles import acting_as
 from anchorgpu.celery import app
-from tests.anchorgpu.test_celery import wait_for
 from tests.perf.conftest import report
-from tests.webhooks.receiver import Receiver
+from tests.support.receiver import Receiver
+from tests.support.waiting import wait_for
 from webhooks.messages import Message, body_text
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.services import deliveries_record, endpoint_create

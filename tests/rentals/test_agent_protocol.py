@@ -15,7 +15,6 @@ from rest_framework.test import APIClient
 from accounts.models import Membership
 from accounts.roles import acting_as
 from accounts.services.ssh_keys import ssh_key_add
-from accounts.services.teams import team_create
 from accounts.services.tokens import api_token_create
 from catalog.models import Node
 from rentals.access import agent_poll, tenant_login
@@ -23,9 +22,10 @@ from rentals.models import AllocationEvent, EventKind, Notice, NoticeKind
 from rentals.services import allocation_keys_set, allocation_start, allocation_stop
 from telemetry.agents import agent_credential_issue, agents_flag_silent
 from telemetry.models import Flag, FlagKind, NodeAgent
-from tests.accounts.test_ssh_keys import ed25519_key, public_line
-from tests.rentals.helpers import book
-from tests.rentals.oracles import node_desired_state
+from tests.support.booking import book
+from tests.support.factories.accounts import team_with
+from tests.support.oracles import node_desired_state
+from tests.support.ssh import ed25519_key, public_line
 from tests.telemetry.conftest import watching
 
 pytestmark = pytest.mark.django_db
@@ -146,8 +146,7 @@ def test_a_malformed_report_is_a_field_error(catalog, alice, body):
 
 
 def test_a_member_removed_from_the_team_loses_their_keys_on_its_nodes(catalog, alice, bob):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role="member")
+    team = team_with(alice, {bob: "member"})
     bobs = ssh_key_add(user=bob, public_key=public_line(ed25519_key()))
     allocation = book(bob, model="h100", count=1, period="day", team=team)
     allocation_keys_set(acting=acting_as(bob, team), allocation=allocation, ssh_key_ids=[bobs.pk])
@@ -160,8 +159,7 @@ def test_a_member_removed_from_the_team_loses_their_keys_on_its_nodes(catalog, a
 def test_a_team_that_requires_two_factor_lets_in_no_key_of_a_member_without_one(
     catalog, alice, bob
 ):
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role="member")
+    team = team_with(alice, {bob: "member"})
     bobs = ssh_key_add(user=bob, public_key=public_line(ed25519_key()))
     allocation = book(bob, model="h100", count=1, period="day", team=team)
     allocation_keys_set(acting=acting_as(bob, team), allocation=allocation, ssh_key_ids=[bobs.pk])
@@ -237,8 +235,7 @@ def test_metrics_count_agents_by_freshness(catalog, staff):
 def test_the_agents_one_statement_poll_reads_what_the_orm_reads(catalog, alice, bob):
     """The poll's SQL and the ORM build the same state: running, stopped and soon-starting
     allocations, members' keys in, a removed member's out."""
-    team = team_create(user=alice, name="Acme")
-    Membership.objects.create(team=team, user=bob, role="member")
+    team = team_with(alice, {bob: "member"})
     keys = [ssh_key_add(user=u, public_key=public_line(ed25519_key())) for u in (alice, bob)]
     # the booking let in alice's key; bob adds his own (and keeps hers)
     node = Node.objects.filter(gpu_model=catalog.h100).order_by("hostname").first()

@@ -32,21 +32,10 @@ from rentals.services import (
     notices_unsent,
     quote_create,
 )
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db
-
-OVERLAPS = """
-SELECT count(*) FROM rentals_allocationgpu a JOIN rentals_allocationgpu b
-  ON a.id < b.id AND a.gpu_id = b.gpu_id AND NOT a.released AND NOT b.released
- AND tstzrange(a.starts_at, a.ends_at) && tstzrange(b.starts_at, b.ends_at)
-"""
-
-
-def overlapping_pairs():
-    with connection.cursor() as cursor:
-        cursor.execute(OVERLAPS)
-        return cursor.fetchone()[0]
 
 
 def test_booking_holds_specific_gpus_and_charges_the_quote_total(catalog, alice):

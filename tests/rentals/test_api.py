@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from rentals.idempotency import idempotency_keys_purge
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
-from tests.rentals.helpers import book, key
+from tests.support.booking import book, key
 
 pytestmark = pytest.mark.django_db
 

@@ -26,8 +26,8 @@ from rentals.selectors.availability import (
     start_windows,
 )
 from rentals.services import allocation_book, allocation_cancel, quote_create
-from tests.catalog.factories import NodeFactory, RegionFactory
-from tests.rentals.helpers import book, key
+from tests.support.booking import book, key
+from tests.support.factories.catalog import NodeFactory, RegionFactory
 
 pytestmark = pytest.mark.django_db
 DAY = timedelta(days=1)

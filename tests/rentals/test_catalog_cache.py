@@ -16,7 +16,7 @@ from catalog.models import NodeState
 from catalog.services import gpu_price_set
 from rentals.models import AllocationGpu
 from rentals.services import allocation_cancel
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db(transaction=True)  # versions bump on commit
 URL = "/api/v1/gpu-models/"

@@ -26,7 +26,7 @@ from rentals.services import (
     extension_quote_create,
     quote_create,
 )
-from tests.catalog.factories import catalog_setup
+from tests.support.factories.catalog import catalog_setup
 
 pytestmark = pytest.mark.django_db
 

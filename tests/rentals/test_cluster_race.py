@@ -15,8 +15,9 @@ from accounts.services.tokens import api_token_create
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu, Cluster, LedgerEntry
 from rentals.services import allocation_book, quote_create
-from tests.catalog.factories import NodeFactory
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.factories.accounts import UserFactory
+from tests.support.factories.catalog import NodeFactory
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,9 +41,9 @@ def assert_whole_clusters():
     assert overlapping_pairs() == 0
 
 
-def test_24_http_clients_race_for_a_4_node_window(catalog, live_server, django_user_model):
+def test_24_http_clients_race_for_a_4_node_window(catalog, live_server):
     race_group(catalog, nodes=8)  # two disjoint 4-node sets
-    users = [django_user_model.objects.create_user(f"trainer{i}") for i in range(24)]
+    users = UserFactory.create_batch(24)
     tokens = [api_token_create(user=u, name="race") for u in users]
     barrier = threading.Barrier(len(users))
 
@@ -78,9 +79,9 @@ def test_24_http_clients_race_for_a_4_node_window(catalog, live_server, django_u
     assert_whole_clusters()
 
 
-def test_clusters_and_single_gpus_race_for_the_same_nodes(catalog, django_user_model):
+def test_clusters_and_single_gpus_race_for_the_same_nodes(catalog):
     group = race_group(catalog, nodes=8)
-    users = [django_user_model.objects.create_user(f"mixed{i}") for i in range(16)]
+    users = UserFactory.create_batch(16)
     # 6 clusters of 4 nodes and 10 bookings of 5 GPUs (they fit only on 8-GPU nodes)
     quotes = [
         quote_create(

@@ -20,9 +20,9 @@ from rentals.selectors import availability
 from rentals.selectors.availability import start_windows
 from rentals.services import allocation_book, quote_create
 from rentals.sql import capacity as capacity_sql
-from tests.catalog.factories import NodeFactory, catalog_setup
-from tests.rentals.helpers import book, key
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.booking import book, key
+from tests.support.factories.catalog import NodeFactory, catalog_setup
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db
 

@@ -17,14 +17,14 @@ from catalog.models import Node, NodeState
 from rentals.idempotency import respond_once
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
 from rentals.services import allocation_book, quote_create
-from tests.rentals.helpers import in_thread, race_to_book
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.factories.accounts import UserFactory
+from tests.support.races import in_thread, overlapping_pairs, race_to_book
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_threads_race_for_the_last_gpus(catalog, django_user_model):
-    users = [django_user_model.objects.create_user(f"racer{i}") for i in range(12)]
+def test_threads_race_for_the_last_gpus(catalog):
+    users = UserFactory.create_batch(12)
     quotes = [
         quote_create(acting=acting_as(u), gpu_model="l4", gpu_count=1, period="day", period_count=1)
         for u in users
@@ -37,8 +37,8 @@ def test_threads_race_for_the_last_gpus(catalog, django_user_model):
     assert overlapping_pairs() == 0
 
 
-def test_http_clients_race_for_the_last_gpus(catalog, live_server, django_user_model):
-    users = [django_user_model.objects.create_user(f"client{i}") for i in range(10)]
+def test_http_clients_race_for_the_last_gpus(catalog, live_server):
+    users = UserFactory.create_batch(10)
     tokens = [api_token_create(user=u, name="race") for u in users]
     barrier = threading.Barrier(len(users))
 

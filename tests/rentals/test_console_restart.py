@@ -23,7 +23,7 @@ from telemetry.agents import agent_credential_issue, agents_flag_silent
 from telemetry.models import Flag, FlagKind, NodeAgent
 from telemetry.poll import nodes_mark_stale, poll_nodes
 from telemetry.simulator import Simulator
-from tests.rentals.helpers import book
+from tests.support.booking import book
 from tests.telemetry.conftest import point_at
 from webhooks.services import endpoint_create
 

@@ -15,8 +15,9 @@ from catalog.services import gpu_price_set
 from rentals.errors import AlreadyCredited
 from rentals.models import ImpairedSpan, LedgerEntry, LedgerKind, Notice, NoticeKind
 from rentals.services.credits import credit_note_issue
-from tests.rentals.helpers import book, in_thread
-from tests.rentals.provider import operator
+from tests.support.booking import book
+from tests.support.operators import operator
+from tests.support.races import in_thread
 
 pytestmark = pytest.mark.django_db
 

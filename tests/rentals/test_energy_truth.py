@@ -13,7 +13,7 @@ from telemetry.models import GpuRollup, GpuSample
 from telemetry.poll import Fetched, store_polls
 from telemetry.rollup import telemetry_prune, telemetry_rollup
 from telemetry.simulator import EnergyMeter, SimGpu, SimNode, render_amd, render_dcgm
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

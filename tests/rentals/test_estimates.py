@@ -13,7 +13,7 @@ from core.errors import Invalid
 from rentals.forms import QuoteForm
 from rentals.models import Quote, QuoteLine
 from rentals.services import quote_create, quote_estimate
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

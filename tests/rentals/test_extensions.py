@@ -15,7 +15,7 @@ from core.errors import Invalid
 from rentals.errors import QuoteExpired, QuoteUsed
 from rentals.models import LedgerEntry, Quote
 from rentals.services import allocation_extend, extension_quote_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from core.db import db_now
 from rentals.models import AllocationGpu
 from rentals.selectors.holdings import holdings_at, holdings_overlapping
 from rentals.sql.holdings import gpu_free
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 DAY = timedelta(days=1)

@@ -11,7 +11,7 @@ from rest_framework.throttling import ScopedRateThrottle
 from accounts.roles import acting_as
 from rentals.models import Allocation, LedgerEntry, Quote
 from rentals.services import quote_create, quotes_expired_purge
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

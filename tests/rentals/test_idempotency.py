@@ -8,7 +8,7 @@ import pytest
 from accounts.roles import acting_as
 from rentals.models import Allocation, IdempotencyKey, LedgerEntry
 from rentals.services import quote_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -28,9 +28,9 @@ from rentals.texts import notice_subject, notice_text, reader_preferences
 from telemetry.models import Flag, FlagKind
 from telemetry.poll import poll_nodes
 from telemetry.simulator import Simulator
-from tests.rentals.helpers import book
-from tests.rentals.provider import operator
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.booking import book
+from tests.support.operators import operator
+from tests.support.races import overlapping_pairs
 from tests.telemetry.conftest import point_at
 from webhooks.services import endpoint_create
 
@@ -332,7 +332,7 @@ def test_the_admin_replaces_through_the_same_service(catalog, alice, client):
 def test_an_allocation_that_ends_while_impaired_closes_its_span_without_a_recovery(catalog, alice):
     from rentals.services import allocations_enforce
     from telemetry.models import Severity
-    from tests.rentals.helpers import end_paid_periods_a_minute_ago
+    from tests.support.booking import end_paid_periods_a_minute_ago
 
     allocation = book(alice, model="h100", count=1, period="day")
     gpu = allocation.current_holdings[0].gpu

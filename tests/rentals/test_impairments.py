@@ -8,7 +8,7 @@ from catalog.models import ExporterKind
 from telemetry.models import Flag, FlagKind
 from telemetry.poll import poll_nodes
 from telemetry.simulator import Simulator
-from tests.catalog.factories import NodeFactory
+from tests.support.factories.catalog import NodeFactory
 from tests.telemetry.conftest import point_at
 
 pytestmark = pytest.mark.django_db

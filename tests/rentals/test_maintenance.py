@@ -33,11 +33,12 @@ from rentals.selectors.availability import availability_days, earliest_start, gp
 from rentals.services import allocation_book, quote_create
 from rentals.services.maintenance import maintenance_create
 from rentals.texts import notice_subject, notice_text, reader_preferences
-from tests.rentals.helpers import book, in_thread
-from tests.rentals.oracles import node_desired_state
-from tests.rentals.provider import operator
-from tests.rentals.test_allocations import overlapping_pairs
-from tests.transactions import held_open
+from tests.support.booking import book
+from tests.support.factories.accounts import UserFactory
+from tests.support.operators import operator
+from tests.support.oracles import node_desired_state
+from tests.support.races import in_thread, overlapping_pairs
+from tests.support.transactions import held_open
 from webhooks.services import endpoint_create
 
 pytestmark = pytest.mark.django_db
@@ -208,12 +209,10 @@ def test_only_staff_with_the_permission_schedule_windows(catalog, staff, alice):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_window_and_24_bookings_race_for_the_same_gpus_and_never_both_win(
-    catalog, django_user_model
-):
+def test_a_window_and_24_bookings_race_for_the_same_gpus_and_never_both_win(catalog):
     ops = operator()
     starts = db_now() + timedelta(days=2)
-    users = [django_user_model.objects.create_user(f"racer{i}") for i in range(24)]
+    users = UserFactory.create_batch(24)
     quotes = [
         quote_create(acting=acting_as(u), gpu_model="l4", gpu_count=1, period="day",
                      period_count=1, starts_at=starts)
@@ -270,14 +269,12 @@ def _waiting_on_locks() -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_window_that_commits_first_wins_over_bookings_waiting_for_its_node(
-    catalog, django_user_model
-):
+def test_a_window_that_commits_first_wins_over_bookings_waiting_for_its_node(catalog):
     """The other order of the race above, made certain: the window holds its node's lock
     until it commits; the bookings queue behind it and then find the GPUs held."""
     ops = operator()
     starts = db_now() + timedelta(days=2)
-    users = [django_user_model.objects.create_user(f"racer{i}") for i in range(6)]
+    users = UserFactory.create_batch(6)
     quotes = [
         quote_create(acting=acting_as(u), gpu_model="l4", gpu_count=1, period="day",
                      period_count=1, starts_at=starts)

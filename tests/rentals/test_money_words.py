@@ -28,7 +28,7 @@ from rentals.services import (
     notices_unsent,
     quote_create,
 )
-from tests.rentals.helpers import book, key
+from tests.support.booking import book, key
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,7 @@ Booked key in while running (and it sees exactly its GPUs), another team's key o
 within one agent round after stop and in again after start, out after paid_until with the
 home wiped, and a key taken off a running allocation out."""
 
-import asyncio
 import subprocess
-import threading
 import uuid
 
 import pytest
@@ -15,63 +13,14 @@ from rest_framework.test import APIClient
 
 from accounts.services.ssh_keys import ssh_key_add
 from catalog.models import Node, NodeState
-from nodeagent.agent import Agent
-from nodeagent.hosts import FolderHost
 from rentals.access import tenant_login
 from rentals.models import Allocation
 from rentals.services import allocations_enforce
-from telemetry.agents import agent_credential_issue
-from telemetry.simulated_ssh import SimulatedGpu, SimulatedShellNode, SimulatedSshServer
-from tests.rentals.helpers import end_paid_periods_a_minute_ago
+from tests.support.booking import end_paid_periods_a_minute_ago
+from tests.support.nodes import SimulatedNode
+from tests.support.ssh import keypair, ssh
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def keypair(tmp_path, name):
-    path = tmp_path / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)],
-                   check=True)  # fmt: skip
-    return path, path.with_suffix(".pub").read_text().strip()
-
-
-def ssh(key, port, login, command, *options):
-    """The real OpenSSH client: (exit status, output)."""
-    done = subprocess.run(
-        ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
-         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-         "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
-         *options, f"{login}@127.0.0.1", command],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    return done.returncode, done.stdout
-
-
-class SimulatedNode:
-    """One node: its folder, its SSH server on a loop thread, and its agent."""
-
-    def __init__(self, node: Node, root, console_url):
-        self.node = node
-        self.host = FolderHost(root / "node")
-        shell = SimulatedShellNode(
-            hostname=node.hostname, model_name=node.gpu_model.name, vendor="nvidia",
-            gpus=[SimulatedGpu(g.index, g.uuid) for g in node.gpus.order_by("index")],
-        )  # fmt: skip
-        self.server = SimulatedSshServer(shell, self.host)
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
-        Node.objects.filter(pk=node.pk).update(ssh_host="127.0.0.1", ssh_port=self.port)
-        self.agent = Agent(url=console_url, credential=agent_credential_issue(node=node),
-                           host=self.host, state_dir=root / "agent")  # fmt: skip
-
-    def round(self):
-        result = self.agent.run_once()
-        assert result.fetched and result.errors == [], result
-        return result
-
-    def close(self):
-        self.loop.call_soon_threadsafe(self.server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 @pytest.fixture

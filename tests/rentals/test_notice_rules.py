@@ -17,8 +17,8 @@ from rentals.services import (
     notices_unsent,
     stopped_notices_record,
 )
-from tests.rentals.helpers import book
-from tests.transactions import held_open
+from tests.support.booking import book
+from tests.support.transactions import held_open
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()

@@ -12,8 +12,8 @@ from anchorgpu.celery import app
 from rentals.models import Notice
 from rentals.services import expiry_notices_record, notice_send
 from rentals.tasks import notices_unsent_send_task
-from tests.anchorgpu.test_celery import wait_for
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 

@@ -13,7 +13,7 @@ from accounts.roles import acting_as
 from catalog.services import gpu_price_set
 from rentals.models import Allocation, LedgerEntry, Quote
 from rentals.services import allocation_cancel, allocation_stop, quote_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from accounts.roles import acting_as
 from accounts.services.tokens import api_token_create
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
-from tests.rentals.helpers import key
+from tests.support.booking import key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from core.money import Money
 from rentals.errors import NoCapacity
 from rentals.models import Quote, QuoteLine
 from rentals.services import quote_create
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ from core.errors import Invalid
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, Quote
 from rentals.services import allocation_book, quote_create
-from tests.catalog.factories import NodeFactory, RegionFactory
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.catalog import NodeFactory, RegionFactory
 
 pytestmark = pytest.mark.django_db
 

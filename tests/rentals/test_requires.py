@@ -18,9 +18,10 @@ from rentals.errors import NoCapacity
 from rentals.models import Allocation
 from rentals.selectors.availability import availability_days, fits, start_windows
 from rentals.services import allocation_book, quote_create
-from tests.catalog.factories import NodeFactory
-from tests.rentals.helpers import book, race_to_book
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.booking import book
+from tests.support.factories.accounts import UserFactory
+from tests.support.factories.catalog import NodeFactory
+from tests.support.races import overlapping_pairs, race_to_book
 
 DAY = timedelta(days=1)
 STACKS = {  # H100 nodes of catalog_setup: 8 GPUs, 8 GPUs, 4 GPUs
@@ -130,9 +131,7 @@ def test_the_api_takes_requires_on_the_quote_and_the_calendar(catalog, alice_api
 
 
 @pytest.mark.django_db(transaction=True)
-def test_24_concurrent_bookings_with_a_minimum_never_land_on_a_node_that_fails_it(
-    catalog, django_user_model
-):
+def test_24_concurrent_bookings_with_a_minimum_never_land_on_a_node_that_fails_it(catalog):
     """Eight 4-GPU H100 nodes more, half of them on a CUDA 12.4 driver: 24 bookings of 2
     GPUs that require CUDA 12.8 race for the 28 GPUs whose nodes meet it (the 13.0 and 12.9
     nodes and four of the new ones), alongside plain bookings for whatever is left."""
@@ -142,7 +141,7 @@ def test_24_concurrent_bookings_with_a_minimum_never_land_on_a_node_that_fails_i
         report = {"vendor": "nvidia", "driver": "570.124.06" if i % 2 else "550.54.15",
                   "cuda": "12.8" if i % 2 else "12.4"}  # fmt: skip
         node_software_record(node_id=node.pk, report=report, at=timezone.now())
-    users = [django_user_model.objects.create_user(f"racer{i}") for i in range(24)]
+    users = UserFactory.create_batch(24)
     quotes = [
         _quote(u, gpu_count=2, requires_cuda="12.8") if i < 20 else _quote(u, gpu_count=2)
         for i, u in enumerate(users)

@@ -23,9 +23,9 @@ from rentals.services import (
     allocation_stop,
     allocations_enforce,
 )
-from tests.catalog.factories import catalog_setup
-from tests.rentals.helpers import book
-from tests.rentals.test_allocations import overlapping_pairs
+from tests.support.booking import book
+from tests.support.factories.catalog import catalog_setup
+from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db
 

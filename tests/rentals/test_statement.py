@@ -11,7 +11,7 @@ from accounts.roles import acting_as
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel, allocation_stop
 from rentals.views import allocations as allocation_views
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

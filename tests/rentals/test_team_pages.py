@@ -16,8 +16,8 @@ from catalog.models import Option
 from core.errors import Invalid
 from rentals.models import Allocation, ImpairedSpan, Quote
 from rentals.services import allocation_stop, quote_create
-from tests.rentals.helpers import book
-from tests.rentals.provider import operator
+from tests.support.booking import book
+from tests.support.operators import operator
 
 pytestmark = pytest.mark.django_db
 

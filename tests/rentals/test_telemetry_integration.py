@@ -12,8 +12,8 @@ from rentals.models import Allocation
 from rentals.simulation import simulated_fleet
 from telemetry.models import GpuSample
 from telemetry.simulator import Simulator
-from tests.anchorgpu.test_celery import wait_for
-from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
+from tests.support.booking import book, end_paid_periods_a_minute_ago
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 

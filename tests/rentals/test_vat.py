@@ -25,7 +25,7 @@ from rentals.services import (
     extension_quote_create,
     quote_create,
 )
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from reports.models import AllocatedStep, LedgerDay, Step
 from reports.selectors import fleet_over_time, fleet_report, revenue, step_for
 from reports.services import allocated_steps_close
 from telemetry.rollup import bucket_floor
-from tests.rentals.helpers import book, book_around_three_days
+from tests.support.booking import book, book_around_three_days
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from reports.selectors import (
 from reports.templatetags.fleet_report import heat_cells
 from telemetry.models import Flag, FlagKind, FleetRollup, FleetSize, GpuSample, Severity
 from telemetry.rollup import telemetry_rollup
-from tests.rentals.helpers import book, book_around_three_days
+from tests.support.booking import book, book_around_three_days
 
 pytestmark = pytest.mark.django_db
 

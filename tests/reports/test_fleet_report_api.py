@@ -18,7 +18,7 @@ from rentals.services import allocation_cancel
 from telemetry.models import FleetSize, GpuSample, Poll, PollOutcome
 from telemetry.poll import fleet_size_record
 from telemetry.rollup import telemetry_rollup
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import pytest
 from telemetry.models import SEVERITY, Flag, FlagKind
 from telemetry.poll import Fetched, poll_nodes, store_polls
 from telemetry.views import OPEN_PAGE
-from tests.catalog.factories import NodeFactory
+from tests.support.factories.catalog import NodeFactory
 from tests.telemetry.conftest import point_at
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from catalog.models import NodeHealth
 from telemetry.models import GpuSample, Poll
 from telemetry.poll import Fetched, poll_nodes, store_polls
 from telemetry.simulator import SimGpu, SimNode, gzip_bomb, render_dcgm
-from tests.catalog.factories import NodeFactory
+from tests.support.factories.catalog import NodeFactory
 from tests.telemetry.conftest import point_at
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from rentals.services import allocation_stop, gpu_activity_flags_update
 from telemetry.models import Flag, GpuRollup, GpuSample, Poll
 from telemetry.poll import nodes_mark_stale, poll_nodes
 from telemetry.rollup import telemetry_prune, telemetry_rollup
-from tests.catalog.factories import NodeFactory
-from tests.rentals.helpers import book
+from tests.support.booking import book
+from tests.support.factories.catalog import NodeFactory
 from tests.telemetry.conftest import point_at
 
 pytestmark = pytest.mark.django_db

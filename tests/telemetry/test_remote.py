@@ -32,7 +32,7 @@ from telemetry.remote import (
 )
 from telemetry.rollup import telemetry_rollup
 from telemetry.tasks import nodes_poll_task
-from tests.catalog.factories import NodeFactory
+from tests.support.factories.catalog import NodeFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -43,8 +43,8 @@ from telemetry.remote import Shard, remote_poll_nodes, telemetry_ingest
 from telemetry.rollup import telemetry_rollup
 from telemetry.simulator import Simulator
 from telemetry.tasks import nodes_poll_task
-from tests.catalog.factories import NodeFactory, catalog_setup
-from tests.telemetry import engines
+from tests.support import engines
+from tests.support.factories.catalog import NodeFactory, catalog_setup
 from tests.telemetry.conftest import point_at
 
 pytestmark = [pytest.mark.slow, pytest.mark.engines]

@@ -9,8 +9,8 @@ import pytest
 
 from accounts.services.tokens import api_token_create
 from rentals.models import Allocation, LedgerEntry
-from tests.anchorgpu.test_celery import wait_for
-from tests.webhooks.receiver import Receiver
+from tests.support.receiver import Receiver
+from tests.support.waiting import wait_for
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 

@@ -19,10 +19,10 @@ from rentals.services import (
     allocations_enforce,
     expiry_notices_record,
 )
-from tests.anchorgpu.test_celery import wait_for
-from tests.rentals.helpers import book, end_paid_periods_a_minute_ago
-from tests.transactions import held_open
-from tests.webhooks.receiver import Receiver
+from tests.support.booking import book, end_paid_periods_a_minute_ago
+from tests.support.receiver import Receiver
+from tests.support.transactions import held_open
+from tests.support.waiting import wait_for
 from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint
 from webhooks.selectors import teams_listening
 from webhooks.services import delivery_attempt, endpoint_create, endpoint_update

@@ -1,10 +1,15 @@
-"""Documents made directly (the ORM may INSERT; the trigger refuses only changes), for the
-tests of the PDF, the XML and immutability that need exact, chosen facts."""
+"""Invoices for tests: exchange rates, and documents made directly (the ORM may INSERT; the
+trigger refuses only changes) for the tests of the PDF, the XML and immutability that need
+exact, chosen facts."""
 
-from datetime import date
+import zoneinfo
+from datetime import date, timedelta
 from decimal import Decimal
 
-from invoices.models import Invoice, InvoiceKind, InvoiceLine
+from django.conf import settings
+from django.utils import timezone
+
+from invoices.models import ExchangeRate, Invoice, InvoiceKind, InvoiceLine
 from rentals.models import LedgerEntry, LedgerKind, LedgerReason
 
 SELLER = {
@@ -76,3 +81,27 @@ def document(
             unit_price=price, net=line_net, vat_rate=rate, vat=line_vat, gross=line_net + line_vat,
         )  # fmt: skip
     return invoice
+
+
+# PLN per unit, as NBP's table A might have it: enough for the tests' invoices.
+TEST_PLN_RATES = {
+    "USD": "3.6512",
+    "EUR": "4.2512",
+    "GBP": "4.8931",
+    "CHF": "4.5123",
+    "JPY": "0.024371",
+}
+
+
+def pln_rates_create(days: int = 10) -> list[ExchangeRate]:
+    """Exchange rates for the last `days` days in the invoices' zone: a foreign-currency
+    invoice with Polish VAT is issued only with the rate of a day before its sale."""
+    today = timezone.now().astimezone(zoneinfo.ZoneInfo(settings.INVOICES["TIME_ZONE"])).date()
+    return ExchangeRate.objects.bulk_create(
+        ExchangeRate(
+            currency=currency, effective_on=today - timedelta(days=back), rate=Decimal(rate),
+            table_no=f"{back:03d}/A/NBP/TEST",
+        )
+        for currency, rate in TEST_PLN_RATES.items()
+        for back in range(1, days + 1)
+    )  # fmt: skip

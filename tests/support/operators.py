@@ -2,7 +2,7 @@
 
 from django.contrib.auth.models import Permission
 
-from tests.conftest import person
+from tests.support.factories.accounts import person
 
 OPERATIONS = ("schedule_maintenance", "replace_gpus", "issue_credit")
 

@@ -1,13 +1,12 @@
-import threading
+"""Bookings made directly through the services, and the clock moved under them."""
+
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from accounts.roles import acting_as
-from rentals.errors import NoCapacity
 from rentals.services import allocation_book, allocation_cancel, quote_create
 
 
@@ -54,33 +53,3 @@ def end_paid_periods_a_minute_ago():
             "paid_until = now() - interval '1 minute'"
         )
         cursor.execute("ALTER TABLE rentals_allocation ENABLE TRIGGER rentals_allocation_guard")
-
-
-def in_thread(func):
-    """`func` for a worker thread: the thread's database connections close when it returns."""
-
-    def run(*args):
-        try:
-            return func(*args)
-        finally:
-            connections.close_all()
-
-    return run
-
-
-def race_to_book(users, quotes) -> list[str]:
-    """Each user books their quote at the same instant, a thread each: "ok" or "no_capacity"
-    per user, in order."""
-    barrier = threading.Barrier(len(users))
-
-    @in_thread
-    def attempt(i):
-        barrier.wait()
-        try:
-            allocation_book(acting=acting_as(users[i]), quote=quotes[i])
-            return "ok"
-        except NoCapacity:
-            return "no_capacity"
-
-    with ThreadPoolExecutor(len(users)) as pool:
-        return list(pool.map(attempt, range(len(users))))
