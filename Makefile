@@ -105,6 +105,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m anchorgpu.launcher exec -- $(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m anchorgpu.launcher exec -- $(VENV)/bin/mypy
 
 fmt: venv
 	$(VENV)/bin/ruff format .
