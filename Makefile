@@ -106,6 +106,10 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m anchorgpu.launcher exec -- $(PY) manage.py makemigrations --check --dry-run
 
+# mypy joins `lint` once rentals, accounts and invoices check clean (docs/testing.md).
+typecheck: venv
+	$(PY) -m anchorgpu.launcher exec -- $(VENV)/bin/mypy
+
 fmt: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .

@@ -246,7 +246,7 @@ class TeamAudit(
 
 
 class CardAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         Card,
         pghistory.InsertEvent("card saved"),
         pghistory.UpdateEvent("card removed", condition=_changed("removed_at")),
@@ -259,7 +259,7 @@ class CardAudit(
 
 
 class CashAudit(
-    _event_model(
+    _event_model(  # type: ignore[misc]  # a base pghistory makes at import
         CashEntry,
         pghistory.InsertEvent(
             "payment recorded", condition=pgtrigger.Q(new__source=CashSource.MANUAL.value)

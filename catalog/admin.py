@@ -47,8 +47,9 @@ created_at = when_column("created_at", _("created at"))
 
 class GpuPriceHistoryInline(ReadOnlyInline):
     model = GpuPrice
-    fields = ["period", price, effective_from, "created_by", created_at]
-    readonly_fields = fields
+    # Django shows callables in `fields` that are read-only too; the stubs allow only names.
+    fields = ["period", price, effective_from, "created_by", created_at]  # type: ignore[list-item]
+    readonly_fields = fields  # type: ignore[assignment]
     ordering = ["period__duration", "-effective_from"]
     verbose_name_plural = _("price history and scheduled changes")
 
@@ -80,10 +81,10 @@ class PriceForm(forms.ModelForm):
         return price_start_check(value) if value else None
 
 
-class PriceAdminMixin:
-    """Append-only prices: add through the service, never edit or delete. The list marks
-    each row past, current or upcoming; "Prices at a time" shows what was (or will be) in
-    force at any instant."""
+class PriceAdmin(admin.ModelAdmin):
+    """What both price admins share. Append-only prices: add through the service, never edit
+    or delete. The list marks each row past, current or upcoming; "Prices at a time" shows
+    what was (or will be) in force at any instant."""
 
     form = PriceForm
     list_filter = ["currency"]
@@ -138,7 +139,7 @@ class PriceAdminMixin:
 
 
 @admin.register(GpuPrice)
-class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
+class GpuPriceAdmin(PriceAdmin):
     list_display = [
         "gpu_model", "period", price, effective_from, "status", "created_by"
     ]  # fmt: skip
@@ -157,7 +158,7 @@ class GpuPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(OptionPrice)
-class OptionPriceAdmin(PriceAdminMixin, admin.ModelAdmin):
+class OptionPriceAdmin(PriceAdmin):
     list_display = [
         "option", "period", price, effective_from, "status", "created_by"
     ]  # fmt: skip
@@ -187,8 +188,9 @@ class GpuModelAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
 
 class OptionPriceHistoryInline(ReadOnlyInline):
     model = OptionPrice
-    fields = ["period", price, effective_from, "created_by"]
-    readonly_fields = fields
+    # Django shows callables in `fields` that are read-only too; the stubs allow only names.
+    fields = ["period", price, effective_from, "created_by"]  # type: ignore[list-item]
+    readonly_fields = fields  # type: ignore[assignment]
 
 
 @admin.register(Option)

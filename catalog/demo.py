@@ -35,7 +35,9 @@ PERIODS = [
 ]
 
 # slug, name, vendor, GB, MiB reported, GB/s, stack, target, fp8, bf16, link, $/GPU-hour
-MODELS = [
+MODELS: list[
+    tuple[str, str, str, int, int, int, str, str, bool, bool, str | tuple[str, str], str]
+] = [
     ("h200", "NVIDIA H200 SXM", "nvidia", 141, 143771, 4800, "cuda", "9.0", True, True,
      "NVLink 4, 900 GB/s", "3.60"),
     ("h100-sxm", "NVIDIA H100 SXM", "nvidia", 80, 81559, 3350, "cuda", "9.0", True, True,
@@ -57,7 +59,7 @@ HOST_SHARE = {
     "l4": (24, 96), "mi300x": (12, 224),
 }  # fmt: skip
 
-NOTES = {
+NOTES: dict[str, tuple[str, str]] = {
     "mi300x": (
         "FP8 is the FNUZ variant (e4m3fnuz/e5m2fnuz); check your checkpoints.",
         "FP8 w wariancie FNUZ (e4m3fnuz/e5m2fnuz); sprawdź swoje punkty kontrolne.",
@@ -68,7 +70,12 @@ NOTES = {
 # Longer commitments are cheaper per hour.
 PERIOD_DISCOUNT = {"day": Decimal("1.00"), "week": Decimal("0.90"), "month": Decimal("0.75")}
 
-OPTIONS = [
+# slug, name, unit, billing, max quantity, description, price per period (None: one time),
+# the models it applies to (None: every model)
+OPTIONS: list[
+    tuple[str, tuple[str, str], tuple[str, str], OptionBilling, int, tuple[str, str],
+          dict[str | None, str], list[str] | None]
+] = [
     ("nvme-scratch", ("NVMe scratch", "Przestrzeń robocza NVMe"), ("TB", "TB"),
      OptionBilling.PER_PERIOD, 16,
      ("Local NVMe scratch space, wiped at the end of the rental.",
@@ -201,11 +208,11 @@ def _option_input(slug: str) -> dict:
 
 
 def seed_catalog(*, simulator_url: str | None = None) -> None:
-    periods = {}
-    for slug, name, duration in PERIODS:
+    periods: dict[str | None, RentalPeriod] = {}
+    for slug, words, duration in PERIODS:
         periods[slug], _ = RentalPeriod.objects.update_or_create(
-            slug=slug, defaults={**_words("name", name)}, create_defaults={
-                **_words("name", name), "duration": duration
+            slug=slug, defaults={**_words("name", words)}, create_defaults={
+                **_words("name", words), "duration": duration
             },
         )  # fmt: skip
     now = timezone.now()
@@ -231,11 +238,11 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
                     gpu_model=models[slug], period=period, unit_price=price,
                     effective_from=now - timedelta(days=30),
                 )  # fmt: skip
-    for slug, name, unit, billing, max_q, description, prices, applies in OPTIONS:
+    for slug, words, unit, billing, max_q, description, prices, applies in OPTIONS:
         option, _ = Option.objects.update_or_create(
             slug=slug,
             defaults=dict(
-                **_words("name", name),
+                **_words("name", words),
                 **_words("unit", unit),
                 **_words("description", description),
                 billing=billing,
@@ -246,15 +253,17 @@ def seed_catalog(*, simulator_url: str | None = None) -> None:
         if applies:
             option.gpu_models.set([models[s] for s in applies])
         for period_slug, amount in prices.items():
-            period = periods.get(period_slug)
-            if not OptionPrice.objects.filter(option=option, period=period).exists():
+            per = periods.get(period_slug)  # None: a one-time option's price
+            if not OptionPrice.objects.filter(option=option, period=per).exists():
                 OptionPrice.objects.create(
-                    option=option, period=period, unit_price=Decimal(amount),
+                    option=option, period=per, unit_price=Decimal(amount),
                     effective_from=now - timedelta(days=30),
                 )  # fmt: skip
     regions = {}
-    for slug, name in REGIONS:
-        regions[slug], _ = Region.objects.update_or_create(slug=slug, defaults=_words("name", name))
+    for slug, words in REGIONS:
+        regions[slug], _ = Region.objects.update_or_create(
+            slug=slug, defaults=_words("name", words)
+        )
     for region, model_slug, count, per_node, fabric, group in FLEET:
         model = models[model_slug]
         for n in range(1, count + 1):

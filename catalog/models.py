@@ -134,7 +134,8 @@ class PriceRow(models.Model):
             raise ValidationError({"unit_price": exc.messages}) from exc
 
 
-class GpuPrice(PriceRow):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class GpuPrice(PriceRow):  # type: ignore[django-manager-missing]
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="prices")
     period = models.ForeignKey(RentalPeriod, on_delete=models.PROTECT, related_name="+")
 
@@ -206,7 +207,8 @@ class Option(models.Model):
         return self.name
 
 
-class OptionPrice(PriceRow):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class OptionPrice(PriceRow):  # type: ignore[django-manager-missing]
     """Per-period options have a price per rental period; one-time options have period NULL."""
 
     option = models.ForeignKey(Option, on_delete=models.PROTECT, related_name="prices")

@@ -1,7 +1,9 @@
 """Reads of the catalog: prices in force at an instant, and the models on offer."""
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Exists, Max, OuterRef, Prefetch, QuerySet, Sum
 from django.utils import timezone
@@ -27,7 +29,9 @@ def gpu_price_at(*, gpu_model: GpuModel, period: RentalPeriod, at: datetime) -> 
     )
 
 
-def option_price_at(*, option: Option, period: RentalPeriod | None, at: datetime):
+def option_price_at(
+    *, option: Option, period: RentalPeriod | None, at: datetime
+) -> OptionPrice | None:
     return (
         OptionPrice.objects.filter(option=option, period=period, effective_from__lte=at)
         .order_by("-effective_from")
@@ -46,7 +50,9 @@ def current_gpu_prices(*, at: datetime | None = None) -> QuerySet[GpuPrice]:
     )
 
 
-def current_option_prices(*, options, at: datetime | None = None) -> dict[int, list[OptionPrice]]:
+def current_option_prices(
+    *, options: Iterable[Option], at: datetime | None = None
+) -> dict[int, list[OptionPrice]]:
     """The price rows in force per option (one per active period, or one for a one-time
     option), by option id, the periods shortest first: what the booking form shows beside
     each option. One query (DISTINCT ON)."""
@@ -66,7 +72,9 @@ def current_option_prices(*, options, at: datetime | None = None) -> dict[int, l
     return prices
 
 
-def gpu_model_list(*, filters: dict | None = None, at: datetime | None = None):
+def gpu_model_list(
+    *, filters: Mapping[str, Any] | None = None, at: datetime | None = None
+) -> QuerySet[GpuModel]:
     """Active models, filtered and ordered, with the prices in force prefetched
     (`current_prices`): two queries whatever the number of models."""
     at = at or timezone.now()
@@ -99,25 +107,28 @@ class PriceStatus:
     UPCOMING = "upcoming"
 
 
-def price_rows_with_status(queryset, *, at: datetime):
-    """Price rows annotated `superseded` (a later row of the same subject is in force at
-    `at`); `price_status(row, at)` turns that into past, current or upcoming."""
+def price_rows_with_status(queryset: QuerySet[Any], *, at: datetime) -> QuerySet[Any]:
+    """Price rows (`GpuPrice` or `OptionPrice`) annotated `superseded` (a later row of the
+    same subject is in force at `at`); `price_status(row, at)` turns that into past, current
+    or upcoming."""
     subject = ["period"] + (["gpu_model"] if queryset.model is GpuPrice else ["option"])
     later = queryset.model.objects.filter(
         **{name: OuterRef(name) for name in subject},
         effective_from__gt=OuterRef("effective_from"),
         effective_from__lte=at,
     )
-    return queryset.annotate(superseded=Exists(later))
+    annotated: QuerySet[Any] = queryset.annotate(superseded=Exists(later))
+    return annotated
 
 
-def price_status(row, *, at: datetime) -> str:
+def price_status(row: Any, *, at: datetime) -> str:
+    """`row`: a price row from `price_rows_with_status`."""
     if row.effective_from > at:
         return PriceStatus.UPCOMING
     return PriceStatus.PAST if row.superseded else PriceStatus.CURRENT
 
 
-def gpu_price_history(*, gpu_model: GpuModel, at: datetime | None = None) -> list:
+def gpu_price_history(*, gpu_model: GpuModel, at: datetime | None = None) -> list[GpuPrice]:
     """Every price row of a model, newest first per period, each with its status at `at`."""
     at = at or timezone.now()
     rows = price_rows_with_status(
@@ -161,29 +172,29 @@ def _catalog_rows() -> CatalogRows:
     )
 
 
-def software_by_model() -> dict[int, dict]:
+def software_by_model() -> dict[int, dict[str, Any]]:
     """Per model, the driver, CUDA and ROCm versions its active nodes run, each with the
     GPUs that have it and the regions (slugs) where; `unknown_gpus` on nodes whose stack no
     agent has reported. One grouped query, whatever the fleet's size."""
     rows = (
         Node.objects.filter(state=NodeState.ACTIVE, gpu_count__gt=0)
         .values("gpu_model_id", "region__slug", "driver_version", "cuda_version", "rocm_version")
-        .annotate(gpus=Sum("gpu_count"))
+        .annotate(gpu_total=Sum("gpu_count"))
         .order_by()
     )
-    found: dict[int, dict] = {}
+    found: dict[int, dict[str, Any]] = {}
     for row in rows:
         model = found.setdefault(
             row["gpu_model_id"], {"drivers": {}, "cuda": {}, "rocm": {}, "unknown_gpus": 0}
         )
         if not (row["driver_version"] or row["cuda_version"] or row["rocm_version"]):
-            model["unknown_gpus"] += row["gpus"]
+            model["unknown_gpus"] += row["gpu_total"]
         for part, name in (("drivers", "driver_version"), ("cuda", "cuda_version"),
                            ("rocm", "rocm_version")):  # fmt: skip
             if version := row[name]:
                 entry = model[part].setdefault(version, {"version": version, "gpus": 0,
                                                          "regions": set()})  # fmt: skip
-                entry["gpus"] += row["gpus"]
+                entry["gpus"] += row["gpu_total"]
                 entry["regions"].add(row["region__slug"])
     for model in found.values():
         for part in ("drivers", "cuda", "rocm"):
@@ -196,29 +207,29 @@ def software_by_model() -> dict[int, dict]:
     return found
 
 
-def software_unknown() -> dict:
+def software_unknown() -> dict[str, Any]:
     return {"drivers": [], "cuda": [], "rocm": [], "unknown_gpus": 0}
 
 
-def stacks_by_model() -> list[dict]:
+def stacks_by_model() -> list[dict[str, Any]]:
     """Each active model's software stacks: per (driver, CUDA, ROCm) its GPUs on active
     nodes and the regions (slugs) where; a model no agent reported on has one unknown
     stack (all empty). One grouped query; models by name, stacks newest first."""
     rows = (
         Node.objects.filter(state=NodeState.ACTIVE, gpu_count__gt=0, gpu_model__is_active=True)
         .values("gpu_model_id", "driver_version", "cuda_version", "rocm_version", "region__slug")
-        .annotate(gpus=Sum("gpu_count"))
+        .annotate(gpu_total=Sum("gpu_count"))
         .order_by()
     )
-    stacks: dict[tuple, dict] = {}
+    stacks: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
         key = (row["gpu_model_id"], row["driver_version"], row["cuda_version"], row["rocm_version"])
         entry = stacks.setdefault(key, {"gpus": 0, "regions": set()})
-        entry["gpus"] += row["gpus"]
+        entry["gpus"] += row["gpu_total"]
         entry["regions"].add(row["region__slug"])
     models = {m.pk: m for m in GpuModel.objects.filter(pk__in={k[0] for k in stacks})}
 
-    def order(key):
+    def order(key: tuple[Any, ...]) -> tuple[str, list[int], list[int]]:
         _model, driver, cuda, rocm = key
         newest = [version_key(v) if v else [-1] for v in (cuda or rocm, driver)]
         return (models[key[0]].name, [-p for p in newest[0]], [-p for p in newest[1]])

@@ -3,7 +3,10 @@
 import csv
 import io
 from datetime import datetime
+from decimal import Decimal
+from typing import Any, TypeVar
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -27,6 +30,8 @@ from core.db import db_now
 from core.errors import Invalid, validated
 from core.money import Money, default_currency, quantize
 from core.versions import CATALOG, bump
+
+PriceT = TypeVar("PriceT", GpuPrice, OptionPrice)
 
 
 def price_start_check(effective_from: datetime | None) -> datetime:
@@ -52,10 +57,10 @@ def gpu_price_set(
     *,
     gpu_model: GpuModel,
     period: RentalPeriod,
-    unit_price,
+    unit_price: Decimal,
     currency: str | None = None,
     effective_from: datetime | None = None,
-    user=None,
+    user: AbstractBaseUser | None = None,
 ) -> GpuPrice:
     """Schedule a new price, now or later; earlier rows stay, so nothing quoted or sold is
     repriced and history is never rewritten."""
@@ -73,10 +78,10 @@ def option_price_set(
     *,
     option: Option,
     period: RentalPeriod | None,
-    unit_price,
+    unit_price: Decimal,
     currency: str | None = None,
     effective_from: datetime | None = None,
-    user=None,
+    user: AbstractBaseUser | None = None,
 ) -> OptionPrice:
     """Schedule a new option price (per period, or per booking without one), as
     `gpu_price_set` does."""
@@ -89,15 +94,26 @@ def option_price_set(
     )  # fmt: skip
 
 
-def _price_add(price, *, old, subject, unit_price, currency, effective_from, user):
+def _price_add(
+    price: PriceT,
+    *,
+    old: GpuPrice | OptionPrice | None,
+    subject: str,
+    unit_price: Decimal,
+    currency: str | None,
+    effective_from: datetime,
+    user: AbstractBaseUser | None,
+) -> PriceT:
     """Save a new price row (`price` names what it prices) and its audit line, inside the
     caller's transaction."""
     price.unit_price, price.currency = unit_price, currency or default_currency()
-    price.effective_from, price.created_by = effective_from, user
+    price.effective_from = effective_from
+    # The user model (accounts) is a layer above: AbstractBaseUser is what catalog names.
+    price.created_by = user  # type: ignore[assignment]
     validated(price)
     price.save()
     PriceChange.objects.create(
-        user=user,
+        user=user,  # type: ignore[misc]  # the user model, as above
         subject=subject,
         old_price=str(quantize(old.unit_price, old.currency)) if old else "",
         new_price=str(Money(price.unit_price, price.currency)),
@@ -110,7 +126,7 @@ FLEET_COLUMNS = ["hostname", "region", "gpu_model", "telemetry_url", "exporter",
 
 
 @transaction.atomic
-def fleet_import(*, text: str) -> dict:
+def fleet_import(*, text: str) -> dict[str, int]:
     """Add or update nodes and their GPUs from CSV; all rows or none.
 
     Columns: hostname, region, gpu_model (slugs), telemetry_url, exporter (dcgm|amd),
@@ -178,7 +194,7 @@ def fleet_import(*, text: str) -> dict:
     return {"created": created, "updated": updated, "gpus": gpus}
 
 
-def node_software_record(*, node_id: int, report: dict, at) -> bool:
+def node_software_record(*, node_id: int, report: dict[str, Any], at: datetime) -> bool:
     """Keep the stack a node's agent reported (catalog.software.stack_from_report); False
     when it is what was kept already (most reports: a stack rarely changes). One UPDATE,
     so a report racing another writes whole or not at all."""

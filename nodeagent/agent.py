@@ -89,7 +89,7 @@ def _write(path: Path, data: object) -> None:
 class Agent:
     def __init__(self, *, url: str, credential: str, host: Host, state_dir: Path,
                  clock: Callable[[], float] = time.time, timeout: float = 10.0,
-                 stack: dict[str, Any] | None = None) -> None:  # fmt: skip
+                 stack: Callable[[], dict[str, Any]] | None = None) -> None:  # fmt: skip
         self.url = url.rstrip("/")
         self.credential = credential
         self.host = host
@@ -146,7 +146,7 @@ class Agent:
     def report(self, result: Round) -> None:
         """Say what this round did, unless it is exactly what was last said (an unchanged
         state, applied the same way: most rounds). A lost record only means saying it again."""
-        body = {"generation": result.generation, "applied": result.applied,
+        body: dict[str, Any] = {"generation": result.generation, "applied": result.applied,
                 "errors": result.errors, "agent": VERSION}  # fmt: skip
         if self.stack is not None:
             try:

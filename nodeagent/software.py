@@ -13,9 +13,23 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypedDict
 
 TIMEOUT = 20  # seconds a tool may take (nvidia-smi -q on a busy 8-GPU node takes a few)
+
+
+class NvidiaGpu(TypedDict):
+    index: int
+    name: str
+    compute_cap: str
+
+
+class AmdGpu(TypedDict):
+    index: int
+    name: str
+    gfx_target: str
 
 
 def _header_value(text: str, *names: str) -> str:
@@ -27,14 +41,15 @@ def _header_value(text: str, *names: str) -> str:
     return ""
 
 
-def parse_nvidia_query(text: str) -> tuple[str, list[dict]]:
+def parse_nvidia_query(text: str) -> tuple[str, list[NvidiaGpu]]:
     """(driver, GPUs) from `nvidia-smi --query-gpu=…,driver_version,compute_cap --format=csv`
     (with its header line, so the columns are found by name: index and name are optional)."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return "", []
     header = [h.strip().split(" ")[0] for h in lines[0].split(",")]
-    driver, gpus = "", []
+    driver = ""
+    gpus: list[NvidiaGpu] = []
     for position, line in enumerate(lines[1:]):
         cells = dict(zip(header, (c.strip() for c in line.split(",")), strict=False))
         driver = driver or cells.get("driver_version", "")
@@ -70,10 +85,10 @@ def parse_amd_version(text: str) -> tuple[str, str]:
     return fields.get("rocm version", ""), fields.get("amdgpu version", "")
 
 
-def parse_amd_static(text: str) -> tuple[str, list[dict]]:
+def parse_amd_static(text: str) -> tuple[str, list[AmdGpu]]:
     """(amdgpu driver, GPUs) from `amd-smi static`: per `GPU: n` block its ASIC's
     MARKET_NAME and TARGET_GRAPHICS_VERSION, and the DRIVER's VERSION."""
-    gpus: list[dict] = []
+    gpus: list[AmdGpu] = []
     driver = ""
     section = ""
     for line in text.splitlines():
@@ -119,10 +134,22 @@ def _run(*argv: str) -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
-def stack(vendor: str | None = None, *, run=_run, os_release: Path = Path("/etc/os-release")):
+def stack(
+    vendor: str | None = None,
+    *,
+    run: Callable[..., str] = _run,
+    os_release: Path = Path("/etc/os-release"),
+) -> dict[str, Any]:
     """The node's stack as the report carries it (`software`): empty strings where a tool
     could not say."""
-    report = {"vendor": "", "driver": "", "cuda": "", "rocm": "", "amdgpu": "", "gpus": []}
+    report: dict[str, Any] = {
+        "vendor": "",
+        "driver": "",
+        "cuda": "",
+        "rocm": "",
+        "amdgpu": "",
+        "gpus": [],
+    }
     if vendor in (None, "nvidia"):
         driver, gpus = parse_nvidia_query(
             run("nvidia-smi", "--query-gpu=index,name,driver_version,compute_cap", "--format=csv")
@@ -132,9 +159,9 @@ def stack(vendor: str | None = None, *, run=_run, os_release: Path = Path("/etc/
             report.update(vendor="nvidia", driver=driver or header_driver, cuda=cuda, gpus=gpus)
     if not report["vendor"] and vendor in (None, "amd"):
         rocm, amdgpu = parse_amd_version(run("amd-smi", "version"))
-        static_driver, gpus = parse_amd_static(run("amd-smi", "static"))
-        if rocm or amdgpu or gpus:
-            report.update(vendor="amd", rocm=rocm, amdgpu=amdgpu or static_driver, gpus=gpus)
+        static_driver, amd_gpus = parse_amd_static(run("amd-smi", "static"))
+        if rocm or amdgpu or amd_gpus:
+            report.update(vendor="amd", rocm=rocm, amdgpu=amdgpu or static_driver, gpus=amd_gpus)
     try:
         report["os"] = parse_os_release(os_release.read_text())
     except OSError:

@@ -4,8 +4,10 @@ sends Stripe's own Idempotency-Key, so a retried call never moves it twice. Netw
 failures and the processor's 5xx become `ProcessorUnavailable`; card errors come back as
 `stripe.CardError` for the caller to word."""
 
+from collections.abc import Callable
 from decimal import Decimal
 from functools import lru_cache
+from typing import ParamSpec, TypeVar
 
 import stripe
 from django.conf import settings
@@ -43,7 +45,11 @@ def from_minor(value: int, currency: str) -> Decimal:
     return Decimal(value).scaleb(-minor_units(currency))
 
 
-def call(fn, *args, **kwargs):
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run one processor call; the processor down or failing → ProcessorUnavailable."""
     try:
         return fn(*args, **kwargs)

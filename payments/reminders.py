@@ -30,7 +30,7 @@ def payment_reminders_send() -> int:
     sent = 0
     for invoice in invoices:
         owed = invoice_owed(invoice)
-        if owed <= 0:
+        if owed <= 0 or invoice.due_on is None:  # found by due_on__lte: never None
             continue
         kind = ReminderKind.OVERDUE if invoice.due_on < today else ReminderKind.DUE_SOON
         readers = Membership.objects.filter(

@@ -1,5 +1,7 @@
 """Reads of a team's billing and of what staff watch."""
 
+from typing import Any
+
 from django.db.models import Count, Q, Sum
 
 from accounts.models import BillingMode, Team, TeamCreditLimit
@@ -18,7 +20,7 @@ from payments.models import (
 from payments.services import cash_balances, invoices_overdue
 
 
-def team_billing(*, acting: Acting) -> dict:
+def team_billing(*, acting: Acting) -> dict[str, Any]:
     """GET /api/v1/teams/{id}/billing/ and the team page's billing box."""
     acting.require(Action.READ_TEAM)
     team = acting.team
@@ -39,7 +41,7 @@ def team_billing(*, acting: Acting) -> dict:
     }
 
 
-def payments_overview() -> dict:
+def payments_overview() -> dict[str, Any]:
     """What staff watch: payments by state, refunds, unmatched transfers, failed captures."""
     states = dict(Payment.objects.values_list("state").annotate(n=Count("id")))
     refunds = CashEntry.objects.filter(kind=CashKind.REFUNDED)
@@ -68,7 +70,7 @@ def payments_overview() -> dict:
     }
 
 
-def teams_overdue() -> list[tuple]:
+def teams_overdue() -> list[tuple[Team, list[Invoice]]]:
     """(team, its overdue invoices) for every invoiced team with one: the staff page, the
     reminders and /metrics."""
     candidates = (

@@ -12,17 +12,22 @@ The purchase path (rentals.purchase_hooks, connected by anchorgpu/wiring.py):
 """
 
 import contextlib
+import functools
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any, cast
+from uuid import UUID
 
 import stripe
 from celery import current_app
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils.translation import gettext as _
+from stripe.params import PaymentIntentCreateParams
 
 from accounts.models import BillingMode, Team, TeamCreditLimit
 from accounts.roles import Acting, Action
@@ -80,13 +85,14 @@ def _customer_id(team: Team) -> str:
     return customer.id
 
 
-def card_setup_intent(*, acting: Acting) -> dict:
+def card_setup_intent(*, acting: Acting) -> dict[str, str | None]:
     """A SetupIntent's client secret, for Stripe.js to collect a card straight into the
     processor (card data never touches our servers)."""
     acting.require(Action.MANAGE_CARDS)
     intent = processor.call(
         processor.client().v1.setup_intents.create,
-        {"customer": _customer_id(acting.team), "payment_method_types": ["card"]},
+        # The API takes payment_method_types; stripe's typed parameters no longer name it.
+        {"customer": _customer_id(acting.team), "payment_method_types": ["card"]},  # type: ignore[arg-type]
     )
     return {"id": intent.id, "client_secret": intent.client_secret}
 
@@ -118,7 +124,7 @@ def card_save(*, acting: Acting, payment_method: str, make_default: bool = True)
         ) from exc
     except stripe.InvalidRequestError as exc:
         raise CardUnknown(_("The processor knows no such card."), field="payment_method") from exc
-    if method.type != "card":
+    if method.type != "card" or method.card is None:
         raise CardInvalid(_("Only cards can be saved."), field="payment_method")
     with transaction.atomic():
         team = Team.objects.select_for_update().get(pk=acting.team.pk)
@@ -135,7 +141,7 @@ def card_save(*, acting: Acting, payment_method: str, make_default: bool = True)
     return card
 
 
-def _own_card(acting: Acting, pk) -> Card:
+def _own_card(acting: Acting, pk: int) -> Card:
     card = Card.objects.filter(team=acting.team, pk=pk, removed_at=None).first()
     if card is None:
         raise CardUnknown(_("There is no such card in this team."))
@@ -173,7 +179,7 @@ def card_remove(*, acting: Acting, pk: int) -> None:
 # --- A purchase's card payment ---------------------------------------------------------
 
 
-def payment_authorise(*, acting: Acting, quote_id, key: str) -> Payment | None:
+def payment_authorise(*, acting: Acting, quote_id: UUID | str | None, key: str) -> Payment | None:
     """Authorise the quote's gross on the team's default card, once per (team, key): the key
     is bound to one PaymentIntent. None: the team is invoiced, or the quote is not the
     team's (the purchase refuses it in words). Raises PaymentDeclined (final),
@@ -204,7 +210,7 @@ def payment_authorise(*, acting: Acting, quote_id, key: str) -> Payment | None:
     payment, created = _payment_claim(acting, key, quote, card)
     if not created:
         return _authorised_again(payment, quote_id)
-    params = {
+    params: PaymentIntentCreateParams = {
         "amount": amount, "currency": quote.currency.lower(),
         "customer": _customer_id(team), "payment_method": card.processor_id,
         "capture_method": "manual", "confirm": True,
@@ -238,13 +244,14 @@ def payment_authorise(*, acting: Acting, quote_id, key: str) -> Payment | None:
     return _intent_seen(payment, intent)
 
 
-def _payment_claim(acting, key, quote, card) -> tuple[Payment, bool]:
+def _payment_claim(acting: Acting, key: str, quote: Quote, card: Card) -> tuple[Payment, bool]:
     try:
         with transaction.atomic():
             return (
                 Payment.objects.create(
-                    team=acting.team, user=acting.user, idempotency_key=key, quote=quote,
-                    card=card, amount=quote.total, currency=quote.currency,
+                    team=acting.team, user=cast(User, acting.user),  # as in payment_record
+                    idempotency_key=key, quote=quote, card=card, amount=quote.total,
+                    currency=quote.currency,
                     state=PaymentState.REQUIRES_ACTION,  # until the processor answers
                 ),
                 True,
@@ -253,7 +260,7 @@ def _payment_claim(acting, key, quote, card) -> tuple[Payment, bool]:
         return Payment.objects.get(team=acting.team, idempotency_key=key), False
 
 
-def _intent_seen(payment: Payment, intent) -> Payment:
+def _intent_seen(payment: Payment, intent: stripe.PaymentIntent) -> Payment:
     """Record what the processor says of the payment's intent, and answer for it."""
     status = intent.status
     fields = {"intent_id": intent.id, "client_secret": intent.client_secret or ""}
@@ -276,7 +283,7 @@ def _intent_seen(payment: Payment, intent) -> Payment:
     return payment
 
 
-def _authorised_again(payment: Payment, quote_id) -> Payment:
+def _authorised_again(payment: Payment, quote_id: UUID | str) -> Payment:
     """The same key again: its payment, as it now stands (3-D Secure done or not)."""
     if str(payment.quote_id) != str(quote_id):
         raise KeyReused(_("This Idempotency-Key was used for a different request; use a new key."))
@@ -314,7 +321,7 @@ def _requires_action(payment: Payment) -> PaymentRequiresAction:
     )
 
 
-def purchase_check(*, acting: Acting, quote: Quote, payment, at) -> None:
+def purchase_check(*, acting: Acting, quote: Quote, payment: object, at: datetime) -> None:
     """In the purchase's transaction: a card team's purchase needs its authorisation for
     exactly this quote (marked booked here, so it books once); an invoiced team's stays
     within its credit limit and is refused while an invoice is overdue."""
@@ -341,7 +348,11 @@ def purchase_check(*, acting: Acting, quote: Quote, payment, at) -> None:
                 "Invoice %(number)s is overdue (due on %(due)s): new bookings and extensions "
                 "wait until it is paid. Running rentals are not affected."
             )
-            % {"number": overdue[0].display_number, "due": overdue[0].due_on.isoformat()},
+            % {
+                "number": overdue[0].display_number,
+                # found by due_on__lt, so never None
+                "due": overdue[0].due_on.isoformat() if overdue[0].due_on else "",
+            },
             extra={"invoices": [i.display_number for i in overdue]},
         )
     limit = TeamCreditLimit.objects.filter(team=team, currency=quote.currency).first()
@@ -370,7 +381,7 @@ def team_owed(*, team: Team, currency: str) -> Decimal:
     return (gross or Decimal(0)) - (applied or Decimal(0))
 
 
-def invoices_overdue(*, team: Team, at=None) -> list[Invoice]:
+def invoices_overdue(*, team: Team, at: datetime | None = None) -> list[Invoice]:
     """The team's invoices past their due date (and its grace days) with money still owed."""
     today = invoice_today()
     cutoff = today - timedelta(days=team.grace_days)
@@ -380,7 +391,7 @@ def invoices_overdue(*, team: Team, at=None) -> list[Invoice]:
     return [i for i in candidates if invoice_owed(i) > 0]
 
 
-def purchase_settle(*, payment) -> None:
+def purchase_settle(*, payment: object) -> None:
     """After the purchase's commit: capture what was booked, cancel what was not used."""
     if not isinstance(payment, Payment):
         return
@@ -496,7 +507,16 @@ def payment_captured(*, payment_id: int) -> Payment:
 # --- The cash ledger ------------------------------------------------------------------------
 
 
-def cash_apply(*, team_id, currency, amount, invoices, source, reference, at) -> Decimal:
+def cash_apply(
+    *,
+    team_id: int,
+    currency: str,
+    amount: Decimal,
+    invoices: list[Invoice],
+    source: str,
+    reference: str,
+    at: datetime,
+) -> Decimal:
     """Apply up to `amount` of the team's cash to these invoices, in order, each up to what it
     still asks (their rows locked); back: what is left unapplied (kept as the team's
     credit on the cash ledger)."""
@@ -524,11 +544,11 @@ def cash_apply(*, team_id, currency, amount, invoices, source, reference, at) ->
     return left
 
 
-def cash_balances(*, team: Team) -> list[dict]:
+def cash_balances(*, team: Team) -> list[dict[str, Any]]:
     """Per currency: paid in, refunded, applied to invoices, and the balance left."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
 
-    def row(currency):
+    def row(currency: str) -> dict[str, Any]:
         return rows.setdefault(
             currency,
             {
@@ -565,7 +585,9 @@ def payment_record(
 ) -> CashEntry:
     """Staff record a payment received outside the processor and the bank files (audited:
     the row names them and their reason), applied to the named invoice or the oldest."""
-    if not acting.user.is_staff:
+    # Acting.user is typed `object` (accounts); whoever acts for a team is a User.
+    user = cast(User, acting.user)
+    if not user.is_staff:
         raise PaymentNotAuthorised(_("Only staff record payments."))
     with as_invalid():
         amount_check(amount, currency)
@@ -576,7 +598,7 @@ def payment_record(
     now = db_now()
     entry = CashEntry.objects.create(
         team=team, currency=currency, kind=CashKind.RECEIVED, source=CashSource.MANUAL,
-        amount=amount, at=now, reference=reason.strip()[:300], recorded_by=acting.user,
+        amount=amount, at=now, reference=reason.strip()[:300], recorded_by=user,
     )  # fmt: skip
     cash_apply(
         team_id=team.pk, currency=currency, amount=amount,
@@ -618,7 +640,8 @@ def credits_returned(*, entry_ids: list[int]) -> list[int]:
         return []
     now, today = db_now(), invoice_today()
     refund = []
-    corrected = {
+    # with_payment_facts' rows carry `applied` and `credited` (annotations)
+    corrected: dict[int, Any] = {
         i.pk: i
         for i in with_payment_facts(
             Invoice.objects.select_for_update(of=("self",)).filter(
@@ -627,7 +650,7 @@ def credits_returned(*, entry_ids: list[int]) -> list[int]:
         )
     }
     for note in notes:
-        invoice = corrected.get(note.corrects_id)
+        invoice = corrected.get(note.corrects_id) if note.corrects_id is not None else None
         if invoice is None:
             continue
         over = invoice.applied - (invoice.gross + invoice.credited)  # paid beyond what is asked
@@ -646,7 +669,11 @@ def credits_returned(*, entry_ids: list[int]) -> list[int]:
 
 def credit_refund_later(note_ids: list[int]) -> None:
     for pk in note_ids:
-        transaction.on_commit(lambda pk=pk: current_app.send_task(REFUND_TASK, args=(pk,)))
+        transaction.on_commit(functools.partial(_refund_later, pk))
+
+
+def _refund_later(note_id: int) -> None:
+    current_app.send_task(REFUND_TASK, args=(note_id,))
 
 
 def credit_refund(*, credit_note_id: int) -> CashEntry | None:
@@ -654,6 +681,9 @@ def credit_refund(*, credit_note_id: int) -> CashEntry | None:
     amount moved back to cash, never more than that payment captured less what was refunded
     of it. Once (a unique row per credit note, the processor's idempotency key)."""
     note = Invoice.objects.select_related("corrects").get(pk=credit_note_id)
+    corrects = note.corrects
+    if corrects is None:  # the database holds every credit note to the invoice it corrects
+        return None
     done = CashEntry.objects.filter(credit_note=note, kind=CashKind.REFUNDED).first()
     if done is not None:
         return done
@@ -663,9 +693,12 @@ def credit_refund(*, credit_note_id: int) -> CashEntry | None:
         )["s"]
         or Decimal(0)
     )
-    payment = Payment.objects.filter(
-        state=PaymentState.CAPTURED, quote_id=note.corrects.ledger_entry.quote_id
-    ).first()
+    quote_id = corrects.ledger_entry.quote_id
+    payment = (
+        Payment.objects.filter(state=PaymentState.CAPTURED, quote_id=quote_id).first()
+        if quote_id is not None  # an entry with no quote was never paid by card
+        else None
+    )
     if back <= 0 or payment is None:
         return None
     refunded = CashEntry.objects.filter(payment=payment, kind=CashKind.REFUNDED).aggregate(

@@ -241,7 +241,7 @@ def transfer_record(*, statement: BankStatement, credit: Credit) -> BankTransfer
         team_id=team_id, matched_by=how,
     )  # fmt: skip
     if invoices:
-        _receive(transfer, team_id, invoices)
+        _receive(transfer, invoices[0].team_id, invoices)
     return transfer
 
 

@@ -2,6 +2,10 @@
 then every GPU model and software stack the fleet runs judged by sizing.compatibility, the
 reasons in the reader's language, each with its sources and the date they were read."""
 
+from collections.abc import Iterable, Sequence
+from datetime import date
+from typing import Any
+
 from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 
@@ -132,7 +136,7 @@ def _major_minor(version: str) -> str:
     return "{}.{}".format(*(version_key(version) + [0])[:2])
 
 
-def _sources(keys, *, read_on=None) -> list[dict]:
+def _sources(keys: Iterable[str], *, read_on: date | None = None) -> list[dict[str, Any]]:
     found = []
     for key in keys:
         if not key:
@@ -166,8 +170,8 @@ def reference_tables() -> compatibility.Reference:
 
 
 def compatibility_request_check(
-    *, framework: str, version: str, build: str = "", features=()
-) -> tuple[compatibility.Build, object]:
+    *, framework: str, version: str, build: str = "", features: Sequence[str] = ()
+) -> tuple[compatibility.Build, FrameworkBuild | None]:
     """The build asked about, or Invalid naming what is known."""
     framework = (framework or "").strip().lower()
     version, build = (version or "").strip(), (build or "").strip().lower()
@@ -218,7 +222,7 @@ def _toolkit_build(version: str) -> compatibility.Build:
                                toolkit=version, sources=("N1",))  # fmt: skip
 
 
-def _not_covered_words(framework: str):
+def _not_covered_words(framework: str) -> str:
     return _("%(name)s is not covered: no source for its builds could be cited, so nothing "
              "is checked for it. Covered: PyTorch, vLLM and bare CUDA toolkits.") % {
         "name": {"jax": "JAX", "tensorflow": "TensorFlow"}[framework]
@@ -232,7 +236,9 @@ def _requires(build: compatibility.Build) -> dict[str, str]:
     return {"requires_cuda": _major_minor(build.toolkit)}
 
 
-def compatibility_check(*, framework: str, version: str, build: str = "", features=()) -> dict:
+def compatibility_check(
+    *, framework: str, version: str, build: str = "", features: Sequence[str] = ()
+) -> dict[str, Any]:
     """Per GPU model and software stack in the catalog: whether the build runs, and why."""
     asked, row = compatibility_request_check(
         framework=framework, version=version, build=build, features=features
@@ -290,11 +296,11 @@ def compatibility_check(*, framework: str, version: str, build: str = "", featur
     }
 
 
-def _read_on(row):
+def _read_on(row: FrameworkBuild | None) -> date | None:
     return row.read_on if row is not None else None
 
 
-def _reference_row(row) -> dict | None:
+def _reference_row(row: FrameworkBuild | None) -> dict[str, Any] | None:
     if row is None:
         return None
     return {"origin": row.origin, "source": row.source, "read_on": row.read_on,

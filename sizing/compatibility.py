@@ -108,6 +108,7 @@ def check(build: Build, gpu: Gpu, ref: Reference, features=()) -> Verdict:
         arch, needs_jit = _architecture(build, gpu)
         reasons = [arch, *_driver(build, gpu, ref, needs_jit)]
         reasons += [_cuda_feature(f, build, gpu) for f in features]
+    runs: bool | None
     if any(r.ok is NO for r in reasons):
         runs = NO
     elif any(r.ok is UNKNOWN for r in reasons):

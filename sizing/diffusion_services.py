@@ -17,6 +17,7 @@ from sizing.diffusion import (
     GIB,
     PRESETS,
     DiffusionWorkload,
+    Phase,
     Pipeline,
     balanced,
     component_weights,
@@ -58,7 +59,7 @@ DIFFUSION_CAVEATS = {
 }  # fmt: skip
 
 
-def pipeline_from_request(data: dict) -> Pipeline:
+def pipeline_from_request(data: dict[str, Any]) -> Pipeline:
     """A preset, or a pasted pipeline (model_index.json and its components' configs)."""
     if "preset" in data:
         return preset_pipeline(data["preset"])
@@ -93,7 +94,7 @@ def component_error_words(exc: ComponentError) -> tuple[list[str], str]:
     return path, template % {k: str(v) for k, v in params.items()}
 
 
-def _caveat(code: str) -> dict:
+def _caveat(code: str) -> dict[str, Any]:
     title, text, term = DIFFUSION_CAVEATS.get(code) or CAVEATS[code]
     return {"code": code, "title": str(title), "text": str(text), "glossary": term}
 
@@ -116,7 +117,7 @@ def _gpu_caveats(gpu: GpuModel, workload: DiffusionWorkload, count: int) -> list
     return codes
 
 
-def _advice(pipeline: Pipeline, workload: DiffusionWorkload, peak) -> list[dict]:
+def _advice(pipeline: Pipeline, workload: DiffusionWorkload, peak: Phase) -> list[dict[str, Any]]:
     """What would lower the peak, with the figure it would come to."""
     out: list[dict[str, Any]] = []
     if workload.mode != "inference":
@@ -147,7 +148,7 @@ def _gib(n: int) -> str:
 def size_diffusion(
     *, pipeline: Pipeline, workload: DiffusionWorkload, gpu_model: str | None = None,
     gpu_count: int | None = None, overhead: Overhead = DEFAULT_OVERHEAD,
-) -> dict:  # fmt: skip
+) -> dict[str, Any]:  # fmt: skip
     """The answer the page and the API show for a diffusion workload."""
     every = phases(pipeline, workload)
     peak = max(every, key=lambda p: p.total_bytes)

@@ -204,7 +204,8 @@ READING_FLAGS = (FlagKind.HOT, FlagKind.GPU_MISSING, FlagKind.NODE_UNREACHABLE, 
 ACTIVITY_FLAGS = (FlagKind.STOPPED_BUT_ACTIVE, FlagKind.UNALLOCATED_ACTIVE)
 
 
-class Flag(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class Flag(models.Model):  # type: ignore[django-manager-missing]
     """A condition staff should look at, on a node or one of its GPUs: opened once, seen
     again (`last_seen_at`), closed when it clears. Staff acknowledge a flag with a note; an
     acknowledged XID closes (it is an event), while a condition that still holds stays open,

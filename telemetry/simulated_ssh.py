@@ -106,8 +106,8 @@ class SimulatedSshServer:
         self.address, self.port = address, port
         self._sessions: dict[str, set] = {}
         self._file_channels: dict[str, set] = {}  # SFTP and scp sessions, per login
-        self._loop = None
-        self._acceptor = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._acceptor: asyncssh.SSHAcceptor | None = None
         host.on_kill = self.end_sessions
 
     async def start(self) -> int:
@@ -129,13 +129,13 @@ class SimulatedSshServer:
             def public_key_auth_supported(self):
                 return True
 
-        self._acceptor = await asyncssh.create_server(
+        self._acceptor = acceptor = await asyncssh.create_server(
             _Auth, self.address, self.port,
             server_host_keys=[_host_key(self.host.root / "ssh_host_ed25519_key")],
             process_factory=self._session, encoding="utf-8", keepalive_interval=30,
             sftp_factory=self._sftp, allow_scp=True,
         )  # fmt: skip
-        self.port = self._acceptor.sockets[0].getsockname()[1]
+        self.port = acceptor.sockets[0].getsockname()[1]
         return self.port
 
     def close(self) -> None:

@@ -161,7 +161,7 @@ def render_dcgm(
     drop = drop or set()
     meter = meter or _METER
     xids = xids or {}
-    rows = {k: [] for k in ("GPU_TEMP", "POWER_USAGE", "TOTAL_ENERGY_CONSUMPTION", "GPU_UTIL",
+    rows: dict[str, list[tuple[str, str]]] = {k: [] for k in ("GPU_TEMP", "POWER_USAGE", "TOTAL_ENERGY_CONSUMPTION", "GPU_UTIL",
                             "XID_ERRORS", "FB_FREE", "FB_USED", "FB_RESERVED")}  # fmt: skip
     for gpu in node.gpus:
         if gpu.index in drop:
@@ -228,7 +228,7 @@ def render_amd(
         "gpu_energy_consumed": "Accumulated energy consumed by the GPU in uJ",
         "gpu_ecc_uncorrect_total": "Total uncorrectable ECC errors",
     }
-    values = {name: [] for name in fams}
+    values: dict[str, list[tuple[str, str]]] = {name: [] for name in fams}
     total_mb = node.memory_mib * 2**20 / 1e6
     for gpu in node.gpus:
         if gpu.index in drop:

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from catalog.models import Option, Region, RentalPeriod
+from catalog.models import GpuModel, Option, Region, RentalPeriod
 from core.fields import MoneyAmountField
 
 
@@ -26,7 +26,9 @@ class OptionSerializer(serializers.ModelSerializer):
     name = in_language("The option's name")
     description = in_language("What the option gives")
     unit = in_language("What one of its quantity is: TB, address, setup")
-    gpu_models = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    gpu_models: "serializers.RelatedField[GpuModel, str, str] | serializers.ManyRelatedField" = (
+        serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    )
     input_label = in_language("What a quote must give with it (`input`); empty: nothing")
     lead_time_seconds = serializers.SerializerMethodField(
         help_text="how long before the start it must be booked; 0: it can start now"

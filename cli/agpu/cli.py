@@ -47,7 +47,8 @@ class Failure(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = FAILED, *, hints=(), problem=None):
         super().__init__(message)
-        self.exit_code = exit_code
+        # click declares exit_code a ClassVar but reads it from the instance (its Exit sets it so)
+        self.exit_code = exit_code  # type: ignore[misc]
         self.hints = list(hints)
         self.problem = problem
 

@@ -13,12 +13,19 @@ LANG, the first one set); anything but Polish is English.
 import gettext
 import os
 from pathlib import Path
+from typing import TypedDict
 
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DOMAIN = "agpu"
 LANGUAGES = ("en", "pl")
 
-_current = {"language": "en", "translation": gettext.NullTranslations()}
+
+class _Current(TypedDict):
+    language: str
+    translation: gettext.NullTranslations
+
+
+_current: _Current = {"language": "en", "translation": gettext.NullTranslations()}
 
 
 def _code(value: str) -> str:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -249,7 +249,7 @@ def quote_notes(quote: dict) -> list[str]:
 
 def allocations_table(allocations: list[dict]) -> Table:
     table = _table()
-    for column, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         (tr("ID"), "left"),
         (tr("State"), "left"),
         (tr("Model"), "left"),
@@ -259,7 +259,8 @@ def allocations_table(allocations: list[dict]) -> Table:
         (tr("Paid until"), "left"),
         (tr("Access"), "left"),
         (tr("Cluster"), "left"),
-    ):
+    )
+    for column, justify in columns:
         table.add_column(column, justify=justify)
     for allocation in allocations:
         access = allocation.get("access") or {}

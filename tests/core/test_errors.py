@@ -19,7 +19,7 @@ from core.problems import PROBLEM_CONTENT_TYPE, TYPE_BASE, problem_exception_han
 from payments.webhooks import _problem as webhook_problem
 from rentals.errors import ReadOnly
 from rentals.models import Allocation
-from tests.rentals.helpers import book
+from tests.support.booking import book
 
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 
