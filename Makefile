@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint fmt venv chromium gettext openssh engines fonts clean manage
+.PHONY: run test bench lint typecheck fmt venv chromium gettext openssh engines fonts clean manage
 
 # The console, and `agpu` (cli/, its own package: the tests run it as customers do).
 $(VENV)/.installed: pyproject.toml cli/pyproject.toml
