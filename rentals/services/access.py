@@ -6,6 +6,11 @@ change of what the node really grants is an event (access granted, access revoke
 first grant of a paid period a notice and a webhook (`allocation.access_ready`).
 """
 
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, cast
+
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
@@ -31,10 +36,13 @@ from telemetry.models import NodeAgent
 
 MAX_KEYS = 20  # per allocation
 
+# A node's desired or applied access state, as the agent reads and reports it (JSON).
+AccessState = dict[str, Any]
+
 
 def keys_for_booking(*, acting: Acting, ssh_key_ids: list[int] | None) -> list[SshKey]:
     """The keys a booking lets in: the booker's chosen ones, or all the booker's keys."""
-    keys = SshKey.objects.filter(user=acting.user)
+    keys = SshKey.objects.filter(user=cast(User, acting.user))
     if ssh_key_ids is None:
         return list(keys[:MAX_KEYS])
     chosen = list(keys.filter(pk__in=set(ssh_key_ids)))
@@ -48,7 +56,7 @@ def keys_for_booking(*, acting: Acting, ssh_key_ids: list[int] | None) -> list[S
     return chosen
 
 
-def _ids(ids) -> str:
+def _ids(ids: Iterable[int]) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 
 
@@ -81,7 +89,11 @@ def allocation_keys_set(
     chosen = set(
         AllocationKey.objects.filter(allocation__in=members).values_list("ssh_key_id", flat=True)
     )
-    own = set(SshKey.objects.filter(user=acting.user, pk__in=wanted).values_list("pk", flat=True))
+    own = set(
+        SshKey.objects.filter(user=cast(User, acting.user), pk__in=wanted).values_list(
+            "pk", flat=True
+        )
+    )
     unknown = wanted - own - chosen
     if unknown:
         raise Invalid(
@@ -97,18 +109,20 @@ def allocation_keys_set(
     events_record(
         members,
         kind=EventKind.KEYS,
-        actor=acting.user,
+        actor=cast(User, acting.user),
         note=f"+{added} −{removed}",
         at=db_now(),
     )
     return allocation
 
 
-def _merged(before: dict | None, served: dict, applied_ids: set[str], failed: set[str]) -> dict:
+def _merged(
+    before: AccessState | None, served: AccessState, applied_ids: set[str], failed: set[str]
+) -> AccessState:
     """What the node now really has: the served entries it applied, and for the rest (failed
     or not named) what it had before."""
     had = {e["id"]: e for e in (before or {}).get("allocations", [])}
-    entries = {}
+    entries: dict[str, dict[str, Any]] = {}
     for entry in served.get("allocations", []):
         if entry["id"] in applied_ids and entry["id"] not in failed:
             entries[entry["id"]] = entry
@@ -126,10 +140,10 @@ def access_report(
     *,
     agent: NodeAgent,
     generation: str,
-    applied: list,
-    errors: list,
+    applied: list[object],
+    errors: list[dict[str, Any]],
     version: str = "",
-    software: dict | None = None,
+    software: dict[str, Any] | None = None,
 ) -> None:
     """A node's agent says what it applied of the state it was served (and, where it
     sends one, the node's software stack)."""
@@ -154,11 +168,11 @@ def access_report(
     _announce_changes(before, after, now)
 
 
-def _granted(state: dict | None) -> dict[str, dict]:
+def _granted(state: AccessState | None) -> dict[str, dict[str, Any]]:
     return {e["id"]: e for e in (state or {}).get("allocations", []) if e["granted"]}
 
 
-def _announce_changes(before, after, now) -> None:
+def _announce_changes(before: AccessState | None, after: AccessState | None, now: datetime) -> None:
     was, now_granted = _granted(before), _granted(after)
     granted = [i for i in now_granted if i not in was]
     revoked = [i for i in was if i not in now_granted]
