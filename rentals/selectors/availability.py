@@ -3,6 +3,7 @@ fits and the earliest start when nothing fits now. Reads only; placement.py lock
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import Count
@@ -149,7 +150,7 @@ def availability_days(
 def availability_days_read(
     *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None,
     requires: Requires = NO_REQUIRES,
-) -> tuple[list[dict], datetime | None]:  # fmt: skip
+) -> tuple[list[dict[str, Any]], datetime | None]:  # fmt: skip
     """`availability_days`' answer and the instant it is as of: from the capacity read model
     where it is fresh and can answer (pages then say "as of"), else read exactly (None)."""
     summary = capacity_days_summary(

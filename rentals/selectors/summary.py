@@ -4,6 +4,7 @@ exactly instead (slower, never wrong). What is read here is advisory: pages say 
 and booking checks again."""
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Max, Sum
 from django.utils import timezone
@@ -32,7 +33,7 @@ def capacity_as_of(*, gpu_model: GpuModel, now: datetime | None = None) -> datet
 def capacity_days_summary(
     *, gpu_model: GpuModel, start: datetime, days: int, region_id: int | None = None,
     requires: Requires = NO_REQUIRES, now: datetime | None = None,
-) -> tuple[list[dict], datetime] | None:  # fmt: skip
+) -> tuple[list[dict[str, Any]], datetime] | None:  # fmt: skip
     """`availability_days`' answer from the summary, with its `as_of`; None where the
     summary cannot give it: too old or missing, a software stack asked for (the summary is
     not kept per stack), more days than it keeps, or `start` on another day than its first
