@@ -15,6 +15,7 @@ from django.utils import timezone
 from catalog.models import GpuModel, Node, NodeState, Region
 from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
 from catalog.software import NO_REQUIRES, Requires
+from rentals.selectors.summary import capacity_days_summary
 from rentals.sql import capacity as capacity_sql
 from rentals.sql import holdings as holdings_sql
 
@@ -177,6 +178,23 @@ def availability_days(
     ]
 
 
+def availability_days_read(
+    *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES,
+) -> tuple[list[dict[str, Any]], datetime | None]:  # fmt: skip
+    """`availability_days`' answer and the instant it is as of: from the capacity read model
+    where it is fresh and can answer (pages then say "as of"), else read exactly (None)."""
+    summary = capacity_days_summary(
+        gpu_model=gpu_model, start=start, days=days, region_id=region_id, requires=requires
+    )
+    if summary is not None:
+        return summary
+    exact = availability_days(
+        gpu_model=gpu_model, start=start, days=days, region_id=region_id, requires=requires
+    )
+    return exact, None
+
+
 @dataclass(frozen=True)
 class CalendarDay:
     """One day of the booking page's calendar: `free` is what the calendar counts (whole
@@ -207,6 +225,7 @@ class Calendar:
     per_node: int  # the GPUs of the model's largest node, at least 1
     nodes: int  # the model's active nodes (in the region), at least 1
     scale: list[CalendarStep]
+    as_of: datetime | None = None  # read from the capacity read model as of then; None: exact
 
 
 def availability_calendar(
@@ -214,10 +233,11 @@ def availability_calendar(
     region: Region | None = None, requires: Requires = NO_REQUIRES, days: int = CALENDAR_DAYS,
 ) -> Calendar:  # fmt: skip
     """`days` days of availability from `start`'s day, each counted as the calendar shows it
-    (whole nodes free when `whole_nodes`, else the most GPUs free on one node) and tinted
-    against the most there could be; `per_node` is `max_gpus_per_node`, which the caller
-    has read already. Two queries: the days and the active nodes."""
-    rows = availability_days(
+        (whole nodes free when `whole_nodes`, else the most GPUs free on one node) and tinted
+        against the most there could be; `per_node` is `max_gpus_per_node`, which the caller
+        has read already. Three queries: the summary's freshness, the days (from the capacity read
+    model, `as_of` then set; or exactly, two queries) and the active nodes."""
+    rows, as_of = availability_days_read(
         gpu_model=gpu_model, start=start, days=days,
         region_id=region.pk if region else None, requires=requires,
     )  # fmt: skip
@@ -246,6 +266,7 @@ def availability_calendar(
         per_node=max(per_node, 1),
         nodes=nodes,
         scale=[CalendarStep(free=n, shade=calendar_shade(n, of)) for n in calendar_scale_steps(of)],
+        as_of=as_of,
     )
 
 

@@ -46,6 +46,7 @@ from rentals.services.events import events_announce, ledger_announce, raise_if_l
 from rentals.services.notices import receipt_mail
 from rentals.services.quotes import no_capacity
 from rentals.services.spend import spend_limit_check
+from rentals.services.summary import capacity_changed
 from rentals.sql import booking as booking_sql
 
 _Row = TypeVar("_Row", bound=Model)
@@ -115,6 +116,7 @@ def allocation_book(
         raise
     allocation_keys_attach(allocations=allocations, keys=keys)
     bump(CATALOG)  # GPUs free now changed for the catalog list
+    capacity_changed(gpu_model_ids=[quote.gpu_model_id])  # and the capacity read model
     events_announce(_as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now))
     ledger_announce([charge_id], charges_only=True)  # last: its invoice number is locked
     lead = allocations[0]

@@ -42,6 +42,7 @@ from rentals.selectors.holdings import holdings_overlapping
 from rentals.services.allocations import members_cancel, members_locked
 from rentals.services.events import raise_if_lost_race
 from rentals.services.notices import notices_queue
+from rentals.services.summary import capacity_changed
 from rentals.services.swaps import gpus_swap, spare_find
 from rentals.signals import allocation_notices_recorded
 
@@ -312,6 +313,11 @@ def maintenance_create(
         raise_if_lost_race(exc, Conflict(_("The GPUs were just booked; look again.")))
         raise
     bump(CATALOG)
+    capacity_changed(
+        gpu_model_ids=Node.objects.filter(pk__in={g.node_id for g in request.gpus})
+        .values_list("gpu_model_id", flat=True)
+        .distinct()
+    )
     _notices_record(window, outcome, now)
     done = cast("WithAnnotations[MaintenanceWindow, WindowOutcome]", window)
     done.outcome = outcome

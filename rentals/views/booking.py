@@ -354,6 +354,7 @@ def _availability_context(request, gpu_model, form) -> dict:
         "calendar_per_node": calendar.per_node,
         "calendar_nodes": calendar.nodes,
         "calendar_scale": [asdict(step) for step in calendar.scale],
+        "calendar_as_of": calendar.as_of,
         "windows": windows,
         "start_then": _start_then_url(gpu_model, choice, windows, now),
         "availability_for": {

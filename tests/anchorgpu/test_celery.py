@@ -85,6 +85,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "close-fleet-report-steps",
         "issue-held-invoices",
         "payment-reminders",
+        "refresh-capacity-summaries",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)
