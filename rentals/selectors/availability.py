@@ -181,7 +181,7 @@ def availability_days(
 def availability_days_read(
     *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None,
     requires: Requires = NO_REQUIRES,
-) -> tuple[list[dict[str, Any]], datetime | None]:  # fmt: skip
+) -> tuple[list[AvailabilityDay], datetime | None]:  # fmt: skip
     """`availability_days`' answer and the instant it is as of: from the capacity read model
     where it is fresh and can answer (pages then say "as of"), else read exactly (None)."""
     summary = capacity_days_summary(

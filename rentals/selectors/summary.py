@@ -4,7 +4,7 @@ exactly instead (slower, never wrong). What is read here is advisory: pages say 
 and booking checks again."""
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db.models import Max, Sum
 from django.utils import timezone
@@ -12,6 +12,9 @@ from django.utils import timezone
 from catalog.models import GpuModel
 from catalog.software import NO_REQUIRES, Requires
 from rentals.models import CapacityDay, CapacityNode, CapacitySummary
+
+if TYPE_CHECKING:  # availability imports this module
+    from rentals.selectors.availability import AvailabilityDay
 
 # Rows older than this are not served: no worker keeps them (or it fell behind).
 FRESH = timedelta(minutes=2)
@@ -33,7 +36,7 @@ def capacity_as_of(*, gpu_model: GpuModel, now: datetime | None = None) -> datet
 def capacity_days_summary(
     *, gpu_model: GpuModel, start: datetime, days: int, region_id: int | None = None,
     requires: Requires = NO_REQUIRES, now: datetime | None = None,
-) -> tuple[list[dict[str, Any]], datetime] | None:  # fmt: skip
+) -> "tuple[list[AvailabilityDay], datetime] | None":  # fmt: skip
     """`availability_days`' answer from the summary, with its `as_of`; None where the
     summary cannot give it: too old or missing, a software stack asked for (the summary is
     not kept per stack), more days than it keeps, or `start` on another day than its first
@@ -57,7 +60,7 @@ def capacity_days_summary(
             one=Max("max_gpus_on_one_node"), whole=Sum("free_whole_nodes"), total=Sum("free_gpus")
         )
     }
-    rows = []
+    rows: list[AvailabilityDay] = []
     for k in range(days):
         day = first + timedelta(days=k)
         row = by_day.get(day) or {"one": 0, "whole": 0, "total": 0}
