@@ -317,6 +317,8 @@ class Invitation(models.Model):  # type: ignore[django-manager-missing]
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Not a column: set by accounts.services.teams.invitation_create (it renewed an open one).
+    renewed: bool
 
     class Meta:
         ordering = ["-created_at"]
