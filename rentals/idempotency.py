@@ -13,10 +13,8 @@ import json
 import time
 import uuid
 from datetime import datetime
-from typing import cast
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db import connection
 from django.http import HttpResponse
 from django.utils.translation import gettext as _
@@ -103,7 +101,7 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
         cursor.execute(
             idempotency_sql.IDEMPOTENCY_CLAIM,
             {
-                "team": team.pk, "user": cast(User, acting.user).pk, "key": key,
+                "team": team.pk, "user": acting.user.pk, "key": key,
                 "fingerprint": fingerprint,
                 "status_code": response.status_code,
                 "content_type": response.get("Content-Type", ""),

@@ -8,9 +8,8 @@ first grant of a paid period a notice and a webhook (`allocation.access_ready`).
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
@@ -42,7 +41,7 @@ AccessState = dict[str, Any]
 
 def keys_for_booking(*, acting: Acting, ssh_key_ids: list[int] | None) -> list[SshKey]:
     """The keys a booking lets in: the booker's chosen ones, or all the booker's keys."""
-    keys = SshKey.objects.filter(user=cast(User, acting.user))
+    keys = SshKey.objects.filter(user=acting.user)
     if ssh_key_ids is None:
         return list(keys[:MAX_KEYS])
     chosen = list(keys.filter(pk__in=set(ssh_key_ids)))
@@ -89,11 +88,7 @@ def allocation_keys_set(
     chosen = set(
         AllocationKey.objects.filter(allocation__in=members).values_list("ssh_key_id", flat=True)
     )
-    own = set(
-        SshKey.objects.filter(user=cast(User, acting.user), pk__in=wanted).values_list(
-            "pk", flat=True
-        )
-    )
+    own = set(SshKey.objects.filter(user=acting.user, pk__in=wanted).values_list("pk", flat=True))
     unknown = wanted - own - chosen
     if unknown:
         raise Invalid(
@@ -109,7 +104,7 @@ def allocation_keys_set(
     events_record(
         members,
         kind=EventKind.KEYS,
-        actor=cast(User, acting.user),
+        actor=acting.user,
         note=f"+{added} −{removed}",
         at=db_now(),
     )

@@ -9,7 +9,7 @@ act on one node (`cluster_stop`/`cluster_start` on every node).
 """
 
 from datetime import datetime
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -93,7 +93,7 @@ def _transition(
     event_record(
         allocation,
         kind=change.kind,
-        actor=cast(User, acting.user),
+        actor=acting.user,
         from_state=from_state,
         to_state=change.to_state,
         at=now,
@@ -128,7 +128,7 @@ def allocation_cancel(
         raise InvalidTransition(
             _("Only a scheduled allocation can be cancelled before it starts; stop it instead.")
         )
-    members_cancel(members, actor=cast(User, acting.user), now=now)
+    members_cancel(members, actor=acting.user, now=now)
     cancelled = next(m for m in members if m.pk == allocation.pk)
     # The receipt: the booker paid, the booker hears of the refund (mailed after commit).
     receipt_record(allocation=cancelled, quote=cancelled.quote, kind=NoticeKind.REFUNDED, at=now)
@@ -288,7 +288,7 @@ def extension_quote_create(
     return quote_store(
         Quote(
             team=acting.team,
-            user=cast(User, acting.user),
+            user=acting.user,
             kind=QuoteKind.EXTENSION,
             extends=lead,
             gpu_model=lead.gpu_model,
@@ -388,7 +388,7 @@ def _extension_write(
     Quote.objects.filter(pk=quote.pk).update(used_at=now)
     charge = LedgerEntry.objects.create(
         team=lead.team,
-        user=cast(User, acting.user),
+        user=acting.user,
         allocation=lead,
         period_id=lead.period_id,
         kind=LedgerKind.CHARGE,
@@ -407,7 +407,7 @@ def _extension_write(
     events_record(
         members,
         kind=EventKind.EXTEND,
-        actor=cast(User, acting.user),
+        actor=acting.user,
         note=f"{old_until:%Y-%m-%d %H:%M} → {new_until:%Y-%m-%d %H:%M} UTC",
         at=now,
     )

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from uuid import UUID
 
-from django.contrib.auth.models import User
 from django.db import IntegrityError, connection
 from django.db.models import Exists, Model, OuterRef
 from django.utils.translation import gettext as _
@@ -274,7 +273,7 @@ def _place(
         raise _no_capacity(quote, paid_from, paid_until)
     group, nodes = grouped
     cluster = Cluster.objects.create(
-        team=acting.team, user=cast(User, acting.user), quote=quote, gpu_model=quote.gpu_model,
+        team=acting.team, user=acting.user, quote=quote, gpu_model=quote.gpu_model,
         node_count=quote.node_count, network_group=group,
     )  # fmt: skip
     return cluster, nodes

@@ -3,10 +3,9 @@
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict, TypeVar, cast
+from typing import Any, TypedDict, TypeVar
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -224,7 +223,7 @@ def quote_create(
         requires_rocm=requires_rocm, now=now,
     )  # fmt: skip
     _capacity_check(quote)
-    quote.team, quote.user = acting.team, cast(User, acting.user)
+    quote.team, quote.user = acting.team, acting.user
     return quote_store(quote, lines=lines, total=total, now=now)
 
 
