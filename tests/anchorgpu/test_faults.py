@@ -25,6 +25,8 @@ import httpx
 import psycopg
 import pytest
 
+from tests.support.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -250,6 +252,9 @@ def test_killed_workers_and_beat_come_back_and_their_work_goes_on(product):
     watcher.start()
     killed_at = datetime.now(UTC)
     for needle in ("--queues default", "--queues poll", "celery -A anchorgpu beat"):
+        # One of each, once the launcher has (re)started it: an earlier test's Redis outage
+        # may have a worker coming back right now.
+        assert wait_for(lambda n=needle: len(product.children(n)) == 1), product.logged()
         (pid,) = product.children(needle)
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
