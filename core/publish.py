@@ -10,12 +10,30 @@ import logging
 from collections.abc import Sequence
 
 from celery import current_app
+from django.core.cache import cache
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
 from core.cache import breaker
 
 logger = logging.getLogger(__name__)
+
+
+def publish_once(task_name: str, *, within: float = 1.0) -> bool:
+    """Queue `task_name()` at most once per `within` seconds across every process (a Redis
+    key), for a sweep that catches up on all there is: many commits, one run. Whether it
+    was queued; with Redis away it is not, and the beat schedule runs the sweep anyway."""
+    if not cache.add(f"publish-once:{task_name}", 1, timeout=within):
+        return False
+    if not breaker.allows():
+        return False
+    try:
+        current_app.send_task(task_name)
+    except (RedisError, OSError, BrokerError) as exc:
+        breaker.failure(exc)
+        logger.warning("%s: left for the beat schedule (broker unavailable)", task_name)
+        return False
+    return True
 
 
 def publish(task_name: str, ids: Sequence[object]) -> int:
