@@ -198,6 +198,7 @@ WITH clock AS (
     FROM numbered d
     JOIN accounts_team t ON t.id = d.team_id
     CROSS JOIN clock
+    ORDER BY d.entry_id, d.corrects_id  -- ids in this order: a transaction's are numbered by them
     RETURNING id, ledger_entry_id, corrects_id, vat_rate
 ), released AS (
     DELETE FROM invoices_heldinvoice h USING invoice v WHERE h.ledger_entry_id = v.ledger_entry_id
@@ -251,7 +252,8 @@ WITH clock AS (
 ), horizon AS (
     -- The oldest transaction still open that could yet commit a document: this statement's
     -- snapshot's open ones (xip), less those pg_stat_activity shows in another database
-    -- (another app sharing the server never writes ours); with none, the snapshot's xmax.
+    -- (another app sharing the server never writes ours); with none, the snapshot's xmax
+    -- (every transaction below it has ended; those from it on are not in xip).
     -- One ended before pg_stat_activity is read is not seen in it, so it still counts.
     SELECT coalesce(
         (SELECT min(x) FROM pg_snapshot_xip(s.snap) x
@@ -265,7 +267,10 @@ WITH clock AS (
            row_number() OVER (PARTITION BY v.series ORDER BY v.xact, v.id) AS k,
            count(*) OVER (PARTITION BY v.series) AS n
     FROM invoices_invoice v CROSS JOIN clock CROSS JOIN horizon h
-    WHERE v.number IS NULL AND v.xact < h.xact
+    WHERE v.number IS NULL
+      -- And this transaction's own (one that issues and numbers in one transaction, as a
+      -- test does; the task numbers in a transaction of its own, with none).
+      AND (v.xact < h.xact OR v.xact = pg_current_xact_id_if_assigned()::text::bigint)
 ), counter AS (
     INSERT INTO invoices_invoicecounter AS c (series, year, last)
     SELECT series, year, max(n) FROM pending GROUP BY series, year ORDER BY series
