@@ -4,7 +4,6 @@ streamed: the zip is written as it goes, never held whole in memory."""
 import zipfile
 
 from django.http import HttpResponse, StreamingHttpResponse
-
 from django.utils.translation import gettext as _
 
 from invoices.errors import InvoiceNotNumbered

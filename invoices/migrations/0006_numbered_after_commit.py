@@ -9,7 +9,6 @@ numbering it twice, is refused as before."""
 
 from django.db import migrations, models
 
-
 NUMBER_ONCE = """
 CREATE FUNCTION invoices_invoice_number_once() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
