@@ -12,6 +12,7 @@ from accounts.services.tokens import api_token_create
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.perf.conftest import (
+    audit_triggers_off,
     book_in_threads,
     book_over_http,
     fleet,
@@ -38,6 +39,17 @@ def test_bookings_per_second(django_user_model):
     }  # fmt: skip
     service_bps = THREADS * per_thread / book_in_threads(users, quotes)
     assert Allocation.objects.count() == THREADS * per_thread
+    # The audit log's share: the same bookings, a window of their own, with its triggers off.
+    later = timezone.now() + timedelta(days=2 * (len(WORKERS) + 1))
+    quotes = {
+        u.pk: [quote_create(acting=acting_as(u), gpu_model="h100-sxm", gpu_count=1, period="day",
+                            period_count=1, starts_at=later)
+               for _ in range(per_thread)]
+        for u in users
+    }  # fmt: skip
+    with audit_triggers_off() as disabled:
+        unaudited_bps = THREADS * per_thread / book_in_threads(users, quotes)
+    assert disabled > 0 and Allocation.objects.count() == 2 * THREADS * per_thread
 
     tokens = [api_token_create(user=u, name="bench") for u in users]
     http_bps = {}
@@ -62,6 +74,10 @@ def test_bookings_per_second(django_user_model):
         " shared by the clients, gunicorn and PostgreSQL)",
         {
             "service": {"bookings_per_s": service_bps, "ratio_to_pgbench_tps": service_bps / tps},
+            "service, audit triggers off": {
+                "bookings_per_s": unaudited_bps,
+                "audit_share": 1 - service_bps / unaudited_bps,
+            },
             **{
                 f"HTTP (gunicorn {w}×4)": {
                     "bookings_per_s": http_bps[w],
