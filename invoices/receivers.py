@@ -1,10 +1,9 @@
-"""The ledger's signal, turned into invoices and credit notes in the same transaction, and
-numbered after its commit."""
+"""The ledger's signal, turned into invoices and credit notes in the same transaction
+(numbered after its commit: invoices_number_task)."""
 
 from django.db import transaction
 from django.dispatch import receiver
 
-from core.publish import publish_once
 from invoices.services import invoices_held_among, invoices_issue
 from invoices.tasks import invoices_held_alert_task
 from rentals.signals import ledger_entries_recorded
@@ -18,5 +17,3 @@ def _ledger_entries(sender, entry_ids, charges_only=False, **kwargs):
         entry_ids=entry_ids
     ):
         transaction.on_commit(invoices_held_alert_task.delay)
-    if issued:  # numbered (and then sent to KSeF) after the commit, by invoices_number_task
-        transaction.on_commit(lambda: publish_once("invoices.tasks.invoices_number_task"))

@@ -28,7 +28,7 @@ from accounts.models import BillingMode
 from catalog.models import GpuPrice, OptionPrice
 from core.db import db_now
 from core.money import default_currency
-from core.publish import publish
+from core.publish import publish, publish_once
 from invoices import sql
 from invoices.errors import XmlInvalid
 from invoices.fa3 import invoice_xml
@@ -70,7 +70,8 @@ def seller_is_polish() -> bool:
 def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[int]:
     """Issue the documents these ledger rows call for (an invoice per charge, credit notes
     for refunds and credits), inside the caller's transaction; their ids. Declares no
-    transaction: it commits or rolls back with the ledger rows. `charges_only`: the rows are
+    transaction: it commits or rolls back with the ledger rows, unnumbered, and cues their
+    numbering after the commit. `charges_only`: the rows are
     all charges (a booking's, an extension's), issued by the smaller statement."""
     if not entry_ids:
         return []
@@ -102,6 +103,8 @@ def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[
             },
         )
         ids = [row[0] for row in cursor.fetchall()]
+    if ids:  # numbered (then sent to KSeF) after the commit: invoices_number_task
+        transaction.on_commit(lambda: publish_once("invoices.tasks.invoices_number_task"))
     return ids
 
 
