@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from accounts.roles import acting_as
 from accounts.services.tokens import api_token_create
+from invoices.models import HeldInvoice, Invoice
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.perf.conftest import (
@@ -23,6 +24,7 @@ from tests.perf.conftest import (
     report,
     target,
 )
+from tests.support.factories.invoices import pln_rates_create
 from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,6 +34,9 @@ WORKERS = (1, 2, 4)  # gunicorn processes: booking throughput scales with web pr
 
 def test_bookings_per_second(django_user_model):
     fleet()
+    # The demo catalog prices in USD with a Polish seller: without the NBP rate of a day
+    # before the sale every invoice would be held, and no booking would issue one.
+    pln_rates_create()
     users = [django_user_model.objects.create_user(f"b{i}") for i in range(THREADS)]
     per_thread = 40
     quotes = {
@@ -74,6 +79,9 @@ def test_bookings_per_second(django_user_model):
         http_bps[workers] = len(codes) / elapsed
         assert set(codes) == {201}
     assert overlapping_pairs() == 0
+    # Every booking issued its invoice (numbered or, after commit, still being numbered).
+    assert not HeldInvoice.objects.exists()
+    assert Invoice.objects.count() == Allocation.objects.count()
 
     tps = pgbench_tps(clients=THREADS)
     report(
