@@ -105,8 +105,9 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m anchorgpu.launcher exec -- $(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m anchorgpu.launcher exec -- $(VENV)/bin/mypy
 
-# mypy joins `lint` once rentals, accounts and invoices check clean (docs/testing.md).
+# mypy alone (also the last step of `lint`).
 typecheck: venv
 	$(PY) -m anchorgpu.launcher exec -- $(VENV)/bin/mypy
 

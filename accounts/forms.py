@@ -3,13 +3,16 @@ toward the lockout, and a code that was used once, the one that turned TOTP on t
 never taken again), and a sign-up that fills in a team invitation's address."""
 
 import contextlib
+from typing import Any
 
 from allauth.account.forms import SignupForm
 from allauth.core import context
 from allauth.mfa.adapter import get_adapter
 from allauth.mfa.base.forms import AuthenticateForm, ReauthenticateForm
+from allauth.mfa.models import Authenticator
 from allauth.mfa.totp.forms import ActivateTOTPForm
 from django import forms
+from django.contrib.auth.models import User
 
 from accounts.adapter import INVITATION_SESSION_KEY
 from accounts.errors import (
@@ -23,6 +26,11 @@ from accounts.signin import second_factor_check, second_factor_code_spend
 
 
 class _CountedCode:
+    # What the allauth form it is mixed into holds.
+    cleaned_data: dict[str, Any]
+    user: User
+    authenticator: Authenticator
+
     def clean_code(self) -> str:
         code = self.cleaned_data["code"]
         try:

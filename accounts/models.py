@@ -3,6 +3,7 @@
 import hashlib
 import secrets
 import zoneinfo
+from typing import TYPE_CHECKING
 
 from allauth.account.models import EmailAddress
 from django.conf import settings
@@ -14,6 +15,9 @@ from django.utils.translation import gettext_lazy as _
 from core.db import choices_check
 from core.money import CurrencyField, MoneyField
 from core.vat import TaxTreatment
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 def token_hash(raw: str) -> str:
@@ -29,7 +33,8 @@ class Role(models.TextChoices):
     VIEWER = "viewer", _("viewer")
 
 
-class ApiToken(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class ApiToken(models.Model):  # type: ignore[django-manager-missing]
     """A personal API token. Only its SHA-256 is stored; the user sees the secret once.
 
     It expires, and it dies with the password it was issued under: `password_stamp` is the
@@ -134,7 +139,8 @@ def new_team_billing_mode() -> str:
     return settings.ANCHORGPU["NEW_TEAM_BILLING_MODE"]
 
 
-class Team(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class Team(models.Model):  # type: ignore[django-manager-missing]
     """Who owns rentals and money. Every user has a personal team (`personal_for`); a company
     makes a team of its own and invites colleagues."""
 
@@ -147,7 +153,7 @@ class Team(models.Model):
         related_name="personal_team",
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    members = models.ManyToManyField(
+    members: "models.ManyToManyField[User, Membership]" = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
     # Optional: most the team may be charged per calendar month (UTC), in the catalog currency.
@@ -272,7 +278,8 @@ class BuyerReview(models.Model):
         return f"{self.team}: {self.problem} ({self.found_at:%Y-%m-%d})"
 
 
-class Membership(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class Membership(models.Model):  # type: ignore[django-manager-missing]
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
@@ -291,7 +298,8 @@ class Membership(models.Model):
         return f"{self.user} in {self.team} ({self.role})"
 
 
-class Invitation(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class Invitation(models.Model):  # type: ignore[django-manager-missing]
     """An invitation by e-mail to join a team in a role; the link carries a secret of which
     only the hash is kept."""
 
@@ -309,6 +317,8 @@ class Invitation(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Not a column: set by accounts.services.teams.invitation_create (it renewed an open one).
+    renewed: bool
 
     class Meta:
         ordering = ["-created_at"]
@@ -344,7 +354,8 @@ class SshKeyType(models.TextChoices):
     RSA = "ssh-rsa", "RSA"
 
 
-class SshKey(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class SshKey(models.Model):  # type: ignore[django-manager-missing]
     """A person's SSH public key. The nodes of the allocations it is chosen for let it in
     while they run (the node agent writes it into the tenant's authorized_keys)."""
 

@@ -19,9 +19,11 @@ crediting impaired time) are operator actions on any team's rentals: `Operation`
 staff who hold its permission (superusers hold them all).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.http import HttpRequest
 from django.utils.translation import gettext as _
@@ -79,7 +81,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
 # fmt: on
 
 
-def allowed_by(table: dict[Action, tuple[bool, ...]]) -> dict[Role, frozenset[Action]]:
+def allowed_by(table: Mapping[Action, tuple[bool, ...]]) -> dict[Role, frozenset[Action]]:
     """The table read by role: what each role may do."""
     return {
         role: frozenset(action for action, row in table.items() if row[column])
@@ -97,10 +99,10 @@ class Acting:
     """A person acting for one team; `allowed` is their role's actions (a token's role can
     only narrow them)."""
 
-    user: object
+    user: User
     team: Team
     role: str
-    allowed: frozenset
+    allowed: frozenset[Action]
     token: ApiToken | None = None
     second_factor_missing: bool = False
 
@@ -253,7 +255,12 @@ def acting_for_session(request) -> Acting:
         acting = acting_as(request.user, auth.team, auth.role, token=auth)
     else:
         team_id = request.session.get(TEAM_SESSION_KEY) if hasattr(request, "session") else None
-        team = Team.objects.filter(pk=team_id, memberships__user=request.user).first()
+        # No team chosen: pk=None matches no row, as Django means it (the personal team
+        # then); the plugin takes only a str or int for pk.
+        team = Team.objects.filter(
+            pk=team_id,  # type: ignore[misc]
+            memberships__user=request.user,
+        ).first()
         acting = acting_as(request.user, team)
     request._acting_session = acting
     return acting

@@ -12,11 +12,12 @@ restart keeps them. Django's `authenticate()` is the only way past the password.
 
 import contextlib
 import ipaddress
+from typing import cast
 
 from allauth.mfa import app_settings as mfa_settings
 from allauth.mfa.models import Authenticator
 from django.contrib.auth import authenticate
-from django.core.cache import cache
+from django.core.cache import cache as default_cache
 from django.utils.translation import gettext as _
 from rest_framework.throttling import BaseThrottle
 
@@ -29,11 +30,13 @@ from accounts.errors import (
 )
 from accounts.models import SignIn, SignInMethod
 from accounts.selectors import email_confirmed
+from core.cache import RedisCache
 
 LOCKOUT_THRESHOLD = 5  # failures of one username from one address
 ADDRESS_THRESHOLD = 20  # failures from one address, whatever the usernames
 LOCKOUT_SECONDS = LockedOut.retry_after
 SECOND_FACTOR_THRESHOLD = 5  # wrong codes for one user, from anywhere
+cache = cast(RedisCache, default_cache)  # settings.CACHES: the default cache is core.cache's
 
 
 def client_address(request) -> str:

@@ -47,6 +47,12 @@ def beat_schedule():
             "schedule": timedelta(seconds=poll),
             "options": {"expires": poll},
         },
+        # The capacity read model, whatever changed (changes also refresh it within seconds).
+        "refresh-capacity-summaries": {
+            "task": "rentals.tasks.capacity_summaries_refresh_task",
+            "schedule": timedelta(minutes=1),
+            "options": {"expires": 60},
+        },
         "rollup-telemetry": {
             "task": "telemetry.tasks.telemetry_rollup_task",
             "schedule": timedelta(minutes=1),

@@ -20,14 +20,15 @@ vat_rate = percent_column("vat_rate", _("VAT rate"))
 
 class InvoiceLineInline(ReadOnlyInline):
     model = InvoiceLine
-    fields = readonly_fields = [
+    # Django shows callables in `fields` that are read-only too; the stubs allow only names.
+    fields = readonly_fields = (  # type: ignore[assignment]
         "position", "facts", "quantity",
         money_column("unit_price", _("unit price (net)"), currency="invoice__currency"),
         money_column("net", _("net"), currency="invoice__currency"),
         percent_column("vat_rate", _("VAT rate")),
         money_column("vat", _("VAT"), currency="invoice__currency"),
         money_column("gross", _("gross"), currency="invoice__currency"),
-    ]  # fmt: skip
+    )  # fmt: skip
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("invoice")
@@ -48,12 +49,13 @@ class InvoiceAdmin(HeldWarning, ReadOnlyAdmin):
     list_display = ["display_number", "kind", "team", "issued_on", net, gross]
     list_filter = ["kind", "tax_treatment", "currency", "year"]
     search_fields = ["display_number", "team__name"]
-    fields = readonly_fields = [
+    # Django shows callables in `fields` that are read-only too; the stubs allow only names.
+    fields = readonly_fields = (  # type: ignore[assignment]
         "display_number", "kind", "team", "ledger_entry", "corrects",
         when_column("issued_at", _("issued at")), "issued_on", "sold_on", "seller", "buyer",
         "tax_treatment", vat_rate, net, vat, gross, "pln_rate", "pln_rate_on",
         "pln_rate_table", "reason", "legal_note",
-    ]  # fmt: skip
+    )  # fmt: skip
     inlines = [InvoiceLineInline]
 
 

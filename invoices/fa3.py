@@ -187,8 +187,10 @@ def invoice_xml(invoice: Invoice) -> bytes:
     tax = _tax(invoice)
     rate = Decimal(invoice.pln_rate) if invoice.pln_rate is not None else None
     lines = list(invoice.lines.all())
+    builder: CorrectionInvoiceBuilder | BasicInvoiceBuilder
     if invoice.is_credit_note:
         corrected = invoice.corrects
+        assert corrected is not None  # invoices_invoice_credit_note_corrects
         builder = CorrectionInvoiceBuilder(invoice_number=invoice.display_number)
         ksef = getattr(corrected, "ksef", None)
         builder.corrects_invoice(

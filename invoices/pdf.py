@@ -99,6 +99,7 @@ def invoice_pdf(invoice: Invoice) -> bytes:
     ]
     if invoice.is_credit_note:
         corrected = invoice.corrects
+        assert corrected is not None  # invoices_invoice_credit_note_corrects
         story += [
             _p(
                 f"{label('corrects')}: {corrected.display_number} "
@@ -187,7 +188,7 @@ def invoice_pdf(invoice: Invoice) -> bytes:
         _p(f"{label('total')} — {due}: {_money(abs(invoice.gross), cur)}", s["bold_num"]),
     ]
     vat_pln = invoice.vat_in_pln()
-    if vat_pln is not None:
+    if vat_pln is not None and invoice.pln_rate is not None:  # vat_in_pln(): None without a rate
         story.append(
             _p(
                 f"{label('vat_pln')}: {_money(vat_pln, 'PLN')} — {label('rate')}: "

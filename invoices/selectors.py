@@ -6,6 +6,7 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.db.models import (
@@ -34,6 +35,9 @@ from invoices.models import (
     InvoicePayment,
     PaymentStatus,
 )
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -99,10 +103,10 @@ def invoice_get(*, acting: Acting, pk: int) -> Invoice:
     return invoice
 
 
-_MONEY = DecimalField(max_digits=18, decimal_places=4)
+_MONEY: "DecimalField[Decimal, Decimal]" = DecimalField(max_digits=18, decimal_places=4)
 
 
-def _summed(queryset, field):
+def _summed(queryset: QuerySet[Any], field: str) -> Coalesce:
     return Coalesce(
         Subquery(queryset.values(field).annotate(total=Sum("amount")).values("total")[:1]),
         Decimal(0),
@@ -110,7 +114,21 @@ def _summed(queryset, field):
     )
 
 
-def with_payment_facts(qs: QuerySet[Invoice]) -> QuerySet[Invoice]:
+class PaymentFacts(TypedDict):
+    """What `with_payment_facts` adds to each invoice."""
+
+    applied: Decimal
+    credited: Decimal
+    last_paid_on: date | None
+    allocation_id: int | None
+
+
+if TYPE_CHECKING:
+    # An invoice read by `with_payment_facts`.
+    InvoiceWithFacts = WithAnnotations[Invoice, PaymentFacts]
+
+
+def with_payment_facts(qs: QuerySet[Invoice]) -> "QuerySet[InvoiceWithFacts]":
     """Invoices annotated with what was applied to them (`applied`), what their credit notes
     took off (`credited`, negative), the last payment's day (`last_paid_on`) and the
     allocation they bill (`allocation_id`): `payment_status_of` reads these."""
@@ -136,16 +154,19 @@ def invoice_today() -> date:
     return timezone.now().astimezone(zone).date()
 
 
-def invoice_owed(invoice: Invoice) -> Decimal:
+def invoice_owed(invoice: "InvoiceWithFacts") -> Decimal:
     """What is still to pay on an invoice annotated by `with_payment_facts`: its gross less
     its credit notes and what was applied (never below zero: over-payments stay on the
     team's cash ledger)."""
     if invoice.kind != InvoiceKind.INVOICE:
         return Decimal(0)
-    return max(invoice.gross + invoice.credited - invoice.applied, Decimal(0))
+    owed: Decimal = invoice.gross + invoice.credited - invoice.applied
+    return max(owed, Decimal(0))
 
 
-def payment_status_of(invoice: Invoice, *, today: date | None = None, grace_days: int = 0) -> str:
+def payment_status_of(
+    invoice: "InvoiceWithFacts", *, today: date | None = None, grace_days: int = 0
+) -> PaymentStatus:
     """unpaid, partially_paid, paid or overdue, from the facts `with_payment_facts` adds."""
     if invoice.kind != InvoiceKind.INVOICE or invoice_owed(invoice) == 0:
         return PaymentStatus.PAID
@@ -155,7 +176,7 @@ def payment_status_of(invoice: Invoice, *, today: date | None = None, grace_days
     return PaymentStatus.PARTIALLY_PAID if invoice.applied > 0 else PaymentStatus.UNPAID
 
 
-def paid_on_of(invoice: Invoice):
+def paid_on_of(invoice: "InvoiceWithFacts") -> date | None:
     """The day the invoice was paid in full (its last payment's), or None."""
     if invoice.kind != InvoiceKind.INVOICE or invoice_owed(invoice) != 0 or not invoice.applied:
         return None

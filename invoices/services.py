@@ -12,13 +12,13 @@ import json
 import logging
 import math
 import zoneinfo
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
 from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import Q
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 KSEF_MAX_ATTEMPTS = 6
 
 
-def seller_details() -> dict:
+def seller_details() -> dict[str, str]:
     """The seller as the settings say now; each document keeps its own copy."""
     seller = settings.ANCHORGPU["SELLER"]
     return {
@@ -64,7 +64,8 @@ def seller_details() -> dict:
 
 
 def seller_is_polish() -> bool:
-    return settings.ANCHORGPU["SELLER"]["COUNTRY"] == "PL"
+    country: str = settings.ANCHORGPU["SELLER"]["COUNTRY"]
+    return country == "PL"
 
 
 def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[int]:
@@ -197,7 +198,7 @@ def invoices_held_alert() -> int:
     return len(claimed)
 
 
-def _rate_keepers():
+def _rate_keepers() -> list[User]:
     permission = Permission.objects.filter(
         content_type__app_label="invoices", codename="add_exchangerate"
     ).first()
@@ -317,7 +318,9 @@ def _ksef_claim(*, invoice_id: int) -> KsefSubmission:
 
 
 @transaction.atomic
-def _ksef_record(*, invoice_id: int, status: str, number: str = "", error: str = ""):
+def _ksef_record(
+    *, invoice_id: int, status: str, number: str = "", error: str = ""
+) -> KsefSubmission:
     now = db_now()
     submission = KsefSubmission.objects.select_for_update().get(invoice_id=invoice_id)
     submission.status = status
@@ -383,6 +386,6 @@ def exchange_rates_demo_keep(*, days: int = 40) -> int:
     return ExchangeRate.objects.count() - before
 
 
-def _business_day_of_year(day) -> int:
+def _business_day_of_year(day: date) -> int:
     first = day.replace(month=1, day=1)
     return sum(1 for n in range((day - first).days + 1) if (first + timedelta(n)).weekday() < 5)

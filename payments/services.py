@@ -16,13 +16,12 @@ import functools
 import logging
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import stripe
 from celery import current_app
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -249,7 +248,7 @@ def _payment_claim(acting: Acting, key: str, quote: Quote, card: Card) -> tuple[
         with transaction.atomic():
             return (
                 Payment.objects.create(
-                    team=acting.team, user=cast(User, acting.user),  # as in payment_record
+                    team=acting.team, user=acting.user,
                     idempotency_key=key, quote=quote, card=card, amount=quote.total,
                     currency=quote.currency,
                     state=PaymentState.REQUIRES_ACTION,  # until the processor answers
@@ -585,8 +584,7 @@ def payment_record(
 ) -> CashEntry:
     """Staff record a payment received outside the processor and the bank files (audited:
     the row names them and their reason), applied to the named invoice or the oldest."""
-    # Acting.user is typed `object` (accounts); whoever acts for a team is a User.
-    user = cast(User, acting.user)
+    user = acting.user
     if not user.is_staff:
         raise PaymentNotAuthorised(_("Only staff record payments."))
     with as_invalid():
@@ -611,7 +609,7 @@ def payment_record(
 def unpaid_invoices(*, team: Team, currency: str, first: str = "") -> list[Invoice]:
     """The team's invoices in `currency` that still ask money, oldest first (`first`, by its
     number, ahead of the others)."""
-    invoices = [
+    invoices: list[Invoice] = [
         i
         for i in with_payment_facts(
             Invoice.objects.filter(team=team, currency=currency, kind=InvoiceKind.INVOICE)

@@ -197,7 +197,7 @@ def _match(credit: Credit) -> tuple[list[Invoice], str]:
         if invoices and len(teams) == 1:
             return invoices, "number"
         return [], ""
-    asking = [
+    asking: list[Invoice] = [
         i
         for i in with_payment_facts(
             Invoice.objects.filter(

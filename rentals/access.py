@@ -18,6 +18,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from allauth.mfa.models import Authenticator
 from django.db import connection
@@ -32,6 +33,20 @@ from telemetry.agents import SEEN_EVERY
 from telemetry.models import NodeAgent
 
 SCHEDULED_LEAD = timedelta(minutes=5)  # a scheduled tenant's account is made this early
+
+
+class AccessFacts(TypedDict):
+    """What an allocation's access is judged from: `_ACCESS_FACTS` prefetches them (a
+    booking attaches the same, rentals.services.bookings)."""
+
+    live_gpus: list[AllocationGpu]
+    member_keys: list[AllocationKey]
+
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    WithAccessFacts = WithAnnotations[Allocation, AccessFacts]
 
 
 class AccessState:
@@ -101,7 +116,7 @@ def entry(*, allocation_id, state, paid_from, paid_until, gpus, keys, vcpus_per_
     }
 
 
-def desired_entry(allocation: Allocation) -> dict:
+def desired_entry(allocation: "WithAccessFacts") -> dict:
     """An allocation's entry from the ORM (its `_ACCESS_FACTS` prefetched)."""
     return entry(
         allocation_id=allocation.pk,
@@ -139,12 +154,12 @@ def agent_poll(*, key_hash: str) -> AgentPoll | None:
     one statement with the credential's check and the agent's last sign of life; None for
     a credential that is not (or no longer) a node's."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            agent_sql.AGENT_POLL,
-            {"key_hash": key_hash, "seen_every": SEEN_EVERY, "live": list(LIVE_STATES),
-             "scheduled": AllocationState.SCHEDULED, "lead": SCHEDULED_LEAD,
-             "totp": Authenticator.Type.TOTP},
-        )  # fmt: skip
+        params: dict[str, Any] = {  # the stubs' parameter types leave out timedelta
+            "key_hash": key_hash, "seen_every": SEEN_EVERY, "live": list(LIVE_STATES),
+            "scheduled": AllocationState.SCHEDULED, "lead": SCHEDULED_LEAD,
+            "totp": Authenticator.Type.TOTP,
+        }  # fmt: skip
+        cursor.execute(agent_sql.AGENT_POLL, params)
         row = cursor.fetchone()
     if row is None:
         return None
@@ -188,7 +203,7 @@ def access_of(allocations: list[Allocation]) -> dict:
     agents = {a.node_id: a for a in NodeAgent.objects.filter(node_id__in=nodes)}
     out = {}
     for allocation in allocations:
-        loaded = by_id[allocation.pk]
+        loaded = cast("WithAccessFacts", by_id[allocation.pk])  # each has its facts now
         agent = agents.get(allocation.node_id)
         applied = _applied_entries(agent).get(str(allocation.pk))
         detail = _failed(agent).get(str(allocation.pk), "")

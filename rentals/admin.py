@@ -29,8 +29,7 @@ class RentalPeriodAdmin(TranslatedFieldAdmin, admin.ModelAdmin):
 
 class QuoteLineInline(ReadOnlyInline):
     model = QuoteLine
-    readonly_fields = ["kind", "description", "quantity", "unit_price", "amount"]
-    fields = readonly_fields
+    fields = readonly_fields = ("kind", "description", "quantity", "unit_price", "amount")
 
     @admin.display(description=_("description"))
     def description(self, line):
@@ -56,8 +55,7 @@ class QuoteAdmin(ReadOnlyAdmin):
 
 class EventInline(ReadOnlyInline):
     model = AllocationEvent
-    readonly_fields = ["at", "kind", "from_state", "to_state", "actor", "note"]
-    fields = readonly_fields
+    fields = readonly_fields = ("at", "kind", "from_state", "to_state", "actor", "note")
 
 
 @admin.register(Allocation)

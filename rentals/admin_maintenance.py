@@ -100,7 +100,7 @@ class MaintenanceWindowForm(forms.ModelForm):
 class WindowGpuInline(ReadOnlyInline):
     model = AllocationGpu
     fk_name = "maintenance"
-    fields = readonly_fields = ["gpu", "starts_at", "ends_at"]
+    fields = readonly_fields = ("gpu", "starts_at", "ends_at")
 
 
 @admin.register(MaintenanceWindow)

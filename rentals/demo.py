@@ -4,6 +4,7 @@ import math
 import random
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -167,7 +168,8 @@ def _rollups_backfill(*, start, end, busy_of) -> None:
     rng = random.Random(20261130)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     gpus = list(Gpu.objects.select_related("node__gpu_model"))
-    hours, days = [], {}
+    hours: list[tuple[Any, ...]] = []  # rows in the order of telemetry.sql.ROLLUP_COLUMNS
+    days: dict[tuple[int, datetime], list[tuple[Any, ...]]] = {}
     h = start
     while h < end:
         for gpu in gpus:

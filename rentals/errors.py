@@ -1,16 +1,30 @@
 """The refusals of renting: pages act on these types, the API turns them into problems."""
 
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
 from django.utils.translation import gettext_lazy as _
 
 from accounts.errors import NotAllowed
 from core.errors import Conflict, DomainError
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 
 class NoCapacity(Conflict):
     code = "no_capacity"
     title = _("Not enough free GPUs")
 
-    def __init__(self, detail, *, earliest_start=None, field=None):
+    def __init__(
+        self,
+        detail: StrOrPromise,
+        *,
+        earliest_start: datetime | None = None,
+        field: str | None = None,
+    ) -> None:
         extra = {"earliest_start": earliest_start.isoformat() if earliest_start else None}
         super().__init__(detail, field=field, extra=extra)
         self.earliest_start = earliest_start

@@ -201,6 +201,7 @@ class QuoteForm(forms.Form):
     def _gpu_count_bound(self, per_node: int) -> None:
         """At most the GPUs of the model's largest node: an allocation uses one node."""
         field = self.fields["gpu_count"]
+        assert isinstance(field, forms.IntegerField)  # declared above
         if not 1 <= per_node < limits.GPU_COUNT_MAX:
             return
         field.max_value = per_node

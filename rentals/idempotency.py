@@ -101,7 +101,8 @@ def respond_once(*, acting: Acting, key: str, fingerprint: str, respond) -> Http
         cursor.execute(
             idempotency_sql.IDEMPOTENCY_CLAIM,
             {
-                "team": team.pk, "user": acting.user.pk, "key": key, "fingerprint": fingerprint,
+                "team": team.pk, "user": acting.user.pk, "key": key,
+                "fingerprint": fingerprint,
                 "status_code": response.status_code,
                 "content_type": response.get("Content-Type", ""),
                 "location": response.get("Location", ""), "body": response.content,

@@ -5,6 +5,7 @@ accepts a request that another refuses for a different bound.
 """
 
 from datetime import timedelta
+from typing import TypeGuard
 
 from django.conf import settings
 from django.utils.translation import gettext as _
@@ -29,7 +30,7 @@ def schedule_ahead_max() -> timedelta:
     return settings.ANCHORGPU["MAX_SCHEDULE_AHEAD"]
 
 
-def within(value, low: int, high: int) -> bool:
+def within(value: object, low: int, high: int) -> TypeGuard[int]:
     """Whether `value` is a whole number (an int, not a bool) from `low` to `high`: what a
     service checks of a count, whichever interface parsed it."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

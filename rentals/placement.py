@@ -1,6 +1,10 @@
 """Placement: the node and the GPUs a booking takes, with the node row locked."""
 
 from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.db import connection, transaction
 
@@ -9,9 +13,32 @@ from catalog.software import NO_REQUIRES, Requires
 from rentals.selectors.availability import candidate_nodes
 from rentals.sql import capacity as capacity_sql
 
+if TYPE_CHECKING:
+    from django.db.models.query import RawQuerySet
+    from django_stubs_ext import WithAnnotations
 
-def _free_by_node(*, starts_at, ends_at, node_ids):
-    by_node = defaultdict(list)
+# A booking's place on one node: the node (its row locked) and the GPUs it takes there.
+Placed = tuple[Node, list[Gpu]]
+
+
+class RegionColumns(TypedDict):
+    """The region's columns that `capacity_sql.PLACE` returns beside each node's."""
+
+    region_slug: str
+    region_name_en: str
+    region_name_pl: str
+
+
+class _Locked(Enum):
+    """A node another booking holds right now (passed over with SKIP LOCKED)."""
+
+    LOCKED = "locked"
+
+
+def _free_by_node(
+    *, starts_at: datetime, ends_at: datetime, node_ids: Iterable[int]
+) -> defaultdict[int, list[Gpu]]:
+    by_node: defaultdict[int, list[Gpu]] = defaultdict(list)
     params = {"nodes": list(node_ids), "starts_at": starts_at, "ends_at": ends_at}
     for gpu in Gpu.objects.raw(capacity_sql.FREE_ON_NODES, params):
         by_node[gpu.node_id].append(gpu)
@@ -19,9 +46,9 @@ def _free_by_node(*, starts_at, ends_at, node_ids):
 
 
 def place_locked(
-    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None,
-    requires: Requires = NO_REQUIRES,
-):  # fmt: skip
+    *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime, ends_at: datetime,
+    region_id: int | None = None, requires: Requires = NO_REQUIRES,
+) -> Placed | None:  # fmt: skip
     """(node, gpus) with the node row locked, or None: on a node of `region_id` where given
     (a quote for a region), else of any region, whose software stack meets `requires` (the
     quote's minimum versions; checked again under the row lock). Call inside a transaction.
@@ -32,11 +59,15 @@ def place_locked(
     the node just before is seen (the exclusion constraint stays the guarantee). Only when
     every node with room is held by another booking do we wait for one.
     """
-    params = {
+    params: dict[str, Any] = {
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
         "starts_at": starts_at, "ends_at": ends_at, "region": region_id, **requires.params(),
     }  # fmt: skip
-    for node in Node.objects.raw(capacity_sql.PLACE, params):
+    rows = cast(
+        "RawQuerySet[WithAnnotations[Node, RegionColumns]]",
+        Node.objects.raw(capacity_sql.PLACE, params),
+    )
+    for node in rows:
         node.region = Region.from_db(
             connection.alias,
             ["id", "slug", "name_en", "name_pl"],
@@ -52,35 +83,34 @@ def place_locked(
 
 
 def _place_waiting(
-    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id, requires
-):  # fmt: skip
+    *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime, ends_at: datetime,
+    region_id: int | None, requires: Requires,
+) -> Placed | None:  # fmt: skip
     """Node by node, fullest first, waiting for a node another booking holds."""
     candidates = candidate_nodes(
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
         region_id=region_id, requires=requires,
     )  # fmt: skip
-    busy = []
+    busy: list[int] = []
     for node_id in candidates:
         placed = _lock_and_take(
             node_id, gpu_count, starts_at, ends_at, skip_locked=True, requires=requires
         )
-        if placed is _LOCKED:
+        if placed is _Locked.LOCKED:
             busy.append(node_id)
         elif placed is not None:
             return placed
     for node_id in busy:
         placed = _lock_and_take(node_id, gpu_count, starts_at, ends_at, requires=requires)
-        if placed is not None:
+        if placed is not None and placed is not _Locked.LOCKED:  # waited: never passed over
             return placed
     return None
 
 
-_LOCKED = object()
-
-
 def _lock_and_take(
-    node_id, gpu_count, starts_at, ends_at, *, skip_locked=False, requires=NO_REQUIRES
-):
+    node_id: int, gpu_count: int, starts_at: datetime, ends_at: datetime, *,
+    skip_locked: bool = False, requires: Requires = NO_REQUIRES,
+) -> Placed | _Locked | None:  # fmt: skip
     node = (
         Node.objects.select_for_update(skip_locked=skip_locked, of=("self",))
         .select_related("region")
@@ -88,7 +118,7 @@ def _lock_and_take(
         .first()
     )
     if node is None:
-        return _LOCKED if skip_locked else None
+        return _Locked.LOCKED if skip_locked else None
     if not requires.met_by(
         driver=node.driver_version, cuda=node.cuda_version, rocm=node.rocm_version
     ):  # its stack changed since it was a candidate: read again under the lock
@@ -97,17 +127,20 @@ def _lock_and_take(
     return (node, gpus[:gpu_count]) if len(gpus) >= gpu_count else None
 
 
-def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked, requires=NO_REQUIRES):
+def _take_nodes(
+    nodes: list[tuple[int, int]], node_count: int, starts_at: datetime, ends_at: datetime,
+    skip_locked: bool, requires: Requires = NO_REQUIRES,
+) -> list[Placed]:  # fmt: skip
     """`node_count` of `nodes` locked and free, or [] with none of them held: a savepoint
     rolled back lets go of the row locks taken since. Waiting (not `skip_locked`) goes in
     id order holding nothing else of the group, so two waiting bookings cannot deadlock."""
     savepoint = transaction.savepoint()
-    taken = []
+    taken: list[Placed] = []
     for node_id, gpus in nodes:
         placed = _lock_and_take(
             node_id, gpus, starts_at, ends_at, skip_locked=skip_locked, requires=requires
         )
-        if placed is not None and placed is not _LOCKED:
+        if placed is not None and placed is not _Locked.LOCKED:
             taken.append(placed)
             if len(taken) == node_count:
                 transaction.savepoint_commit(savepoint)
@@ -117,9 +150,9 @@ def _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked, requires=NO_
 
 
 def place_cluster_locked(
-    *, gpu_model: GpuModel, node_count: int, gpus_per_node: int, starts_at, ends_at,
-    region_id: int | None = None, requires: Requires = NO_REQUIRES,
-):  # fmt: skip
+    *, gpu_model: GpuModel, node_count: int, gpus_per_node: int, starts_at: datetime,
+    ends_at: datetime, region_id: int | None = None, requires: Requires = NO_REQUIRES,
+) -> tuple[str, list[Placed]] | None:  # fmt: skip
     """(network group, [(node, its GPUs)]) for `node_count` whole nodes of `gpus_per_node`
     GPUs in one group (of `region_id` where given), every node row locked, or None. Call
     inside a transaction.
@@ -138,8 +171,8 @@ def place_cluster_locked(
              "region": region_id, **requires.params()},
         )  # fmt: skip
         groups = cursor.fetchall()
-    for group, node_ids, gpus_per_node in groups:
-        nodes = list(zip(node_ids, gpus_per_node, strict=True))  # in id order
+    for group, node_ids, node_gpus in groups:
+        nodes = list(zip(node_ids, node_gpus, strict=True))  # in id order
         for skip_locked in (True, False):
             taken = _take_nodes(nodes, node_count, starts_at, ends_at, skip_locked, requires)
             if taken:

@@ -5,6 +5,7 @@ from celery import shared_task
 from django.conf import settings
 
 from rentals import idempotency, services
+from rentals.services import summary
 
 NOTICE_RETRIES = 12  # with the doubling backoff below (capped at 4 h), about a day of tries
 
@@ -59,3 +60,20 @@ def idempotency_keys_purge_task():
 @shared_task
 def quotes_expired_purge_task():
     return services.quotes_expired_purge()
+
+
+@shared_task(bind=True, max_retries=5)
+def capacity_summary_refresh_task(self, gpu_model_id):
+    """After a change to the model's holdings: its summary, unless already at the change's
+    version; while another refresh of the model runs, again a second later (that one may
+    have read the version before this change)."""
+    done = summary.capacity_summary_refresh(gpu_model_id=gpu_model_id, force=False)
+    if done == "busy":
+        raise self.retry(countdown=1)
+    return done
+
+
+@shared_task
+def capacity_summaries_refresh_task():
+    """Every model's summary, whatever changed: time alone moves holdings in and out."""
+    return summary.capacity_summaries_refresh()

@@ -6,8 +6,11 @@ made. Pages, the API, CSV and e-mails all call these, under the reader's languag
 (`reader_preferences` where there is no request: e-mails).
 """
 
+from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 
+from django.contrib.auth.models import User
 from django.db.models import Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
@@ -22,11 +25,14 @@ from rentals.models import (
     MAINTENANCE_NOTICES,
     RECEIPTS,
     SPAN_NOTICES,
+    Allocation,
+    ImpairedSpan,
     LedgerEntry,
     LedgerKind,
     LedgerReason,
     Notice,
     NoticeKind,
+    Quote,
     QuoteLine,
     QuoteLineKind,
     impaired_minimum,
@@ -54,12 +60,15 @@ def quote_line_text(line: QuoteLine) -> str:
     """ "2 × H100 80GB for 3 weeks", "Extra storage: 2 TB for 3 weeks", "Setup: 1 unit (one-time)"."""
     quote = line.quote
     if line.kind == QuoteLineKind.GPU:
+        assert line.periods is not None  # rentals_quoteline_facts_match_kind
         return _("%(count)s × %(model)s for %(periods)s") % {
             "count": line.count,
             "model": quote.gpu_model.name,
             "periods": periods_text(quote.period, line.periods),
         }
-    facts = {"option": line.option.name, "count": line.count, "unit": line.option.unit}
+    option = line.option
+    assert option is not None  # rentals_quoteline_facts_match_kind
+    facts = {"option": option.name, "count": line.count, "unit": option.unit}
     if line.periods is None:
         text = _("%(option)s: %(count)s %(unit)s (one-time)") % facts
     else:
@@ -81,24 +90,32 @@ def ledger_entry_text(entry: LedgerEntry) -> str:
         gpu_count=allocation.gpu_count if allocation else 0,
         model=allocation.gpu_model.name if allocation else "",
         period=allocation.period if allocation else None,
-        cluster_nodes=allocation.cluster.node_count if allocation and allocation.cluster_id else 0,
+        cluster_nodes=allocation.cluster.node_count if allocation and allocation.cluster else 0,
     )
 
 
 def ledger_text(
-    reason: str, *, period_count: int, span: tuple | None, gpu_count: int, model: str,
-    period: RentalPeriod | None, cluster_nodes: int,
+    reason: str, *, period_count: int | None, span: tuple[datetime | None, datetime | None] | None,
+    gpu_count: int, model: str, period: RentalPeriod | None, cluster_nodes: int,
 ) -> str:  # fmt: skip
     """A ledger row's words from its facts (`ledger_entry_text` for a row with its
     allocation loaded; the statement's CSV passes the facts as it reads them)."""
     if reason == LedgerReason.CANCELLATION:
         return _("Refund: cancelled before the start")
     if reason == LedgerReason.IMPAIRMENT:
+        started, ended = span or (None, None)
+        assert started is not None and ended is not None  # a credit's span, which had ended
         return _("Credit: impaired GPUs from %(from)s to %(until)s") % {
-            "from": when_text(span[0]),
-            "until": when_text(span[1]),
+            "from": when_text(started),
+            "until": when_text(ended),
         }
-    facts = {"count": gpu_count, "model": model, "periods": periods_text(period, period_count)}
+    # a charge's row: its allocation's period and its count (rentals_ledgerentry_reason_matches_kind)
+    assert period is not None and period_count is not None
+    facts: dict[str, object] = {
+        "count": gpu_count,
+        "model": model,
+        "periods": periods_text(period, period_count),
+    }
     if cluster_nodes:  # one charge for every node: count them all
         facts |= {"nodes": cluster_nodes, "total": gpu_count * cluster_nodes}
         if reason == LedgerReason.EXTENSION:
@@ -147,11 +164,24 @@ def access_words(state: str) -> tuple[str, str]:
 
 
 @contextmanager
-def reader_preferences(user):
+def reader_preferences(user: User) -> Iterator[None]:
     """Words and times in the reader's own language and time zone (e-mails: no request)."""
     profile = profile_for(user=user)
     with translation.override(profile.language or None), timezone.override(profile.time_zone):
         yield
+
+
+def _allocation_of(notice: Notice) -> Allocation:
+    """Every notice but a disabled webhook's names its allocation
+    (rentals_notice_about_an_allocation_or_an_endpoint)."""
+    assert notice.allocation is not None
+    return notice.allocation
+
+
+def _quote_of(notice: Notice) -> Quote:
+    """A receipt names its quote (rentals_notice_receipts_have_a_quote)."""
+    assert notice.quote is not None
+    return notice.quote
 
 
 def notice_subject(notice: Notice) -> str:
@@ -159,8 +189,9 @@ def notice_subject(notice: Notice) -> str:
     if notice.kind == NoticeKind.WEBHOOK_DISABLED:
         return _("AnchorGPU disabled a webhook endpoint that failed for a day")
     # A receipt counts what was charged: a cluster's GPUs on every node.
-    count = notice.quote.gpu_count if notice.quote_id else notice.allocation.gpu_count
-    facts = {"count": count, "model": notice.allocation.gpu_model.name}
+    allocation = _allocation_of(notice)
+    count = notice.quote.gpu_count if notice.quote is not None else allocation.gpu_count
+    facts = {"count": count, "model": allocation.gpu_model.name}
     if notice.kind == NoticeKind.BOOKED:
         return _("AnchorGPU booking confirmed: %(count)s × %(model)s") % facts
     if notice.kind == NoticeKind.REFUNDED:
@@ -194,8 +225,8 @@ def notice_text(notice: Notice) -> str:
             "Fix the receiver, then enable the endpoint again on the account page; events "
             "from the time it was disabled are not sent."
         ) % {"url": notice.endpoint_url, "at": when_text(notice.created_at)}
-    allocation = notice.allocation
-    facts = {
+    allocation = _allocation_of(notice)
+    facts: dict[str, object] = {
         "count": allocation.gpu_count,
         "model": allocation.gpu_model.name,
         "at": when_text(notice.ends_at),
@@ -233,12 +264,13 @@ def notice_text(notice: Notice) -> str:
     )
 
 
-def _maintenance_text(notice: Notice, facts: dict) -> str:
+def _maintenance_text(notice: Notice, facts: dict[str, object]) -> str:
     """What a maintenance window did to the allocation, with the window's times and reason."""
     window = notice.maintenance
+    assert window is not None  # rentals_notice_maintenance_names_its_window
     facts = {
         **facts, "from": when_text(window.starts_at), "until": when_text(window.ends_at),
-        "reason": window.reason, "node": notice.allocation.node.hostname,
+        "reason": window.reason, "node": _allocation_of(notice).node.hostname,
     }  # fmt: skip
     if notice.kind == NoticeKind.MAINTENANCE_CANCELLED:
         return (
@@ -260,11 +292,13 @@ def _maintenance_text(notice: Notice, facts: dict) -> str:
     )
 
 
-def _span_text(notice: Notice, facts: dict) -> str:
+def _span_text(notice: Notice, facts: dict[str, object]) -> str:
     """An impaired span's notice: since when the GPUs cannot work, or what was credited."""
     span = notice.impaired_span
+    assert span is not None  # rentals_notice_span_names_its_span
     facts = {**facts, "since": when_text(span.started_at), "n": len(span.gpus)}
     if notice.kind == NoticeKind.CREDITED:
+        assert span.ended_at is not None  # only an ended span is credited
         credit = span.credits.first()
         return _(
             "The GPUs of your %(count)s × %(model)s allocation could not work from %(since)s "
@@ -286,7 +320,7 @@ def _span_text(notice: Notice, facts: dict) -> str:
     )
 
 
-def minutes_text(duration) -> str:
+def minutes_text(duration: timedelta) -> str:
     """ "5 minutes", "90 seconds": a setting's duration in words."""
     seconds = int(duration.total_seconds())
     if seconds % 60 == 0:
@@ -294,11 +328,12 @@ def minutes_text(duration) -> str:
     return ngettext("%(n)s second", "%(n)s seconds", seconds) % {"n": seconds}
 
 
-def _recovered_text(notice: Notice, span, facts: dict) -> str:
+def _recovered_text(notice: Notice, span: ImpairedSpan, facts: dict[str, object]) -> str:
     """The all-clear: since when the GPUs work again, and whether the span is impaired time
     (spans shorter than IMPAIRED_MIN_SECONDS are not)."""
+    assert span.ended_at is not None  # the all-clear is told when its span ends
     facts = {
-        **facts, "until": when_text(span.ended_at), "node": notice.allocation.node.hostname,
+        **facts, "until": when_text(span.ended_at), "node": _allocation_of(notice).node.hostname,
         "minutes": minutes_text(impaired_minimum()),
     }  # fmt: skip
     head = (
@@ -325,8 +360,8 @@ def _recovered_text(notice: Notice, span, facts: dict) -> str:
 def _refund_text(notice: Notice) -> str:
     """What a cancel refunded: every charge of the allocation (a cluster's every node), the
     booking and any extension, from the ledger rows the cancel wrote."""
-    allocation = notice.allocation
-    members = allocation.cluster.allocations.all() if allocation.cluster_id else [allocation]
+    allocation, quote = _allocation_of(notice), _quote_of(notice)
+    members = allocation.cluster.allocations.all() if allocation.cluster else [allocation]
     refunded = LedgerEntry.objects.filter(
         allocation__in=members, kind=LedgerKind.REFUND, reason=LedgerReason.CANCELLATION
     ).aggregate(total=Sum("amount"))["total"]
@@ -334,10 +369,10 @@ def _refund_text(notice: Notice) -> str:
         "Your booking of %(count)s × %(model)s, to be paid from %(from)s to %(until)s, was "
         "cancelled before its start and refunded in full."
     ) % {
-        "count": notice.quote.gpu_count, "model": allocation.gpu_model.name,
+        "count": quote.gpu_count, "model": allocation.gpu_model.name,
         "from": when_text(allocation.paid_from), "until": when_text(notice.ends_at),
     }  # fmt: skip
-    total = _("Refunded: %(total)s") % {"total": money_text(refunded or 0, notice.quote.currency)}
+    total = _("Refunded: %(total)s") % {"total": money_text(refunded or 0, quote.currency)}
     return "\n".join([head, total])
 
 
@@ -345,11 +380,11 @@ def _receipt_text(notice: Notice) -> str:
     """What was charged, line by line as the customer's quote showed it, and the total."""
     if notice.kind == NoticeKind.REFUNDED:
         return _refund_text(notice)
-    quote = notice.quote
+    quote = _quote_of(notice)
     if notice.kind == NoticeKind.BOOKED:
         # The allocation's period: a quote "starting now" started when it was booked.
         head = _("Your booking is confirmed, paid from %(from)s to %(until)s.") % {
-            "from": when_text(notice.allocation.paid_from),
+            "from": when_text(_allocation_of(notice).paid_from),
             "until": when_text(notice.ends_at),
         }
     else:
@@ -363,7 +398,7 @@ def _receipt_text(notice: Notice) -> str:
     return "\n".join([head, *lines, *_receipt_sums(quote)])
 
 
-def _receipt_sums(quote) -> list[str]:
+def _receipt_sums(quote: Quote) -> list[str]:
     """Net, the VAT line and the gross charged, as the quote showed them (the lines above
     are net), with the legal words of a treatment that carries no VAT."""
     currency = quote.currency

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Q
 
@@ -61,7 +62,14 @@ from telemetry.poll import (
     scrape_samples,
     stale_window,
 )
-from telemetry.promapi import Engine, EngineError, at_ms, label_value, regex_alternatives
+from telemetry.promapi import (
+    Engine,
+    EngineError,
+    Target,
+    at_ms,
+    label_value,
+    regex_alternatives,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -340,6 +348,23 @@ def _scrape_series(families, name) -> float | None:
         return None
 
 
+def failed_targets(engine: Engine, newest_failure: datetime, *, now: datetime) -> dict:
+    """The engine's targets that are not up, by node, read from its targets API once per poll
+    interval for every shard of the round (cached; at 100k nodes the API's answer is tens of
+    megabytes). A cached read older than a shard's newest failed scrape cannot hold that
+    scrape's error, so the shard reads again and caches its fresher answer."""
+    interval = settings.ANCHORGPU["POLL_INTERVAL"]
+    key = f"telemetry:failed-targets:{int(now.timestamp() // interval)}"
+    cached = cache.get(key)
+    if cached is not None and cached[0] >= newest_failure:
+        return cached[1]
+    read_at = db_now()
+    label = _conf()["NODE_LABEL"]
+    found = {t.labels.get(label): t for t in engine.targets() or [] if t.health != "up"}
+    cache.set(key, (read_at, found), timeout=2 * interval)
+    return found
+
+
 def remote_poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> dict:
     """Judge a shard's nodes from the engine's newest scrape of each (see the module's
     docstring). A node the engine has not scraped within the window is not judged (it
@@ -363,12 +388,11 @@ def remote_poll_nodes(node_ids: list[int], *, now: datetime | None = None) -> di
                 if "up" in scrapes[(node_id, ms)] and ms > newest.get(node_id, -1):
                     newest[node_id] = ms
             failed = [n for n, ms in newest.items() if _scrape_series(scrapes[(n, ms)], "up") == 0]
-            targets = {}
+            targets: dict[str, Target] = {}
             if failed:
                 try:
-                    label = conf["PROMETHEUS"]["NODE_LABEL"]
-                    found = engine.targets() or []
-                    targets = {t.labels.get(label): t for t in found}
+                    newest_failure = at_ms(max(newest[n] for n in failed))
+                    targets = failed_targets(engine, newest_failure, now=now)
                 except EngineError as exc:  # the reason is a detail: the outcome still holds
                     logger.warning("telemetry engine: targets unavailable: %s", exc)
     except EngineError as exc:

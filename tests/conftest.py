@@ -5,6 +5,7 @@ from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.core.cache import cache
 from django.test import TransactionTestCase
+from django.utils import timezone, translation
 from rest_framework.test import APIClient
 
 from anchorgpu.celery import app
@@ -80,6 +81,17 @@ def _clear_cache():
     """Throttles and lockouts live in Redis; each test starts from a clean slate."""
     cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _default_language():
+    """Each test starts in the default language and time zone: a request through the test
+    client activates the signed-in person's (accounts.middleware.PreferredLanguage) in this
+    thread, where a server's next request would activate its own, and a later test would
+    otherwise read Polish words."""
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
+    timezone.deactivate()
 
 
 @pytest.fixture

@@ -12,12 +12,11 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import httpx
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils.translation import gettext as _
 from standardwebhooks.webhooks import Webhook
@@ -100,8 +99,7 @@ def endpoint_create(
         raise Invalid(errors)
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     endpoint = WebhookEndpoint.objects.create(
-        # Acting.user is typed `object` (accounts); whoever acts for a team is a User.
-        team=acting.team, created_by=cast(User, acting.user), url=url, events=sorted(set(events)),
+        team=acting.team, created_by=acting.user, url=url, events=sorted(set(events)),
         description=description, secret_sealed=seal(secret),
     )  # fmt: skip
     return endpoint, secret

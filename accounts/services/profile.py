@@ -1,22 +1,42 @@
 """A person's own account: their name and preferences, and the link that confirms their
 e-mail address sent again."""
 
+import enum
+from typing import Final, cast
+
 from allauth.account.models import EmailAddress
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
+from django.contrib.auth.models import User
+from django.core.cache import cache as default_cache
 from django.db import transaction
+from django.http import HttpRequest
 from django.utils.translation import gettext as _
 
 from accounts.errors import TooSoon
 from accounts.models import Profile
+from core.cache import RedisCache
 from core.errors import validated
 
-_UNSET = object()
+cache = cast(RedisCache, default_cache)  # settings.CACHES: the default cache is core.cache's
+
+
+class _Unset(enum.Enum):
+    """A keyword left out: that setting stays as it is."""
+
+    UNSET = enum.auto()
+
+
+_UNSET: Final = _Unset.UNSET
 
 
 @transaction.atomic
 def account_preferences_set(
-    *, user, first_name=_UNSET, last_name=_UNSET, language=_UNSET, time_zone=_UNSET
+    *,
+    user: User,
+    first_name: str | _Unset = _UNSET,
+    last_name: str | _Unset = _UNSET,
+    language: str | _Unset = _UNSET,
+    time_zone: str | _Unset = _UNSET,
 ) -> Profile:
     """Change what is given of the person's name and preferences."""
     profile = Profile.objects.select_for_update().get_or_create(user=user)[0]
@@ -36,7 +56,7 @@ def account_preferences_set(
 CONFIRMATION_RESEND_SECONDS = 180
 
 
-def email_confirmation_resend(*, request, email: str) -> None:
+def email_confirmation_resend(*, request: HttpRequest, email: str) -> None:
     """Send the link that confirms an address again, for someone who signed up and has no
     mail (the "check your inbox" page). At most once per address every three minutes,
     counted in Redis before anything is looked up, and the answer is the same whether or

@@ -6,11 +6,14 @@ import base64
 import binascii
 import hashlib
 from dataclasses import dataclass
+from typing import NoReturn
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from accounts.models import SshKey, SshKeyType
@@ -30,7 +33,7 @@ class ParsedKey:
     comment: str
 
 
-def _refuse(message: str):
+def _refuse(message: str) -> NoReturn:
     raise Invalid({"public_key": [message]})
 
 
@@ -87,7 +90,7 @@ def ssh_key_parse(text: str) -> ParsedKey:
     )
 
 
-def _bits(key) -> int:
+def _bits(key: serialization.SSHPublicKeyTypes) -> int:
     if isinstance(key, ed25519.Ed25519PublicKey):
         return 256
     if isinstance(key, ec.EllipticCurvePublicKey):
@@ -96,7 +99,7 @@ def _bits(key) -> int:
 
 
 @transaction.atomic
-def ssh_key_add(*, user, public_key: str, name: str = "") -> SshKey:
+def ssh_key_add(*, user: User, public_key: str, name: str = "") -> SshKey:
     """A new key of `user`'s, named by `name` or else the key's own comment."""
     parsed = ssh_key_parse(public_key)
     name = (name or "").strip() or parsed.comment or parsed.key_type
@@ -130,12 +133,12 @@ def _duplicate(parsed: ParsedKey) -> Invalid:
     )
 
 
-def ssh_keys_of(*, user):
+def ssh_keys_of(*, user: User) -> QuerySet[SshKey]:
     return SshKey.objects.filter(user=user)
 
 
 @transaction.atomic
-def ssh_key_delete(*, user, pk: int) -> bool:
+def ssh_key_delete(*, user: User, pk: int) -> bool:
     """Remove one of `user`'s keys: every allocation it was chosen for stops taking it, at
     the node's next look at its state."""
     deleted, _rows = SshKey.objects.filter(user=user, pk=pk).delete()

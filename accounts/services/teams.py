@@ -4,16 +4,20 @@ A team always keeps an owner: the services refuse to remove or demote the last o
 deferred database trigger (accounts 0007) refuses it whatever path writes the rows.
 """
 
+import enum
 import logging
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
+from typing import Final
 
 from allauth.account.models import EmailAddress
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, ProtectedError, Q
+from django.db.models import F, ProtectedError, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -49,7 +53,7 @@ INVITATION_LIFETIME = timedelta(days=7)
 
 
 @transaction.atomic
-def team_create(*, user, name: str) -> Team:
+def team_create(*, user: User, name: str) -> Team:
     team = Team.objects.create(name=name)
     Membership.objects.create(team=team, user=user, role=Role.OWNER)
     return team
@@ -63,7 +67,7 @@ def email_mask(email: str) -> str:
 
 @transaction.atomic
 def invitation_create(
-    *, acting: Acting, email: str, role: str, accept_url
+    *, acting: Acting, email: str, role: str, accept_url: Callable[[str], str]
 ) -> tuple[Invitation, str]:
     """An invitation and its secret (shown once, and mailed after commit). Inviting an
     address that has an invitation still open renews that one (`renewed` is set on it): its
@@ -107,7 +111,7 @@ def invitation_create(
     link = accept_url(secret)
     team_name, inviter = acting.team.name, acting.user.get_username()
 
-    def mail():
+    def mail() -> None:
         try:
             send_mail(
                 subject=_("%(who)s invites you to %(team)s on AnchorGPU")
@@ -155,7 +159,7 @@ def invitation_usable(*, secret: str) -> bool:
     return True
 
 
-def invitation_addressed_to(*, user, invitation: Invitation) -> str:
+def invitation_addressed_to(*, user: User, invitation: Invitation) -> str:
     """Whether the invitation is the user's to accept: "yes"; "unverified" (one of their
     addresses, not confirmed yet); or "no"."""
     address = (
@@ -167,7 +171,7 @@ def invitation_addressed_to(*, user, invitation: Invitation) -> str:
 
 
 @transaction.atomic
-def invitation_accept(*, user, secret: str) -> Membership:
+def invitation_accept(*, user: User, secret: str) -> Membership:
     """Join the team the link invites to, as the invited address's confirmed owner. The
     claim is one conditional update, so one link makes at most one membership, however
     many people post it at once."""
@@ -295,7 +299,8 @@ def team_spend_limit_set(*, acting: Acting, limit: Decimal | None) -> Team:
     """Set (or clear, with None) the team's monthly spend limit; the change is recorded."""
     acting.require(Action.SET_SPEND_LIMIT)
     try:
-        amount_check(limit, default_currency())
+        if limit is not None:
+            amount_check(limit, default_currency())
     except ValidationError as exc:
         raise Invalid({"monthly_spend_limit": exc.messages}) from exc
     team = Team.objects.select_for_update().get(pk=acting.team.pk)
@@ -358,7 +363,8 @@ def teams_buyer_recheck() -> dict[str, list[int]]:
         .filter(Q(pk__in=open_reviews) | ~Q(legal_name=""))
         .order_by("pk")
     )
-    opened, closed = [], []
+    opened: list[int] = []
+    closed: list[int] = []
     for team in teams:
         problems = buyer_problems(team)
         if problems and team.pk not in open_reviews:
@@ -380,13 +386,23 @@ def _problem(problems: dict[str, str]) -> str:
     return BuyerProblem.VAT_ID if "vat_id" in problems else BuyerProblem.DETAILS
 
 
-_UNSET = object()
+class _Unset(enum.Enum):
+    """A keyword left out: that setting stays as it is (None clears the spend limit)."""
+
+    UNSET = enum.auto()
+
+
+_UNSET: Final = _Unset.UNSET
 BUYER_FIELDS = ("legal_name", "address", "country", "vat_id")
 
 
 @transaction.atomic
 def team_update(
-    *, acting: Acting, monthly_spend_limit=_UNSET, require_second_factor=_UNSET, **buyer
+    *,
+    acting: Acting,
+    monthly_spend_limit: Decimal | None | _Unset = _UNSET,
+    require_second_factor: bool | _Unset = _UNSET,
+    **buyer: str,
 ) -> Team:
     """Change what is given of the team's settings, all or nothing; buyer details given in
     part keep the others as they are."""
@@ -401,13 +417,13 @@ def team_update(
     return team
 
 
-def invitations_waiting(*, team: Team):
+def invitations_waiting(*, team: Team) -> QuerySet[Invitation]:
     return Invitation.objects.filter(
         team=team, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
     )
 
 
-def teams_of(*, user):
+def teams_of(*, user: User) -> QuerySet[Membership]:
     """The user's teams with their role in each (personal first)."""
     return (
         Membership.objects.filter(user=user)

@@ -5,7 +5,9 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from accounts.errors import NotAllowed, TooManyTokens
@@ -14,7 +16,7 @@ from accounts.roles import ALLOWED, acting_as
 from core.db import db_now
 
 
-def api_tokens_live(*, user, now: datetime):
+def api_tokens_live(*, user: User, now: datetime) -> QuerySet[ApiToken]:
     """The user's tokens that still work at `now`: not revoked, not expired."""
     return ApiToken.objects.filter(user=user, revoked_at__isnull=True, expires_at__gt=now)
 
@@ -22,7 +24,7 @@ def api_tokens_live(*, user, now: datetime):
 @transaction.atomic
 def api_token_create(
     *,
-    user,
+    user: User,
     name: str,
     team: Team | None = None,
     role: str | None = None,
@@ -107,7 +109,7 @@ def api_token_exchange(
     )
 
 
-def api_token_revoke(*, user, pk: int) -> bool:
+def api_token_revoke(*, user: User, pk: int) -> bool:
     return bool(
         ApiToken.objects.filter(user=user, pk=pk, revoked_at__isnull=True).update(
             revoked_at=db_now()

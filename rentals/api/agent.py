@@ -69,7 +69,8 @@ class AgentSoftwareSerializer(serializers.Serializer):
     amdgpu = serializers.CharField(required=False, allow_blank=True, max_length=80)
     os = serializers.CharField(required=False, allow_blank=True, max_length=200)
     kernel = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    gpus = AgentSoftwareGpuSerializer(many=True, required=False, max_length=64)
+    # many=True hands max_length to the ListSerializer; the stubs' __init__ omits it.
+    gpus = AgentSoftwareGpuSerializer(many=True, required=False, max_length=64)  # type: ignore[call-arg]
 
 
 class AgentReportSerializer(serializers.Serializer):
@@ -78,7 +79,11 @@ class AgentReportSerializer(serializers.Serializer):
         child=serializers.UUIDField(), max_length=MAX_ENTRIES,
         help_text="the allocations of that state now in place on the node",
     )  # fmt: skip
-    errors = AgentErrorSerializer(many=True, required=False, default=list, max_length=MAX_ENTRIES)
+    # A declared field: DRF's metaclass takes it off the class, `Serializer.errors` stays;
+    # many=True hands max_length to the ListSerializer, which the stubs' __init__ omits.
+    errors = AgentErrorSerializer(  # type: ignore[assignment, call-arg]
+        many=True, required=False, default=list, max_length=MAX_ENTRIES
+    )
     agent = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
     software = AgentSoftwareSerializer(
         required=False, help_text="the node's software stack (nodeagent.software); absent: "
@@ -104,7 +109,8 @@ class AgentStateApi(APIView):
         return AgentAuthentication.keyword
 
     @extend_schema(
-        auth=[{"agentAuth": []}],
+        # drf-spectacular's hint says names; it takes security requirements, as here.
+        auth=[{"agentAuth": []}],  # type: ignore[list-item]
         responses={200: AgentStateSerializer, 304: OpenApiResponse(description="unchanged"),
                    401: PROBLEM},
     )  # fmt: skip

@@ -1,6 +1,8 @@
 """Allocations in the API: list and read them, act on them (stop, start, cancel, SSH keys,
 extend, extension quotes) and read what their GPUs did (telemetry series, usage)."""
 
+from typing import ClassVar, Protocol
+
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -11,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.roles import acting_for_request
+from accounts.roles import Acting, acting_for_request
 from core.problems import PROBLEM
 from rentals import selectors, services
 from rentals.api.bookings import IDEMPOTENCY_HEADER
@@ -26,6 +28,7 @@ from rentals.api.serializers import (
 )
 from rentals.errors import QuoteMissing
 from rentals.idempotency import idempotent
+from rentals.models import Allocation
 from rentals.selectors.allocation_usage import allocation_series, allocation_usage
 
 
@@ -71,8 +74,14 @@ def _fresh(request, allocation):
     ).data
 
 
+class _AllocationAction(Protocol):
+    """rentals.services.allocation_<action>."""
+
+    def __call__(self, *, acting: Acting, allocation: Allocation) -> object: ...
+
+
 class _AllocationActionApi(APIView):
-    service = None
+    service: ClassVar[_AllocationAction]  # each action's own, as a staticmethod
 
     @extend_schema(
         request=None,
@@ -91,15 +100,15 @@ class _AllocationActionApi(APIView):
 
 
 class AllocationStopApi(_AllocationActionApi):
-    service = services.allocation_stop
+    service = staticmethod(services.allocation_stop)
 
 
 class AllocationStartApi(_AllocationActionApi):
-    service = services.allocation_start
+    service = staticmethod(services.allocation_start)
 
 
 class AllocationCancelApi(_AllocationActionApi):
-    service = services.allocation_cancel
+    service = staticmethod(services.allocation_cancel)
 
 
 class AllocationKeysApi(APIView):
@@ -240,7 +249,10 @@ class AllocationUsageSerializer(serializers.Serializer):
     stopped_hours = serializers.FloatField()
     gpu_hours = serializers.FloatField()
     covered_gpu_hours = serializers.FloatField(help_text="GPU-hours telemetry saw")
-    partial = serializers.BooleanField(help_text="telemetry saw under 95 % of the window")
+    # A declared field: DRF's metaclass takes it off the class, `Serializer.partial` stays.
+    partial = serializers.BooleanField(  # type: ignore[assignment]
+        help_text="telemetry saw under 95 % of the window"
+    )
     busy_hours = serializers.FloatField(help_text="busy GPU-hours")
     util_avg = serializers.FloatField(allow_null=True)
     util_max = serializers.FloatField(allow_null=True)

@@ -15,7 +15,11 @@ from catalog.software import Requires
 from core.fields import BoundedDateTimeField
 from rentals import limits
 from rentals.api.serializers import PeriodCountField, RequiresVersionField
-from rentals.selectors.availability import availability_days, max_gpus_per_node, start_windows
+from rentals.selectors.availability import (
+    availability_days_read,
+    max_gpus_per_node,
+    start_windows,
+)
 
 DAYS_MAX = 90
 
@@ -92,6 +96,11 @@ class AvailabilitySerializer(serializers.Serializer):
     earliest_start = serializers.DateTimeField(allow_null=True, default_timezone=UTC)
     windows = AvailabilityWindowSerializer(many=True)
     days = AvailabilityDaySerializer(many=True)
+    as_of = serializers.DateTimeField(
+        allow_null=True, default_timezone=UTC,
+        help_text="`days` were read from the capacity read model as of this instant (the "
+        "booking checks again); null: read exactly from the holdings",
+    )  # fmt: skip
 
 
 def availability(data: dict) -> dict:
@@ -103,17 +112,16 @@ def availability(data: dict) -> dict:
         region_id=region.pk if region else None, requires=data["requires"],
     )  # fmt: skip
     days = (data["end"] - data["start"]).days + 1
+    rows, as_of = availability_days_read(
+        gpu_model=model, start=data["start"], days=min(days, DAYS_MAX),
+        region_id=region.pk if region else None, requires=data["requires"],
+    )  # fmt: skip
     return {
         "gpu_model": model.slug,
         "earliest_start": windows[0]["starts_at"] if windows else None,
         "windows": windows,
-        "days": availability_days(
-            gpu_model=model,
-            start=data["start"],
-            days=min(days, DAYS_MAX),
-            region_id=region.pk if region else None,
-            requires=data["requires"],
-        ),  # fmt: skip
+        "days": rows,
+        "as_of": as_of,
     }
 
 

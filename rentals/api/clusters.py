@@ -1,13 +1,15 @@
 """Clusters in the API: read one as a whole, and act on every node at once. Cancel and
 extend go through any of its allocations' endpoints too (they act on the whole cluster)."""
 
+from typing import ClassVar, Protocol
+
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from accounts.roles import acting_for_request
+from accounts.roles import Acting, acting_for_request
 from core.problems import PROBLEM
 from rentals import selectors, services
 from rentals.api.allocations import extend_from_request, extension_quote_response
@@ -19,6 +21,7 @@ from rentals.api.serializers import (
     QuoteSerializer,
 )
 from rentals.idempotency import idempotent
+from rentals.models import Cluster
 
 
 def _cluster(request, pk, *, act=False):
@@ -44,8 +47,14 @@ class ClusterDetailApi(APIView):
         return Response(_fresh(request, pk))
 
 
+class _ClusterAction(Protocol):
+    """rentals.services.cluster_<action>."""
+
+    def __call__(self, *, acting: Acting, cluster: Cluster) -> object: ...
+
+
 class _ClusterActionApi(APIView):
-    service = None  # rentals.services.cluster_<action>
+    service: ClassVar[_ClusterAction]  # each action's own, as a staticmethod
 
     @extend_schema(request=None, responses=CLUSTER_ACTION)
     def post(self, request, pk):
@@ -55,15 +64,15 @@ class _ClusterActionApi(APIView):
 
 
 class ClusterStopApi(_ClusterActionApi):
-    service = services.cluster_stop
+    service = staticmethod(services.cluster_stop)
 
 
 class ClusterStartApi(_ClusterActionApi):
-    service = services.cluster_start
+    service = staticmethod(services.cluster_start)
 
 
 class ClusterCancelApi(_ClusterActionApi):
-    service = services.cluster_cancel
+    service = staticmethod(services.cluster_cancel)
 
 
 class ClusterExtensionQuoteApi(APIView):

@@ -60,7 +60,9 @@ class CreditNoteSerializer(serializers.Serializer):
         return str(quantize(note.vat, note.currency))
 
     def get_lines(self, note) -> list[dict]:
-        return CreditLineSerializer(note.lines, many=True, context={"currency": note.currency}).data
+        lines = CreditLineSerializer(note.lines, many=True, context={"currency": note.currency})
+        # many=True makes a ListSerializer, whose data is a list; the stubs see a Serializer.
+        return lines.data  # type: ignore[return-value]
 
     def get_total(self, note) -> str:
         return str(quantize(note.total, note.currency))

@@ -32,7 +32,8 @@ class MaintenanceInSerializer(serializers.Serializer):
     starts_at = BoundedDateTimeField()
     ends_at = BoundedDateTimeField()
     reason = serializers.CharField(max_length=300, help_text="shown to the customers it moves")
-    affected = AffectedChoiceSerializer(
+    # many=True hands max_length to the ListSerializer; the stubs' __init__ omits it.
+    affected = AffectedChoiceSerializer(  # type: ignore[call-arg]
         many=True, required=False, default=list, max_length=1000,
         help_text="a choice for each booking in the window's way (a 409 lists them)",
     )  # fmt: skip

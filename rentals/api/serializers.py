@@ -3,7 +3,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog.api.serializers import in_language
-from catalog.models import GpuModel, SoftwareStack, Vendor
+from catalog.models import GpuModel, Option, Region, RentalPeriod, SoftwareStack, Vendor
 from catalog.software import version_error
 from core.fields import BoundedDateTimeField, MoneyAmountField
 from core.money import DECIMAL_PLACES, MAX_DIGITS
@@ -175,7 +175,8 @@ class QuoteInSerializer(serializers.Serializer):
     period = serializers.SlugField()
     period_count = PeriodCountField()
     starts_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
-    options = QuoteOptionInSerializer(
+    # many=True hands max_length to the ListSerializer; the stubs' __init__ omits it.
+    options = QuoteOptionInSerializer(  # type: ignore[call-arg]
         many=True, required=False, default=list, max_length=limits.OPTIONS_MAX
     )
     region = serializers.SlugField(
@@ -202,7 +203,9 @@ class QuoteInSerializer(serializers.Serializer):
 
 
 class QuoteLineSerializer(serializers.ModelSerializer):
-    option = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    option: "serializers.RelatedField[Option, str, str] | serializers.ManyRelatedField" = (
+        serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    )
     description = serializers.SerializerMethodField(
         help_text="The line in words, in the language asked for (Accept-Language or ?lang=)"
     )
@@ -229,12 +232,20 @@ class QuoteLineSerializer(serializers.ModelSerializer):
 class QuoteSerializer(serializers.ModelSerializer):
     team = serializers.IntegerField(source="team_id", read_only=True)
     extends = serializers.UUIDField(source="extends_id", read_only=True, allow_null=True)
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    period = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    region = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, allow_null=True,
-        help_text="the region the booking places in; null: any region",
-    )  # fmt: skip
+    gpu_model: "serializers.RelatedField[GpuModel, str, str] | serializers.ManyRelatedField" = (
+        serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    )
+    period: "serializers.RelatedField[RentalPeriod, str, str] | serializers.ManyRelatedField" = (
+        serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    )
+    region: "serializers.RelatedField[Region, str, str] | serializers.ManyRelatedField" = (
+        serializers.SlugRelatedField(
+            slug_field="slug",
+            read_only=True,
+            allow_null=True,
+            help_text="the region the booking places in; null: any region",
+        )
+    )
     lines = QuoteLineSerializer(many=True, read_only=True)
     net_total = MoneyAmountField(help_text="the lines' sum: catalog prices are net")
     vat_rate = serializers.DecimalField(max_digits=5, decimal_places=4, read_only=True)
@@ -361,8 +372,12 @@ class AllocationListSerializer(serializers.ListSerializer):
 
 class AllocationSerializer(serializers.ModelSerializer):
     team = serializers.IntegerField(source="team_id", read_only=True)
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    period = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model: "serializers.RelatedField[GpuModel, str, str] | serializers.ManyRelatedField" = (
+        serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    )
+    period: "serializers.RelatedField[RentalPeriod, str, str] | serializers.ManyRelatedField" = (
+        serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    )
     node = serializers.CharField(source="node.hostname", read_only=True)
     region = serializers.CharField(source="node.region.slug", read_only=True)
     owner = serializers.CharField(source="user.username", read_only=True)

@@ -20,8 +20,13 @@ from rentals.models.notices import (
     NoticeKind,
 )
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
+from rentals.models.summary import BookedAheadDay, CapacityDay, CapacityNode, CapacitySummary
 
 __all__ = [
+    "BookedAheadDay",
+    "CapacityDay",
+    "CapacityNode",
+    "CapacitySummary",
     "CREDITS",
     "LIVE_STATES",
     "SPAN_NOTICES",

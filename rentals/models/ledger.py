@@ -28,7 +28,8 @@ class LedgerReason(models.TextChoices):
 CREDITS = (LedgerKind.REFUND, LedgerKind.CREDIT)
 
 
-class LedgerEntry(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class LedgerEntry(models.Model):  # type: ignore[django-manager-missing]
     """Money moved for a customer. Amounts are never negative; the kind gives the sign."""
 
     # Indexed by `rentals_ledger_team_at_id`, which it leads.

@@ -5,7 +5,8 @@ from django.db import models
 from django.db.models import F, Q
 
 
-class MaintenanceWindow(models.Model):
+# The plugin cannot see the reverse manager of audit's event model (pghistory makes it at import).
+class MaintenanceWindow(models.Model):  # type: ignore[django-manager-missing]
     """Planned provider time on nodes or single GPUs, [starts_at, ends_at): one holding per
     GPU (an `AllocationGpu` with no allocation), under the exclusion constraint that guards
     bookings, so a booking and a window never hold a GPU at once, whoever commits first.

@@ -25,6 +25,11 @@ class HostShare:
     """The host's share sold with the GPUs (`vcpus_per_gpu`, `ram_gib_per_gpu` fields), for
     the GPUs it comes with (`gpu_count`)."""
 
+    # The model's fields these read (no fields of its own: Django sees none here).
+    vcpus_per_gpu: int
+    ram_gib_per_gpu: int
+    gpu_count: int
+
     @property
     def vcpus(self) -> int:
         return self.vcpus_per_gpu * self.gpu_count

@@ -4,17 +4,19 @@ These join the allocation (rentals) with what its GPUs did (telemetry).
 """
 
 from datetime import datetime, timedelta
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.utils import timezone
 
-from rentals.models import Allocation, AllocationState
+from rentals.models import Allocation, AllocationGpu, AllocationState
 from telemetry.models import GpuSample
 from telemetry.selectors import Totals, gpu_series, gpu_totals
 
 
-def _active_threshold():
-    return settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+def _active_threshold() -> float:
+    threshold: float = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
+    return threshold
 
 
 def stopped_spans(*, allocation: Allocation, now: datetime) -> list[tuple[datetime, datetime]]:
@@ -36,7 +38,31 @@ def time_left(*, allocation: Allocation, now: datetime) -> timedelta:
     return max(timedelta(0), allocation.paid_until - max(now, allocation.paid_from))
 
 
-def allocation_usage(*, allocation: Allocation, now: datetime) -> dict:
+# `from` and `to` are Python keywords: the functional form.
+Usage = TypedDict(
+    "Usage",
+    {
+        "from": datetime,
+        "to": datetime,
+        "paid_hours": float,
+        "hours_left": float,
+        "stopped_hours": float,
+        "running_hours": float,
+        "gpu_hours": float,
+        "covered_gpu_hours": float,
+        "partial": bool,
+        "busy_hours": float,
+        "util_avg": float | None,
+        "util_max": float | None,
+        "mem_max_mib": float | None,
+        "energy_kwh": float | None,
+        "idle_hours": float | None,
+        "idle_warning": bool,
+    },
+)
+
+
+def allocation_usage(*, allocation: Allocation, now: datetime) -> Usage:
     """The whole paid window so far: paid, running and stopped hours, and what the GPUs did
     (busy GPU-hours, average and peak utilisation, peak memory, energy), from rollups where
     raw samples are gone and raw samples for the newest part. `covered_hours` says how much
@@ -94,7 +120,7 @@ def allocation_usage(*, allocation: Allocation, now: datetime) -> dict:
 
 def allocation_series(
     *, allocation: Allocation, start: datetime | None = None, end: datetime | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The allocation's GPUs within its paid period (default: the last hour of it)."""
     now = timezone.now()
     end = min(end or now, allocation.paid_until, now)
@@ -111,7 +137,7 @@ def allocation_series(
     return series
 
 
-def _held_totals(held, *, start: datetime, end: datetime) -> Totals:
+def _held_totals(held: list[AllocationGpu], *, start: datetime, end: datetime) -> Totals:
     """What the allocation's GPUs did, each within [start, end) and the time it held it: one
     read per distinct holding window (one, unless GPUs were swapped)."""
     windows: dict[tuple[datetime, datetime], list[int]] = {}

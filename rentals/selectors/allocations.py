@@ -1,6 +1,12 @@
 """Reads of allocations and clusters, each for an acting person and team (accounts.roles):
 what they may see and act on, in the order lists show them; impaired allocations (staff)."""
 
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+from uuid import UUID
+
 from django.db.models import (
     Case,
     CharField,
@@ -18,7 +24,7 @@ from django.db.models import (
 )
 
 from accounts.roles import Acting, Action
-from core.pagination import SortKey, keyset_filter
+from core.pagination import Key, SortKey, keyset_filter
 from rentals.errors import ReadOnly
 from rentals.models import (
     Allocation,
@@ -28,13 +34,17 @@ from rentals.models import (
     Cluster,
     ImpairedSpan,
     LedgerEntry,
+    Quote,
     span_counts,
 )
 from rentals.selectors.ledger import SIGNED_AMOUNT
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 
 def allocation_list(
-    *, acting: Acting, state: str | None = None, filters: dict | None = None
+    *, acting: Acting, state: str | None = None, filters: Mapping[str, Any] | None = None
 ) -> QuerySet[Allocation]:
     """The team's allocations; staff see every team's (and change only their own) and may
     narrow them by owner, GPU model and node."""
@@ -75,7 +85,23 @@ _LIST_RANK = Case(
 )
 
 
-def allocations_as_listed(qs: QuerySet[Allocation]) -> QuerySet[Allocation]:
+class Ranked(TypedDict):
+    """The sort key's annotations of `allocations_as_listed` and `allocations_ranked`."""
+
+    list_rank: int
+    starts_soon: datetime | None
+
+
+class Listed(Ranked):
+    """What `allocations_as_listed` annotates besides its sort key."""
+
+    paid: Decimal | None
+    paid_currency: str | None
+
+
+def allocations_as_listed(
+    qs: QuerySet[Allocation],
+) -> "QuerySet[WithAnnotations[Allocation, Listed]]":
     """What runs first: running, then stopped, then scheduled (soonest first), then the
     rest (newest first); each with what it paid (`paid`, `paid_currency`: its charges less
     its refunds and credits; null for a cluster member whose cluster's rows sit on another)."""
@@ -94,7 +120,9 @@ _STARTS_SOON = Case(When(state=AllocationState.SCHEDULED, then=F("paid_from")))
 _LIST_ORDER = ("list_rank", F("starts_soon").asc(nulls_last=True), "-paid_from", "pk")
 
 
-def allocations_ranked(qs: QuerySet[Allocation]) -> QuerySet[Allocation]:
+def allocations_ranked(
+    qs: QuerySet[Allocation],
+) -> "QuerySet[WithAnnotations[Allocation, Ranked]]":
     """`qs` in `allocations_as_listed`'s order with only its sort key: no joins, no sums
     (the narrow rows a page is chosen from, core.pagination.keyset_rows)."""
     return (
@@ -114,13 +142,11 @@ ALLOCATION_ORDER = (
 )  # fmt: skip
 
 
-def allocation_key(allocation: Allocation) -> tuple:
+def allocation_key(allocation: "WithAnnotations[Allocation, Ranked]") -> Key:
     return allocation.list_rank, allocation.starts_soon, allocation.paid_from, allocation.pk
 
 
-def allocations_counted(
-    qs: QuerySet[Allocation], *, before: tuple | None = None
-) -> tuple[int, int]:
+def allocations_counted(qs: QuerySet[Allocation], *, before: Key | None = None) -> tuple[int, int]:
     """(how many allocations `qs` holds, how many of them are listed before the key
     `before`), exact, in one statement."""
     ranked = allocations_ranked(qs).order_by()
@@ -133,11 +159,11 @@ def allocations_counted(
     return counts["total"], counts["before"]
 
 
-def allocation_get(*, acting: Acting, pk) -> Allocation | None:
+def allocation_get(*, acting: Acting, pk: UUID) -> Allocation | None:
     return allocation_list(acting=acting).filter(pk=pk).first()
 
 
-def cluster_get(*, acting: Acting, pk) -> tuple[Cluster | None, list[Allocation]]:
+def cluster_get(*, acting: Acting, pk: UUID) -> tuple[Cluster | None, list[Allocation]]:
     """(the cluster they may read, its allocations by hostname), or (None, [])."""
     acting.require(Action.READ)
     clusters = Cluster.objects.select_related("gpu_model", "quote")
@@ -150,7 +176,7 @@ def cluster_get(*, acting: Acting, pk) -> tuple[Cluster | None, list[Allocation]
     return cluster, list(members)
 
 
-def cluster_summary(cluster: Cluster, members: list[Allocation]) -> dict:
+def cluster_summary(cluster: Cluster, members: list[Allocation]) -> dict[str, Any]:
     """The cluster as one rental: its nodes' shared facts, and their state when they agree."""
     states = {m.state for m in members}
     first = members[0]
@@ -165,7 +191,7 @@ def cluster_summary(cluster: Cluster, members: list[Allocation]) -> dict:
     }  # fmt: skip
 
 
-def allocation_for_action(*, acting: Acting, pk) -> Allocation | None:
+def allocation_for_action(*, acting: Acting, pk: UUID) -> Allocation | None:
     """The allocation to act on, None where they may not read it, or the refusal of
     `allocation_act_check` where they may read it only. Pages and API alike."""
     allocation = allocation_get(acting=acting, pk=pk)
@@ -186,10 +212,11 @@ def allocation_act_check(*, acting: Acting, allocation: Allocation) -> None:
     acting.require(Action.ACT)
 
 
-def team_of_rental(model, *, pk) -> int | None:
+def team_of_rental(model: type[Allocation | Cluster | Quote], *, pk: UUID) -> int | None:
     """The team whose allocation, cluster or quote `pk` is, whoever asks: only to find which
     of a person's teams to read it as (accounts.roles.acting_for_team_of), never shown."""
-    return model.objects.filter(pk=pk).values_list("team_id", flat=True).first()
+    team: int | None = model.objects.filter(pk=pk).values_list("team_id", flat=True).first()
+    return team
 
 
 # What a credit note reads (rentals.services.credits), loaded with the allocation: the staff
@@ -203,18 +230,29 @@ CREDIT_PREFETCH = (
 )
 
 
-def impaired_allocations(*, limit: int = 100) -> list[Allocation]:
+class Impaired(TypedDict):
+    """What `impaired_allocations` sets on each allocation."""
+
+    spans: list[ImpairedSpan]
+    credited: set[int]
+
+
+def impaired_allocations(*, limit: int = 100) -> "list[WithAnnotations[Allocation, Impaired]]":
     """Allocations marked impaired now or with impaired time not yet credited (staff's
     remedies page), the longest impaired first; each with `spans` (its spans, oldest
     first) and `credited` (the ids of the spans already credited)."""
     spans = ImpairedSpan.objects.counted().filter(
         Q(ended_at__isnull=True) | Q(credits__isnull=True)
     )
-    found = list(
-        Allocation.objects.filter(pk__in=spans.values("allocation_id"))
-        .select_related("gpu_model", "node", "user", "team", "quote__period")
-        .prefetch_related(*CREDIT_PREFETCH)
-        .order_by(F("impaired_since").asc(nulls_last=True), "pk")[:limit]
+    # Each allocation gets the attributes `Impaired` names below, before it is returned.
+    found = cast(
+        "list[WithAnnotations[Allocation, Impaired]]",
+        list(
+            Allocation.objects.filter(pk__in=spans.values("allocation_id"))
+            .select_related("gpu_model", "node", "user", "team", "quote__period")
+            .prefetch_related(*CREDIT_PREFETCH)
+            .order_by(F("impaired_since").asc(nulls_last=True), "pk")[:limit]
+        ),
     )
     for allocation in found:
         allocation.spans = sorted(

@@ -1,28 +1,48 @@
 """Availability: which GPUs are free when, how many a model offers now, where a request
 fits and the earliest start when nothing fits now. Reads only; placement.py locks."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Count
 from django.utils import timezone
 
 from catalog.models import GpuModel, Node, NodeState, Region
 from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
 from catalog.software import NO_REQUIRES, Requires
+from rentals.selectors.summary import capacity_days_summary
 from rentals.sql import capacity as capacity_sql
 from rentals.sql import holdings as holdings_sql
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 MAX_START_CANDIDATES = 500
 CALENDAR_DAYS = 91  # 13 weeks
 
 
-def gpu_model_offers(*, filters: dict | None = None, at: datetime | None = None) -> list:
+class Offer(TypedDict):
+    """What `gpu_model_offers` sets on each model."""
+
+    free_gpus_now: int
+    software: dict[str, Any]  # catalog.selectors.software_by_model's, one model's
+
+
+def gpu_model_offers(
+    *, filters: Mapping[str, Any] | None = None, at: datetime | None = None
+) -> "list[WithAnnotations[GpuModel, Offer]]":
     """The catalog's models, each with `free_gpus_now`: three queries whatever the number of
     models and GPUs (the models, their prices, and the free GPUs per model)."""
     at = at or timezone.now()
-    models = list(gpu_model_list(filters=filters, at=at))
+    # Each model gets the attributes `Offer` names below, before it is returned.
+    models = cast(
+        "list[WithAnnotations[GpuModel, Offer]]", list(gpu_model_list(filters=filters, at=at))
+    )
     with connection.cursor() as cursor:
         cursor.execute(holdings_sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
         free = dict(cursor.fetchall())
@@ -56,9 +76,9 @@ def cluster_shape(*, gpu_model: GpuModel) -> tuple[int, int]:
 
 
 def _room_read(
-    statement: str, *, gpu_model, gpu_count, starts_at, ends_at, region_id=None,
-    requires: Requires = NO_REQUIRES,
-) -> list[tuple]:  # fmt: skip
+    statement: str, *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime,
+    ends_at: datetime, region_id: int | None = None, requires: Requires = NO_REQUIRES,
+) -> list[tuple[Any, ...]]:  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(
             statement,
@@ -66,12 +86,13 @@ def _room_read(
              "starts_at": starts_at, "ends_at": ends_at, "region": region_id,
              **requires.params()},
         )  # fmt: skip
-        return cursor.fetchall()
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
 
 
 def candidate_nodes(
-    *, gpu_model: GpuModel, gpu_count: int, starts_at, ends_at, region_id: int | None = None,
-    requires: Requires = NO_REQUIRES,
+    *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime, ends_at: datetime,
+    region_id: int | None = None, requires: Requires = NO_REQUIRES,
 ) -> list[int]:  # fmt: skip
     """Nodes with room (in `region_id`, or any region; whose stack meets `requires`),
     fullest first: packing keeps whole nodes free for whole-node bookings.
@@ -87,7 +108,10 @@ def candidate_nodes(
     return [node_id for (node_id,) in rows]
 
 
-def fits(*, gpu_model, gpu_count, starts_at, ends_at, region_id=None, requires=NO_REQUIRES) -> bool:
+def fits(
+    *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime, ends_at: datetime,
+    region_id: int | None = None, requires: Requires = NO_REQUIRES,
+) -> bool:  # fmt: skip
     """Whether some node (in `region_id`, or any region) has room: a yes or no, not the
     candidate list (every quote asks)."""
     rows = _room_read(
@@ -95,7 +119,7 @@ def fits(*, gpu_model, gpu_count, starts_at, ends_at, region_id=None, requires=N
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
         region_id=region_id, requires=requires,
     )  # fmt: skip
-    return rows[0][0]
+    return bool(rows[0][0])
 
 
 def earliest_start(
@@ -113,10 +137,19 @@ def earliest_start(
     return windows[0]["starts_at"] if windows else None
 
 
+class AvailabilityDay(TypedDict):
+    """One day of `availability_days`."""
+
+    date: date
+    max_gpus_on_one_node: int
+    free_whole_nodes: int
+    free_gpus: int | Decimal  # a SQL sum (a Decimal); 0 where the model has no node
+
+
 def availability_days(
     *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None,
     requires: Requires = NO_REQUIRES,
-) -> list[dict]:  # fmt: skip
+) -> list[AvailabilityDay]:  # fmt: skip
     """Per day from `start`'s day: the most GPUs free on one node for the whole day, the
     whole nodes free, and the GPUs free in all (today counts from now). One statement over
     the same holds the exclusion constraint guards, so a day is never shown freer than a
@@ -143,6 +176,23 @@ def availability_days(
         }
         for d, one, whole, total in rows
     ]
+
+
+def availability_days_read(
+    *, gpu_model: GpuModel, start: datetime, days: int = 90, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES,
+) -> tuple[list[AvailabilityDay], datetime | None]:  # fmt: skip
+    """`availability_days`' answer and the instant it is as of: from the capacity read model
+    where it is fresh and can answer (pages then say "as of"), else read exactly (None)."""
+    summary = capacity_days_summary(
+        gpu_model=gpu_model, start=start, days=days, region_id=region_id, requires=requires
+    )
+    if summary is not None:
+        return summary
+    exact = availability_days(
+        gpu_model=gpu_model, start=start, days=days, region_id=region_id, requires=requires
+    )
+    return exact, None
 
 
 @dataclass(frozen=True)
@@ -175,6 +225,7 @@ class Calendar:
     per_node: int  # the GPUs of the model's largest node, at least 1
     nodes: int  # the model's active nodes (in the region), at least 1
     scale: list[CalendarStep]
+    as_of: datetime | None = None  # read from the capacity read model as of then; None: exact
 
 
 def availability_calendar(
@@ -182,10 +233,11 @@ def availability_calendar(
     region: Region | None = None, requires: Requires = NO_REQUIRES, days: int = CALENDAR_DAYS,
 ) -> Calendar:  # fmt: skip
     """`days` days of availability from `start`'s day, each counted as the calendar shows it
-    (whole nodes free when `whole_nodes`, else the most GPUs free on one node) and tinted
-    against the most there could be; `per_node` is `max_gpus_per_node`, which the caller
-    has read already. Two queries: the days and the active nodes."""
-    rows = availability_days(
+        (whole nodes free when `whole_nodes`, else the most GPUs free on one node) and tinted
+        against the most there could be; `per_node` is `max_gpus_per_node`, which the caller
+        has read already. Three queries: the summary's freshness, the days (from the capacity read
+    model, `as_of` then set; or exactly, two queries) and the active nodes."""
+    rows, as_of = availability_days_read(
         gpu_model=gpu_model, start=start, days=days,
         region_id=region.pk if region else None, requires=requires,
     )  # fmt: skip
@@ -196,7 +248,7 @@ def availability_calendar(
         1,
     )
     of = nodes if whole_nodes else max(per_node, 1)
-    shaped = []
+    shaped: list[CalendarDay] = []
     for row in rows:
         free = row["free_whole_nodes"] if whole_nodes else row["max_gpus_on_one_node"]
         shaped.append(
@@ -214,6 +266,7 @@ def availability_calendar(
         per_node=max(per_node, 1),
         nodes=nodes,
         scale=[CalendarStep(free=n, shade=calendar_shade(n, of)) for n in calendar_scale_steps(of)],
+        as_of=as_of,
     )
 
 
@@ -232,7 +285,10 @@ def calendar_scale_steps(of: int) -> list[int]:
     return sorted({round(of * i / 8) for i in range(9)})
 
 
-def _params(*, gpu_model, duration, gpu_count, node_count, region_id, requires):
+def _params(
+    *, gpu_model: GpuModel, duration: timedelta, gpu_count: int, node_count: int | None,
+    region_id: int | None, requires: Requires,
+) -> dict[str, Any]:  # fmt: skip
     per_node = cluster_shape(gpu_model=gpu_model)[0] if node_count else 0
     return {
         "per_node": per_node,
@@ -243,21 +299,24 @@ def _params(*, gpu_model, duration, gpu_count, node_count, region_id, requires):
     }  # fmt: skip
 
 
-def _fitting_at(cursor, t, params) -> list[tuple]:
+def _fitting_at(
+    cursor: CursorWrapper, t: datetime, params: Mapping[str, Any]
+) -> list[tuple[Any, ...]]:
     """(region, network group, hostnames) where the request fits from `t`: for whole nodes,
     the groups with the fewest free whole nodes first (least fragmentation)."""
     statement = capacity_sql.FITTING_AT_IN_REGION if params["region"] else capacity_sql.FITTING_AT
     cursor.execute(statement, {**params, "t": t})
-    return cursor.fetchall()
+    rows: list[tuple[Any, ...]] = cursor.fetchall()
+    return rows
 
 
-def _in_spans(t: datetime, spans: list[tuple]) -> bool:
+def _in_spans(t: datetime, spans: list[tuple[Any, ...]]) -> bool:
     return any(since <= t and (until is None or t <= until) for since, until in spans)
 
 
 def cluster_fits(
-    *, gpu_model: GpuModel, node_count: int, starts_at, ends_at, region_id: int | None = None,
-    requires: Requires = NO_REQUIRES,
+    *, gpu_model: GpuModel, node_count: int, starts_at: datetime, ends_at: datetime,
+    region_id: int | None = None, requires: Requires = NO_REQUIRES,
 ) -> bool:  # fmt: skip
     """Whether `node_count` whole nodes of one network group (in `region_id`, or any
     region) are free for the window."""
@@ -269,11 +328,19 @@ def cluster_fits(
         return bool(_fitting_at(cursor, starts_at, params))
 
 
+class StartWindow(TypedDict):
+    """One of `start_windows`: when, in which region (slug), on which nodes (hostnames)."""
+
+    starts_at: datetime
+    region: str
+    nodes: list[str]
+
+
 def start_windows(
     *, gpu_model: GpuModel, duration: timedelta, not_before: datetime, gpu_count: int = 1,
     node_count: int | None = None, region_id: int | None = None, limit: int = 5,
     requires: Requires = NO_REQUIRES,
-) -> list[dict]:  # fmt: skip
+) -> list[StartWindow]:  # fmt: skip
     """The next start times at which the request fits, with where: `gpu_count` GPUs on one
     node, or `node_count` whole nodes of one network group for the same window. Capacity
     only frees up when a holding ends, so those instants are the only candidates."""

@@ -8,6 +8,7 @@ deleted (catalog.signals) bump the version when they commit."""
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.core.cache import cache
@@ -28,7 +29,7 @@ def _next_change(now: datetime) -> datetime:
     return min(upcoming or now + KEEP, now + KEEP)
 
 
-def catalog_answer(key: str, build) -> tuple[bytes, str]:
+def catalog_answer(key: str, build: Callable[[], object]) -> tuple[bytes, str]:
     """(JSON body, ETag) for the request `key`: the cached copy while it is current, else
     `build()`'s answer (its data), kept for the next request. One Redis round trip on a
     hit (the version and the copy together)."""

@@ -42,7 +42,7 @@ def maintenance_list() -> QuerySet[MaintenanceWindow]:
     )
 
 
-def maintenance_get(*, pk) -> MaintenanceWindow | None:
+def maintenance_get(*, pk: int) -> MaintenanceWindow | None:
     return maintenance_list().filter(pk=pk).first()
 
 

@@ -1,9 +1,10 @@
 """Reads of a team's ledger: its entries, summary and balances, and the statement's CSV rows."""
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import (
     Case,
@@ -19,7 +20,7 @@ from django.db.models import (
 from accounts.roles import Acting, Action
 from catalog.models import RentalPeriod
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money, quantize
-from core.pagination import SortKey, keyset_filter
+from core.pagination import Key, SortKey, keyset_filter
 from rentals.models import (
     CREDITS,
     LedgerEntry,
@@ -34,7 +35,9 @@ SIGNED_AMOUNT = Case(  # what the customer paid: charges add, refunds and credit
 )
 
 
-def ledger_entries(*, acting: Acting, filters: dict | None = None) -> QuerySet[LedgerEntry]:
+def ledger_entries(
+    *, acting: Acting, filters: Mapping[str, Any] | None = None
+) -> QuerySet[LedgerEntry]:
     """The team's ledger, newest first; `filters` may bound it by date (`since` and `until`,
     both inclusive days in UTC) and kind."""
     acting.require(Action.READ_LEDGER)
@@ -68,7 +71,7 @@ class LedgerSummary:
     before: int
 
     @property
-    def balance(self):
+    def balance(self) -> Decimal | None:
         """The balance when there is one currency (0 when none), else None: there is no
         single number for several currencies."""
         if not self.balances:
@@ -77,11 +80,11 @@ class LedgerSummary:
 
 
 def ledger_summary(
-    *, acting: Acting, filters: dict | None = None, before: tuple | None = None
+    *, acting: Acting, filters: Mapping[str, Any] | None = None, before: Key | None = None
 ) -> LedgerSummary:
     """Balances per currency, the row count and the rows newer than `before` (a key of
     LEDGER_ORDER), over the filtered entries, in one statement."""
-    rows = (
+    totals = (
         ledger_entries(acting=acting, filters=filters)
         .order_by()
         .values("currency")
@@ -94,7 +97,7 @@ def ledger_summary(
         )
         .order_by("currency")
     )
-    rows = list(rows)
+    rows = list(totals)
     return LedgerSummary(
         balances=[Money(row["total"], row["currency"]) for row in rows],
         rows=sum(row["rows"] for row in rows),
@@ -102,7 +105,7 @@ def ledger_summary(
     )
 
 
-def ledger_balances(*, acting: Acting, filters: dict | None = None) -> list[Money]:
+def ledger_balances(*, acting: Acting, filters: Mapping[str, Any] | None = None) -> list[Money]:
     """Charges minus refunds and credits, exact, one Money per currency (amounts of
     different currencies are never added), over the filtered entries when filters are given."""
     return ledger_summary(acting=acting, filters=filters).balances
@@ -121,7 +124,9 @@ _STATEMENT_COLUMNS = (
 )  # fmt: skip
 
 
-def statement_rows(*, acting: Acting, filters: dict | None = None) -> Iterator[list]:
+def statement_rows(
+    *, acting: Acting, filters: Mapping[str, Any] | None = None
+) -> Iterator[list[Any]]:
     """The statement as CSV rows: refunds negative, so a column sum is the net charged. The
     role is checked here, before the first row streams (a refusal after the status line had
     gone out would be a 200).
@@ -133,9 +138,9 @@ def statement_rows(*, acting: Acting, filters: dict | None = None) -> Iterator[l
     return _statement_lines(rows.iterator(chunk_size=2000))
 
 
-def _statement_lines(rows) -> Iterator[list]:
+def _statement_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[Any]]:
     periods = {p.pk: p for p in RentalPeriod.objects.all()}
-    words: dict[tuple, str] = {}
+    words: dict[tuple[Any, ...], str] = {}
     for row in rows:
         at, kind, reason, amount, currency, allocation, net, vat, count, *facts = row
         text = words.get(key := (reason, count, *facts))

@@ -2,15 +2,17 @@
 
 from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 from accounts.roles import Acting
+from catalog.models import Option
 from rentals.models import (
     Allocation,
     Quote,
 )
 
 
-def quote_get(*, acting: Acting, pk) -> Quote | None:
+def quote_get(*, acting: Acting, pk: UUID) -> Quote | None:
     return (
         Quote.objects.filter(team=acting.team, pk=pk)
         .select_related("gpu_model", "period", "region")
@@ -40,6 +42,6 @@ def quote_outcome(*, quote: Quote, now: datetime) -> QuoteOutcome:
     return QuoteOutcome(allocation=None, extended=False, expired=quote.valid_until <= now)
 
 
-def quote_options(*, quote: Quote) -> list[tuple]:
+def quote_options(*, quote: Quote) -> list[tuple[Option, int]]:
     """[(option, quantity)] as the customer chose them."""
-    return [(line.option, line.count) for line in quote.lines.all() if line.option_id]
+    return [(line.option, line.count) for line in quote.lines.all() if line.option is not None]

@@ -6,6 +6,10 @@ change of what the node really grants is an event (access granted, access revoke
 first grant of a paid period a notice and a webhook (`allocation.access_ready`).
 """
 
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
@@ -31,6 +35,9 @@ from telemetry.models import NodeAgent
 
 MAX_KEYS = 20  # per allocation
 
+# A node's desired or applied access state, as the agent reads and reports it (JSON).
+AccessState = dict[str, Any]
+
 
 def keys_for_booking(*, acting: Acting, ssh_key_ids: list[int] | None) -> list[SshKey]:
     """The keys a booking lets in: the booker's chosen ones, or all the booker's keys."""
@@ -48,7 +55,7 @@ def keys_for_booking(*, acting: Acting, ssh_key_ids: list[int] | None) -> list[S
     return chosen
 
 
-def _ids(ids) -> str:
+def _ids(ids: Iterable[int]) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 
 
@@ -104,11 +111,13 @@ def allocation_keys_set(
     return allocation
 
 
-def _merged(before: dict | None, served: dict, applied_ids: set[str], failed: set[str]) -> dict:
+def _merged(
+    before: AccessState | None, served: AccessState, applied_ids: set[str], failed: set[str]
+) -> AccessState:
     """What the node now really has: the served entries it applied, and for the rest (failed
     or not named) what it had before."""
     had = {e["id"]: e for e in (before or {}).get("allocations", [])}
-    entries = {}
+    entries: dict[str, dict[str, Any]] = {}
     for entry in served.get("allocations", []):
         if entry["id"] in applied_ids and entry["id"] not in failed:
             entries[entry["id"]] = entry
@@ -126,10 +135,10 @@ def access_report(
     *,
     agent: NodeAgent,
     generation: str,
-    applied: list,
-    errors: list,
+    applied: list[object],
+    errors: list[dict[str, Any]],
     version: str = "",
-    software: dict | None = None,
+    software: dict[str, Any] | None = None,
 ) -> None:
     """A node's agent says what it applied of the state it was served (and, where it
     sends one, the node's software stack)."""
@@ -154,11 +163,11 @@ def access_report(
     _announce_changes(before, after, now)
 
 
-def _granted(state: dict | None) -> dict[str, dict]:
+def _granted(state: AccessState | None) -> dict[str, dict[str, Any]]:
     return {e["id"]: e for e in (state or {}).get("allocations", []) if e["granted"]}
 
 
-def _announce_changes(before, after, now) -> None:
+def _announce_changes(before: AccessState | None, after: AccessState | None, now: datetime) -> None:
     was, now_granted = _granted(before), _granted(after)
     granted = [i for i in now_granted if i not in was]
     revoked = [i for i in was if i not in now_granted]

@@ -11,7 +11,7 @@ from django.db.models import Q
 from core.db import db_now
 from rentals.models import AllocationState
 from rentals.selectors.holdings import holdings_at
-from telemetry.flags import flags_sync
+from telemetry.flags import FlagKey, flags_sync
 from telemetry.models import ACTIVITY_FLAGS, FlagKind, GpuSample
 
 
@@ -38,7 +38,7 @@ def gpu_activity_flags_update(*, now: datetime | None = None) -> int:
         )
         .values_list("gpu_id", "allocation__state")
     )
-    holding = {}
+    holding: dict[FlagKey, str] = {}
     for gpu_id, (node_id, utilization) in newest.items():
         if utilization is None or utilization <= conf["ACTIVE_UTILISATION_PCT"]:
             continue

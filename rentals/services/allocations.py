@@ -11,6 +11,7 @@ act on one node (`cluster_stop`/`cluster_start` on every node).
 from datetime import datetime
 from typing import NamedTuple
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Sum
 from django.utils.translation import gettext as _
@@ -49,9 +50,10 @@ from rentals.services.events import (
 from rentals.services.notices import receipt_record
 from rentals.services.quotes import quote_lines, quote_store
 from rentals.services.spend import spend_limit_check
+from rentals.services.summary import capacity_changed
 
 
-def _locked(allocation, acting: Acting) -> Allocation:
+def _locked(allocation: Allocation, acting: Acting) -> Allocation:
     """The allocation, row-locked, if the acting team owns it and the role may act."""
     acting.require(Action.ACT)
     locked = Allocation.objects.select_for_update().filter(pk=allocation.pk).first()
@@ -72,7 +74,9 @@ STOP = Transition(EventKind.STOP, AllocationState.STOPPED, (AllocationState.RUNN
 START = Transition(EventKind.START, AllocationState.RUNNING, (AllocationState.STOPPED,))
 
 
-def _transition(allocation, change: Transition, *, acting, now=None):
+def _transition(
+    allocation: Allocation, change: Transition, *, acting: Acting, now: datetime | None = None
+) -> Allocation:
     """One allocation's state change, inside the caller's transaction."""
     now = now or db_now()
     allocation = _locked(allocation, acting)
@@ -98,18 +102,24 @@ def _transition(allocation, change: Transition, *, acting, now=None):
 
 
 @transaction.atomic
-def allocation_stop(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
+def allocation_stop(
+    *, acting: Acting, allocation: Allocation, now: datetime | None = None
+) -> Allocation:
     """Stop the GPUs' work. The paid period runs on: stopped time is paid time."""
     return _transition(allocation, STOP, acting=acting, now=now)
 
 
 @transaction.atomic
-def allocation_start(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
+def allocation_start(
+    *, acting: Acting, allocation: Allocation, now: datetime | None = None
+) -> Allocation:
     return _transition(allocation, START, acting=acting, now=now)
 
 
 @transaction.atomic
-def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Allocation:
+def allocation_cancel(
+    *, acting: Acting, allocation: Allocation, now: datetime | None = None
+) -> Allocation:
     """Cancel before the start, refunding every charge in full; after the start only stop.
     A cluster's allocation cancels the whole cluster."""
     now = now or db_now()
@@ -125,7 +135,7 @@ def allocation_cancel(*, acting: Acting, allocation: Allocation, now=None) -> Al
     return cancelled
 
 
-def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:
+def members_cancel(members: list[Allocation], *, actor: User | None, now: datetime) -> None:
     """Cancel these scheduled allocations (one, or a cluster's every node; their rows locked)
     and refund every charge in full, inside the caller's transaction: the owner's cancel
     and a maintenance window's alike."""
@@ -134,6 +144,7 @@ def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:
     )
     AllocationGpu.objects.filter(allocation__in=members).update(released=True)
     bump(CATALOG)
+    capacity_changed(gpu_model_ids=[m.gpu_model_id for m in members])
     charged = (
         LedgerEntry.objects.filter(allocation__in=members, kind=LedgerKind.CHARGE)
         .values("allocation_id")
@@ -168,7 +179,7 @@ def members_cancel(members: list[Allocation], *, actor, now: datetime) -> None:
     ledger_announce([refund.pk for refund in refunds])
 
 
-def _period_count_check(period_count) -> None:
+def _period_count_check(period_count: int | None) -> None:
     if refusal := limits.period_count_refusal(period_count):
         raise Invalid({"period_count": refusal})
 
@@ -221,13 +232,13 @@ def members_locked(allocation: Allocation) -> list[Allocation]:
     return _members(allocation, lock=True)
 
 
-def _members(allocation: Allocation, *, lock=False) -> list[Allocation]:
+def _members(allocation: Allocation, *, lock: bool = False) -> list[Allocation]:
     """The allocation, or every allocation of its cluster, the one carrying the booking
     charge first."""
     if allocation.cluster_id is None:
         return [allocation]
-    members = Allocation.objects.filter(cluster_id=allocation.cluster_id).order_by("id")
-    members = list(members.select_for_update() if lock else members)
+    rows = Allocation.objects.filter(cluster_id=allocation.cluster_id).order_by("id")
+    members = list(rows.select_for_update() if lock else rows)
     lead_id = (
         LedgerEntry.objects.filter(allocation__in=members, reason=LedgerReason.BOOKING)
         .values_list("allocation_id", flat=True)
@@ -305,7 +316,7 @@ def allocation_extend(
     quote: Quote | None = None,
     period_count: int | None = None,
     now: datetime | None = None,
-    payment=None,
+    payment: object = None,
 ) -> Allocation:
     """Add an extension quote's periods right after paid_until on the same GPUs, if they are
     free, and charge exactly its total. Without a quote, one is made now (what the customer
@@ -318,6 +329,7 @@ def allocation_extend(
     acting.require(Action.BOOK)  # an extension is a purchase
     _extendable_check(members, now)
     if quote is None:
+        assert period_count is not None  # refused above
         quote = extension_quote_create(
             acting=acting, allocation=members[0], period_count=period_count, now=now
         )
@@ -329,7 +341,9 @@ def allocation_extend(
     return next(m for m in members if m.pk == allocation.pk)
 
 
-def _extension_quote_locked(acting, members: list[Allocation], quote: Quote, now) -> Quote:
+def _extension_quote_locked(
+    acting: Acting, members: list[Allocation], quote: Quote, now: datetime
+) -> Quote:
     """The extension quote of these allocations, row-locked, if it can still be charged:
     unused, valid, and starting where their paid period ends now."""
     locked = (
@@ -349,7 +363,9 @@ def _extension_quote_locked(acting, members: list[Allocation], quote: Quote, now
     return locked
 
 
-def _extension_write(acting, members: list[Allocation], quote: Quote, now) -> None:
+def _extension_write(
+    acting: Acting, members: list[Allocation], quote: Quote, now: datetime
+) -> None:
     """Move every member's paid_until to the quote's, charge its total once (on the lead),
     and record the events and the receipt; `members` are updated in place."""
     lead = members[0]
@@ -365,6 +381,7 @@ def _extension_write(acting, members: list[Allocation], quote: Quote, now) -> No
         raise_if_lost_race(exc)
         raise
     bump(CATALOG)
+    capacity_changed(gpu_model_ids=[lead.gpu_model_id])
     Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
         paid_until=new_until, warned_24h_at=None, warned_1h_at=None
     )
@@ -405,7 +422,14 @@ def _cluster_first(cluster: Cluster) -> Allocation:
     return first
 
 
-def _cluster_transition(cluster, change: Transition, *, acting, refusal, now=None):
+def _cluster_transition(
+    cluster: Cluster,
+    change: Transition,
+    *,
+    acting: Acting,
+    refusal: str,
+    now: datetime | None = None,
+) -> list[Allocation]:
     """Every node of the cluster that can make the change, inside the caller's transaction."""
     now = now or db_now()
     members = _members_locked(_cluster_first(cluster), acting)
@@ -416,21 +440,25 @@ def _cluster_transition(cluster, change: Transition, *, acting, refusal, now=Non
 
 
 @transaction.atomic
-def cluster_stop(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
+def cluster_stop(
+    *, acting: Acting, cluster: Cluster, now: datetime | None = None
+) -> list[Allocation]:
     """Stop every running node of the cluster (the paid period runs on)."""
     refusal = _("No node of the cluster is running.")
     return _cluster_transition(cluster, STOP, acting=acting, refusal=refusal, now=now)
 
 
 @transaction.atomic
-def cluster_start(*, acting: Acting, cluster: Cluster, now=None) -> list[Allocation]:
+def cluster_start(
+    *, acting: Acting, cluster: Cluster, now: datetime | None = None
+) -> list[Allocation]:
     """Start every stopped node of the cluster."""
     refusal = _("No node of the cluster is stopped.")
     return _cluster_transition(cluster, START, acting=acting, refusal=refusal, now=now)
 
 
 @transaction.atomic
-def cluster_cancel(*, acting: Acting, cluster: Cluster, now=None) -> Allocation:
+def cluster_cancel(*, acting: Acting, cluster: Cluster, now: datetime | None = None) -> Allocation:
     """Cancel the whole cluster before its start, refunding it in full (as cancelling any of
     its allocations does)."""
     return allocation_cancel(acting=acting, allocation=_cluster_first(cluster), now=now)

@@ -10,12 +10,14 @@ the same constraint, so either every node is held for the paid period or none is
 """
 
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from uuid import UUID
 
 from django.db import IntegrityError, connection
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, Model, OuterRef
 from django.utils.translation import gettext as _
 
+from accounts.models import SshKey
 from accounts.roles import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
 from core.db import db_clock, prefetched, retried_transaction, savepoint
@@ -36,14 +38,33 @@ from rentals.models import (
     Quote,
     QuoteKind,
 )
-from rentals.placement import place_cluster_locked, place_locked
+from rentals.placement import Placed, place_cluster_locked, place_locked
 from rentals.purchase_hooks import purchase_check
 from rentals.services.access import allocation_keys_attach, keys_for_booking
 from rentals.services.events import events_announce, ledger_announce, raise_if_lost_race
 from rentals.services.notices import receipt_mail
 from rentals.services.quotes import no_capacity
 from rentals.services.spend import spend_limit_check
+from rentals.services.summary import capacity_changed
 from rentals.sql import booking as booking_sql
+
+_Row = TypeVar("_Row", bound=Model)
+
+
+class QuoteFacts(TypedDict):
+    """What a booking reads with its quote, in the same statement (`_quote_locked`)."""
+
+    clock: datetime  # the database's
+    booked: bool
+    unverified: bool
+
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    from rentals.access import WithAccessFacts
+
+    LockedQuote = WithAnnotations[Quote, QuoteFacts]
 
 
 @retried_transaction
@@ -53,7 +74,7 @@ def allocation_book(
     quote: Quote | UUID,
     now: datetime | None = None,
     ssh_keys: list[int] | None = None,
-    payment=None,
+    payment: object = None,
 ) -> Allocation:
     """Turn a valid quote (or its id) into an allocation of specific GPUs and one charge of
     its total. For a cluster quote: one allocation per node, sharing a `Cluster`; the first
@@ -94,6 +115,7 @@ def allocation_book(
         raise
     allocation_keys_attach(allocations=allocations, keys=keys)
     bump(CATALOG)  # GPUs free now changed for the catalog list
+    capacity_changed(gpu_model_ids=[quote.gpu_model_id])  # and the capacity read model
     events_announce(_as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now))
     ledger_announce([charge_id], charges_only=True)  # last: its invoice number is locked
     lead = allocations[0]
@@ -106,7 +128,7 @@ def allocation_book(
     return lead
 
 
-def _quote_locked(acting: Acting, quote: Quote | UUID) -> Quote:
+def _quote_locked(acting: Acting, quote: Quote | UUID) -> "LockedQuote":
     """The team's booking quote, row-locked, if it was not booked yet and the person may
     buy. One statement: the quote with its model, period and team (its spend limit), the
     database's clock (`clock`), whether it was booked already and whether the person still
@@ -148,10 +170,18 @@ def _paid_window(quote: Quote, now: datetime) -> tuple[datetime, datetime]:
     return quote.paid_from, quote.paid_until
 
 
-def _as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now):
+def _as_booked(
+    allocations: list[Allocation],
+    placed: list[Placed],
+    keys: list[SshKey],
+    holding_ids: dict[int, int],
+    event_ids: dict[UUID, int],
+    acting: Acting,
+    now: datetime,
+) -> list[AllocationEvent]:
     """Attach to each allocation what `_write` wrote for it (its holdings, its booked event,
     its keys), as if read back; back: the events."""
-    events = []
+    events: list[AllocationEvent] = []
     for allocation, (_node, gpus) in zip(allocations, placed, strict=True):
         held = [
             _as_written(
@@ -166,13 +196,16 @@ def _as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now):
         )  # fmt: skip
         prefetched(allocation, "held", held)
         prefetched(allocation, "events", [event])
-        allocation.live_gpus = held  # what its access is judged from (rentals.access)
-        allocation.member_keys = [AllocationKey(allocation=allocation, ssh_key=k) for k in keys]
+        facts = cast("WithAccessFacts", allocation)  # given here what rentals.access prefetches
+        facts.live_gpus = held  # what its access is judged from (rentals.access)
+        facts.member_keys = [AllocationKey(allocation=allocation, ssh_key=k) for k in keys]
         events.append(event)
     return events
 
 
-def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, int], int, int]:
+def _write(
+    allocations: list[Allocation], placed: list[Placed], quote: Quote, now: datetime
+) -> tuple[dict[int, int], dict[UUID, int], int, int]:
     """Write the booking (`rentals.sql.booking.BOOKING_WRITE`); back: the holdings' ids by GPU id,
     the events' ids by allocation id, the receipt's id and the charge's."""
     lead = allocations[0]
@@ -204,14 +237,16 @@ def _write(allocations, placed, quote, now) -> tuple[dict[int, int], dict[UUID, 
     )
 
 
-def _as_written(model, **fields):
+def _as_written(model: type[_Row], **fields: Any) -> _Row:
     """A `model` instance for a row written with SQL (`BOOKING_WRITE`), as if read back."""
     instance = model(**fields)
     instance._state.adding, instance._state.db = False, connection.alias
     return instance
 
 
-def _place(acting, quote, paid_from, paid_until):
+def _place(
+    acting: Acting, quote: Quote, paid_from: datetime, paid_until: datetime
+) -> tuple[Cluster | None, list[Placed]]:
     """(the new cluster or None, [(node, GPUs)]) with every node locked, or NoCapacity."""
     if not quote.node_count:
         placed = place_locked(
@@ -225,7 +260,7 @@ def _place(acting, quote, paid_from, paid_until):
         if placed is None:
             raise _no_capacity(quote, paid_from, paid_until)
         return None, [placed]
-    placed = place_cluster_locked(
+    grouped = place_cluster_locked(
         gpu_model=quote.gpu_model,
         node_count=quote.node_count,
         gpus_per_node=quote.gpu_count // quote.node_count,
@@ -234,9 +269,9 @@ def _place(acting, quote, paid_from, paid_until):
         region_id=quote.region_id,
         requires=quote.requires,
     )
-    if placed is None:
+    if grouped is None:
         raise _no_capacity(quote, paid_from, paid_until)
-    group, nodes = placed
+    group, nodes = grouped
     cluster = Cluster.objects.create(
         team=acting.team, user=acting.user, quote=quote, gpu_model=quote.gpu_model,
         node_count=quote.node_count, network_group=group,
@@ -244,7 +279,7 @@ def _place(acting, quote, paid_from, paid_until):
     return cluster, nodes
 
 
-def _no_capacity(quote, paid_from, paid_until) -> NoCapacity:
+def _no_capacity(quote: Quote, paid_from: datetime, paid_until: datetime) -> NoCapacity:
     return no_capacity(
         gpu_model=quote.gpu_model, gpu_count=quote.gpu_count, node_count=quote.node_count,
         starts_at=paid_from, ends_at=paid_until, region=quote.region, requires=quote.requires,

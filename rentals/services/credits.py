@@ -13,7 +13,10 @@ of kind `credit` per span, and the database holds one credit per span
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import TypedDict
+from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
@@ -32,6 +35,7 @@ from rentals.models import (
     LedgerReason,
     Notice,
     NoticeKind,
+    Quote,
     QuoteKind,
     QuoteLineKind,
     span_counts,
@@ -80,9 +84,10 @@ class CreditNote:
     issued: bool = False
 
 
-def _gpu_rate(quote) -> Decimal:
+def _gpu_rate(quote: Quote) -> Decimal:
     line = next(line for line in quote.lines.all() if line.kind == QuoteLineKind.GPU)
-    return line.unit_price / _hours(quote.period.duration)
+    rate: Decimal = line.unit_price / _hours(quote.period.duration)  # MoneyField: Any
+    return rate
 
 
 def rates_of(allocation: Allocation) -> list[Rate]:
@@ -102,7 +107,10 @@ def rates_of(allocation: Allocation) -> list[Rate]:
     return rates
 
 
-def _line(allocation: Allocation, span: ImpairedSpan, rates: list[Rate], currency) -> CreditLine:
+def _line(
+    allocation: Allocation, span: ImpairedSpan, rates: list[Rate], currency: str
+) -> CreditLine:
+    assert span.ended_at is not None  # _creditable keeps the spans that have ended
     gpus = min(len(span.gpus), allocation.gpu_count)
     starts = max(span.started_at, allocation.paid_from)
     ends = min(span.ended_at, allocation.paid_until)
@@ -180,7 +188,7 @@ def credit_note_build(*, allocation: Allocation, span_id: int | None = None) -> 
     rates = rates_of(allocation)
     lines = [_line(allocation, s, rates, currency) for s in _creditable(allocation, span_id)]
     room = max(_given_room(allocation, currency), Decimal(0))
-    capped = []
+    capped: list[CreditLine] = []
     for line in lines:
         amount = min(line.amount, quantize(room, currency))
         room -= amount
@@ -199,7 +207,7 @@ def _with_amount(line: CreditLine, amount: Decimal) -> CreditLine:
     return CreditLine(line.span, line.gpus, line.hours, line.gpu_hours, line.hourly_rate, amount)
 
 
-def _locked(allocation_id) -> Allocation:
+def _locked(allocation_id: UUID) -> Allocation:
     allocation = (
         Allocation.objects.select_for_update(of=("self",))
         .select_related("quote__period", "team", "user", "gpu_model", "cluster")
@@ -212,7 +220,9 @@ def _locked(allocation_id) -> Allocation:
     return allocation
 
 
-def credit_note_preview(*, operator, allocation_id, span_id: int | None = None) -> CreditNote:
+def credit_note_preview(
+    *, operator: User, allocation_id: UUID, span_id: int | None = None
+) -> CreditNote:
     """The note as it would be issued now; writes nothing."""
     operator_require(operator, Operation.CREDIT)
     with transaction.atomic():
@@ -221,7 +231,11 @@ def credit_note_preview(*, operator, allocation_id, span_id: int | None = None) 
 
 @retried_transaction
 def credit_note_issue(
-    *, operator, allocation_id, span_id: int | None = None, now: datetime | None = None
+    *,
+    operator: User,
+    allocation_id: UUID,
+    span_id: int | None = None,
+    now: datetime | None = None,
 ) -> CreditNote:
     """Issue the note: a ledger row of kind `credit` per span and a receipt notice each.
     Two staff members at once: the second finds the span credited (409)."""
@@ -261,7 +275,17 @@ def credit_note_issue(
     return replace(note, issued=True)
 
 
-def impaired_time_of(allocation: Allocation) -> dict | None:
+class SpanRow(TypedDict):
+    span: ImpairedSpan
+    credit: LedgerEntry | None
+
+
+class ImpairedTime(TypedDict):
+    spans: list[SpanRow]
+    pending: CreditNote | None
+
+
+def impaired_time_of(allocation: Allocation) -> ImpairedTime | None:
     """What the owner's page shows of the impaired time: the spans (those that are impaired
     time: not the ones shorter than IMPAIRED_MIN_SECONDS), each with its credit when issued,
     and the note that staff would issue now (read before it is issued); None for an
@@ -275,5 +299,5 @@ def impaired_time_of(allocation: Allocation) -> dict | None:
         pending = credit_note_build(allocation=allocation)
     except DomainError:
         pending = None
-    rows = [{"span": s, "credit": next(iter(s.credits.all()), None)} for s in spans]
+    rows: list[SpanRow] = [{"span": s, "credit": next(iter(s.credits.all()), None)} for s in spans]
     return {"spans": rows, "pending": pending}

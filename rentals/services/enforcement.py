@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 @transaction.atomic
-def allocations_enforce(*, now: datetime | None = None) -> dict:
+def allocations_enforce(*, now: datetime | None = None) -> dict[str, int]:
     """Start what is due, expire what has ended: one conditional statement per transition.
 
     It compares times (the database's clock unless `now` is given), never counts ticks, so

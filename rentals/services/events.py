@@ -1,16 +1,30 @@
 """What every allocation change records, and how a lost race is told apart."""
 
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.contrib.auth.models import User
 from django.utils.translation import gettext as _
 
 from core.db import Retry, sqlstate
+from core.errors import DomainError
 from rentals.errors import NoCapacity
-from rentals.models import AllocationEvent, LedgerEntry
+from rentals.models import Allocation, AllocationEvent, LedgerEntry
 from rentals.signals import allocation_events_recorded, ledger_entries_recorded
 
 EXCLUSION_VIOLATION = "23P01"
 
 
-def event_record(allocation, *, kind, at, actor=None, from_state="", to_state="", note=""):
+def event_record(
+    allocation: Allocation,
+    *,
+    kind: str,
+    at: datetime,
+    actor: User | None = None,
+    from_state: str = "",
+    to_state: str = "",
+    note: str = "",
+) -> AllocationEvent:
     return events_record(
         [allocation], kind=kind, actor=actor, from_state=from_state, to_state=to_state,
         note=note, at=at,
@@ -18,7 +32,14 @@ def event_record(allocation, *, kind, at, actor=None, from_state="", to_state=""
 
 
 def events_record(
-    allocations, *, kind, at, actor=None, from_state="", to_state="", note=""
+    allocations: Iterable[Allocation],
+    *,
+    kind: str,
+    at: datetime,
+    actor: User | None = None,
+    from_state: str = "",
+    to_state: str = "",
+    note: str = "",
 ) -> list[AllocationEvent]:
     """The same change of several allocations (a cluster's), in one statement, announced
     once (rentals.signals)."""
@@ -53,7 +74,7 @@ def ledger_announce(entry_ids: list[int], *, charges_only: bool = False) -> None
         )
 
 
-def raise_if_lost_race(exc, final: NoCapacity | None = None) -> None:
+def raise_if_lost_race(exc: BaseException, final: DomainError | None = None) -> None:
     """Another booking took the GPUs between our read and our insert: run the whole
     transaction again (core.db.retried_transaction); after the last try, `final` (no
     capacity, with the earliest start where the caller knows it)."""

@@ -13,15 +13,18 @@ with IMPAIRED_AUTO_REPLACE, by the sync itself when a spare exists. Credits:
 `rentals.services.credits`.
 """
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import NotRequired, TypedDict
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
 from accounts.roles import Operation, operator_require
-from catalog.models import NodeHealth
+from catalog.models import Node, NodeHealth
 from core.db import db_now, retried_transaction
 from rentals.errors import NoSpare, NotImpaired
 from rentals.models import (
@@ -43,6 +46,15 @@ STARTED = (AllocationState.RUNNING, AllocationState.STOPPED)
 TICK = timedelta(microseconds=1)
 
 
+class SyncResult(TypedDict):
+    """What a sync did: allocation ids."""
+
+    impaired: list[UUID]
+    recovered: list[UUID]
+    still: list[UUID]
+    replaced: NotRequired[list[UUID]]  # by allocations_impairment_sync, after the marks
+
+
 def impaired_now(*, now: datetime, only: UUID | None = None) -> dict[UUID, tuple[list[int], bool]]:
     """{allocation id: (its impaired GPUs' ids, whether its node is the cause)} now."""
     params = {
@@ -61,11 +73,11 @@ def watched_after(now: datetime) -> datetime:
     return now - stale_window()
 
 
-def _unwatched(node, now: datetime) -> bool:
+def _unwatched(node: Node, now: datetime) -> bool:
     return node.last_poll_at is None or node.last_poll_at < watched_after(now)
 
 
-def _gpu_names(allocation: Allocation, gpu_ids) -> str:
+def _gpu_names(allocation: Allocation, gpu_ids: Iterable[int]) -> str:
     held = {h.gpu_id: h.gpu for h in allocation.held.all()}
     names = sorted(f"#{held[g].index}" for g in gpu_ids if g in held)
     return f"{allocation.node.hostname} {', '.join(names)}"
@@ -73,7 +85,9 @@ def _gpu_names(allocation: Allocation, gpu_ids) -> str:
 
 def _span_close(allocation: Allocation, *, now: datetime) -> ImpairedSpan | None:
     """End the open span (at least a tick long) and clear the mark; the span it ended."""
-    span = ImpairedSpan.objects.filter(allocation=allocation, ended_at__isnull=True).first()
+    span: ImpairedSpan | None = ImpairedSpan.objects.filter(  # the manager's rows read as Any
+        allocation=allocation, ended_at__isnull=True
+    ).first()
     allocation.impaired_since = None
     allocation.save(update_fields=["impaired_since"])
     if span is None:
@@ -92,7 +106,7 @@ def _recovered_notice(allocation: Allocation, span: ImpairedSpan, now: datetime)
 
 
 @retried_transaction
-def _sync(now: datetime) -> dict:
+def _sync(now: datetime) -> SyncResult:
     marked = set(
         Allocation.objects.filter(impaired_since__isnull=False).values_list("pk", flat=True)
     )
@@ -114,7 +128,9 @@ def _sync(now: datetime) -> dict:
             allocation__in=[a.pk for a in locked], ended_at__isnull=True
         )
     }
-    events, notices, done = [], [], {"impaired": [], "recovered": [], "still": []}
+    events: list[AllocationEvent] = []
+    notices: list[Notice] = []
+    done: SyncResult = {"impaired": [], "recovered": [], "still": []}
     for allocation in locked:
         gpus, node_down = found.get(allocation.pk, ([], False))
         span = spans.get(allocation.pk)
@@ -138,7 +154,7 @@ def _sync(now: datetime) -> dict:
                 )
             )  # fmt: skip
             done["impaired"].append(allocation.pk)
-        elif gpus:
+        elif gpus and span is not None:  # (always one here: the branch above made it)
             if set(gpus) - set(span.gpus):
                 span.gpus = sorted({*span.gpus, *gpus})
                 span.save(update_fields=["gpus"])
@@ -169,7 +185,7 @@ def _sync(now: datetime) -> dict:
     return done
 
 
-def allocations_impairment_sync(*, now: datetime | None = None) -> dict:
+def allocations_impairment_sync(*, now: datetime | None = None) -> SyncResult:
     """Mark the allocations whose held GPUs cannot work now, clear those whose GPUs work
     again, and (IMPAIRED_AUTO_REPLACE) replace the marked ones where a spare exists.
     Returns {"impaired", "recovered", "still", "replaced"}: allocation ids."""
@@ -186,7 +202,7 @@ def allocations_impairment_sync(*, now: datetime | None = None) -> dict:
     return done
 
 
-def _replace(allocation_id, *, actor, now: datetime) -> Allocation:
+def _replace(allocation_id: UUID, *, actor: User | None, now: datetime) -> Allocation:
     allocation = (
         Allocation.objects.select_for_update(of=("self",))
         .select_related("node__region", "cluster", "gpu_model", "user")
@@ -235,11 +251,15 @@ def _replace(allocation_id, *, actor, now: datetime) -> Allocation:
 
 
 @retried_transaction
-def _replace_in_transaction(allocation_id, *, actor, now) -> Allocation:
+def _replace_in_transaction(
+    allocation_id: UUID, *, actor: User | None, now: datetime
+) -> Allocation:
     return _replace(allocation_id, actor=actor, now=now)
 
 
-def allocation_replace(*, operator, allocation_id: UUID, now: datetime | None = None) -> Allocation:
+def allocation_replace(
+    *, operator: User, allocation_id: UUID, now: datetime | None = None
+) -> Allocation:
     """Swap an impaired allocation's GPUs that cannot work (its whole node, for a node that
     is down or a cluster member) for equivalent free ones from now to paid_until, in one
     transaction under the exclusion constraint; the same id, paid period and price. Refused

@@ -9,11 +9,14 @@ a notice (in their language and time zone) and a webhook at once, and a window o
 starts at least MAINTENANCE_NOTICE_HOURS later, so they hear of it that long before.
 """
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -39,8 +42,12 @@ from rentals.selectors.holdings import holdings_overlapping
 from rentals.services.allocations import members_cancel, members_locked
 from rentals.services.events import raise_if_lost_race
 from rentals.services.notices import notices_queue
+from rentals.services.summary import capacity_changed
 from rentals.services.swaps import gpus_swap, spare_find
 from rentals.signals import allocation_notices_recorded
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 GRACE = timedelta(minutes=5)  # a start this little in the past means "now"
 LONGEST = timedelta(days=30)
@@ -72,7 +79,13 @@ class WindowRequest:
     reason: str
 
 
-def _targets(nodes, gpus, errors) -> list[Gpu]:
+class WindowOutcome(TypedDict):
+    """What `maintenance_create` gives back with its window."""
+
+    outcome: list[Outcome]
+
+
+def _targets(nodes: list[str] | None, gpus: list[str] | None, errors: dict[str, str]) -> list[Gpu]:
     """The GPUs of the named nodes and the named GPUs, their nodes' rows locked in id order
     (as bookings lock them), or field errors."""
     nodes, gpus = list(nodes or []), list(gpus or [])
@@ -103,7 +116,9 @@ def _targets(nodes, gpus, errors) -> list[Gpu]:
     return sorted(chosen.values(), key=lambda g: (g.node.hostname, g.index))
 
 
-def _times(starts_at, ends_at, now, errors) -> tuple[datetime | None, datetime | None]:
+def _times(
+    starts_at: datetime, ends_at: datetime, now: datetime, errors: dict[str, str]
+) -> tuple[datetime | None, datetime | None]:
     for field, at in (("starts_at", starts_at), ("ends_at", ends_at)):
         if not isinstance(at, datetime) or timezone.is_naive(at):
             errors[field] = _("Give the time with a time zone (UTC recommended).")
@@ -120,20 +135,31 @@ def _times(starts_at, ends_at, now, errors) -> tuple[datetime | None, datetime |
     return max(starts_at, now), ends_at
 
 
-def window_request_check(*, nodes, gpus, starts_at, ends_at, reason, now) -> WindowRequest:
+def window_request_check(
+    *,
+    nodes: list[str] | None,
+    gpus: list[str] | None,
+    starts_at: datetime,
+    ends_at: datetime,
+    reason: str,
+    now: datetime,
+) -> WindowRequest:
     """The request's GPUs (their nodes locked) and times, or Invalid with every
     field's refusal at once."""
     errors: dict[str, str] = {}
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 300:
         errors["reason"] = _("Say why, in at most 300 characters (the customers it moves read it).")
-    starts_at, ends_at = _times(starts_at, ends_at, now, errors)
+    starts, ends = _times(starts_at, ends_at, now, errors)
     targets = _targets(nodes, gpus, errors)
     if errors:
         raise Invalid(errors)
-    return WindowRequest(gpus=targets, starts_at=starts_at, ends_at=ends_at, reason=reason.strip())
+    assert starts is not None and ends is not None  # None only beside a field error
+    return WindowRequest(gpus=targets, starts_at=starts, ends_at=ends, reason=reason.strip())
 
 
-def in_the_way(*, gpu_ids, starts_at, ends_at, lock=False) -> list[Allocation]:
+def in_the_way(
+    *, gpu_ids: Collection[int], starts_at: datetime, ends_at: datetime, lock: bool = False
+) -> list[Allocation]:
     """The live allocations holding any of these GPUs at some moment of the window (their
     rows locked in id order where `lock`)."""
     holding = holdings_overlapping(starts_at=starts_at, ends_at=ends_at).filter(
@@ -155,7 +181,7 @@ def choices_allowed(allocation: Allocation, now: datetime) -> list[str]:
     return [Choice.MOVE] if started else [Choice.MOVE, Choice.CANCEL]
 
 
-def _affected(allocation: Allocation, gpu_ids, now) -> dict:
+def _affected(allocation: Allocation, gpu_ids: Collection[int], now: datetime) -> dict[str, Any]:
     return {
         "allocation": str(allocation.pk), "team": allocation.team_id,
         "owner": allocation.user.username, "state": allocation.state,
@@ -167,7 +193,12 @@ def _affected(allocation: Allocation, gpu_ids, now) -> dict:
     }  # fmt: skip
 
 
-def _choices(affected, in_way, gpu_ids, now) -> dict[UUID, str]:
+def _choices(
+    affected: list[dict[str, Any]] | None,
+    in_way: list[Allocation],
+    gpu_ids: Collection[int],
+    now: datetime,
+) -> dict[UUID, str]:
     """{allocation id: choice} for every allocation in the way, or the refusal naming those
     without one; a choice for an allocation that is not in the way is a field error."""
     chosen: dict[UUID, str] = {}
@@ -201,7 +232,9 @@ def _choices(affected, in_way, gpu_ids, now) -> dict[UUID, str]:
     return chosen
 
 
-def _overlapping_window_check(gpu_ids, starts_at, ends_at) -> None:
+def _overlapping_window_check(
+    gpu_ids: Collection[int], starts_at: datetime, ends_at: datetime
+) -> None:
     clash = (
         holdings_overlapping(starts_at=starts_at, ends_at=ends_at)
         .filter(gpu_id__in=gpu_ids, maintenance__isnull=False)
@@ -210,18 +243,20 @@ def _overlapping_window_check(gpu_ids, starts_at, ends_at) -> None:
         .first()
     )
     if clash is not None:
+        window = clash.maintenance
+        assert window is not None  # found by maintenance__isnull=False
         raise Conflict(
             _("%(node)s #%(index)s is already in maintenance from %(from)s to %(until)s.")
             % {
                 "node": clash.gpu.node.hostname,
                 "index": clash.gpu.index,
-                "from": clash.maintenance.starts_at.isoformat(),
-                "until": clash.maintenance.ends_at.isoformat(),
+                "from": window.starts_at.isoformat(),
+                "until": window.ends_at.isoformat(),
             }  # fmt: skip
         )
 
 
-def _lead_check(in_way, starts_at, now) -> None:
+def _lead_check(in_way: list[Allocation], starts_at: datetime, now: datetime) -> None:
     lead = settings.ANCHORGPU["MAINTENANCE_NOTICE"]
     if in_way and starts_at < now + lead:
         raise Invalid(
@@ -237,10 +272,10 @@ def _lead_check(in_way, starts_at, now) -> None:
 
 @retried_transaction
 def maintenance_create(
-    *, operator, nodes: list[str] | None = None, gpus: list[str] | None = None,
-    starts_at: datetime, ends_at: datetime, reason: str, affected: list[dict] | None = None,
-    now: datetime | None = None,
-) -> MaintenanceWindow:  # fmt: skip
+    *, operator: User, nodes: list[str] | None = None, gpus: list[str] | None = None,
+    starts_at: datetime, ends_at: datetime, reason: str,
+    affected: list[dict[str, Any]] | None = None, now: datetime | None = None,
+) -> "WithAnnotations[MaintenanceWindow, WindowOutcome]":  # fmt: skip
     """Hold the named nodes' GPUs (and the named GPUs) for [starts_at, ends_at), moving or
     cancelling the bookings in the way as `affected` chooses ([{allocation, action}]).
 
@@ -278,15 +313,30 @@ def maintenance_create(
         raise_if_lost_race(exc, Conflict(_("The GPUs were just booked; look again.")))
         raise
     bump(CATALOG)
+    capacity_changed(
+        gpu_model_ids=Node.objects.filter(pk__in={g.node_id for g in request.gpus})
+        .values_list("gpu_model_id", flat=True)
+        .distinct()
+    )
     _notices_record(window, outcome, now)
-    window.outcome = outcome
-    return window
+    done = cast("WithAnnotations[MaintenanceWindow, WindowOutcome]", window)
+    done.outcome = outcome
+    return done
 
 
-def _clear_the_way(window, in_way, chosen, gpu_ids, *, operator, now) -> list[Outcome]:
+def _clear_the_way(
+    window: MaintenanceWindow,
+    in_way: list[Allocation],
+    chosen: dict[UUID, str],
+    gpu_ids: Collection[int],
+    *,
+    operator: User,
+    now: datetime,
+) -> list[Outcome]:
     """Cancel what staff chose to cancel (a cluster: all its nodes), then move the rest off
     the window's GPUs."""
-    outcome, cancelled = [], set()
+    outcome: list[Outcome] = []
+    cancelled: set[UUID] = set()
     for allocation in in_way:
         if chosen[allocation.pk] != Choice.CANCEL or allocation.pk in cancelled:
             continue
@@ -314,10 +364,10 @@ def _clear_the_way(window, in_way, chosen, gpu_ids, *, operator, now) -> list[Ou
     return outcome
 
 
-def _notices_record(window, outcome, now) -> None:
+def _notices_record(window: MaintenanceWindow, outcome: list[Outcome], now: datetime) -> None:
     """A notice per allocation moved or cancelled (mailed after commit), and their webhooks
     (rentals.signals) in this transaction."""
-    kinds = {
+    kinds: dict[str, str] = {
         Choice.MOVE: NoticeKind.MAINTENANCE_MOVED,
         Choice.CANCEL: NoticeKind.MAINTENANCE_CANCELLED,
     }

@@ -8,11 +8,14 @@ their reads in rentals/selectors/notices.py.
 """
 
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Subquery
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 
 from core.db import db_now, lease_free
@@ -54,7 +57,7 @@ def expiry_notices_record(*, now: datetime | None = None) -> int:
 
 
 @transaction.atomic
-def _expiry_batch_record(kind, field: str, ahead: timedelta, now: datetime) -> int | None:
+def _expiry_batch_record(kind: str, field: str, ahead: timedelta, now: datetime) -> int | None:
     """One batch of one warning, in a transaction of its own: how many were recorded, or
     None when none was left to decide."""
     # The allocations' rows only, by a lock that rows pointing at them (events, notices)
@@ -76,7 +79,7 @@ def _expiry_batch_record(kind, field: str, ahead: timedelta, now: datetime) -> i
         Notice(user=a.user, allocation=a, kind=kind, ends_at=a.paid_until, created_at=now)
         for a in due
     )
-    updates = {field: now}
+    updates: dict[str, datetime | Combinable] = {field: now}
     if kind == NoticeKind.EXPIRY_1H:  # a 24 h warning is pointless after this one
         updates["warned_24h_at"] = Coalesce(F("warned_24h_at"), now)
     Allocation.objects.filter(pk__in=[a.pk for a in batch]).update(**updates)
@@ -93,7 +96,7 @@ def _one_per_cluster(allocations: list[Allocation]) -> list[Allocation]:
     clusters = {a.cluster_id for a in allocations if a.cluster_id}
     if not clusters:
         return allocations
-    first: dict = {}
+    first: dict[UUID, UUID] = {}
     for cluster_id, pk in Allocation.objects.filter(cluster_id__in=clusters).values_list(
         "cluster_id", "pk"
     ):
@@ -101,7 +104,7 @@ def _one_per_cluster(allocations: list[Allocation]) -> list[Allocation]:
     return [a for a in allocations if not a.cluster_id or a.pk == first[a.cluster_id]]
 
 
-def notices_queue(notice_ids):
+def notices_queue(notice_ids: list[int]) -> None:
     """Mail them soon; what cannot be queued now the unsent-notices sweep sends."""
     publish(SEND_TASK, notice_ids)
 
@@ -192,11 +195,13 @@ def stopped_notices_record(*, now: datetime | None = None) -> int:
     return len(notices)
 
 
-def notices_mark_read(*, user) -> int:
+def notices_mark_read(*, user: User) -> int:
     return Notice.objects.filter(user=user, read_at__isnull=True).update(read_at=db_now())
 
 
-def notices_unsent(*, now: datetime | None = None, older_than=timedelta(minutes=1)) -> list[int]:
+def notices_unsent(
+    *, now: datetime | None = None, older_than: timedelta = timedelta(minutes=1)
+) -> list[int]:
     """Notices whose mail is still owed (a queueing lost with a broker outage, retries spent)."""
     now = now or db_now()
     return list(
@@ -207,7 +212,7 @@ def notices_unsent(*, now: datetime | None = None, older_than=timedelta(minutes=
     )
 
 
-def webhook_disabled_notice_record(*, user, url: str, at: datetime) -> Notice:
+def webhook_disabled_notice_record(*, user: User, url: str, at: datetime) -> Notice:
     """Tell the endpoint's owner in the console (and by mail) that it was disabled."""
     notice = Notice.objects.create(
         user=user, kind=NoticeKind.WEBHOOK_DISABLED, endpoint_url=url, ends_at=at, created_at=at

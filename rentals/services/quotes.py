@@ -1,7 +1,9 @@
 """Complete quotes: every line priced now and frozen, the total exactly their sum."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypedDict, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -32,8 +34,21 @@ from rentals.selectors.availability import (
     max_gpus_per_node,
 )
 
+# A request's options as sent: [{option: slug, quantity: n, input?: text}], checked here.
+RequestedOptions = list[dict[str, Any]]
 
-def _get_active(model, slug, field, errors, label, *, active=None):
+_Active = TypeVar("_Active", GpuModel, RentalPeriod, Option)
+
+
+def _get_active(
+    model: type[_Active],
+    slug: object,
+    field: str,
+    errors: dict[str, str],
+    label: str,
+    *,
+    active: Mapping[str, _Active] | None = None,
+) -> _Active | None:
     """The active row with that slug (from `active`, slug → row, where given), or a field
     error."""
     if not isinstance(slug, str) or not slug:
@@ -60,7 +75,7 @@ _CONSTRAINT_FIELDS = {
 }
 
 
-def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -> Quote:
+def quote_store(quote: Quote, *, lines: list[QuoteLine], total: Money, now: datetime) -> Quote:
     """Save a quote with its lines in order, its VAT for its team, its total and its
     validity (booking and extension quotes alike); `total` is the lines' net sum."""
     quote_taxed(quote, lines=lines, net=total, team=quote.team)
@@ -70,7 +85,7 @@ def quote_store(quote: Quote, *, lines: list[QuoteLine], total, now: datetime) -
     try:  # no savepoint: a refusal here rolls the caller's whole transaction back
         quote.save(force_insert=True)
     except IntegrityError as exc:
-        field = _CONSTRAINT_FIELDS.get(constraint_name(exc))
+        field = _CONSTRAINT_FIELDS.get(constraint_name(exc) or "")
         if field is None:
             raise
         raise Invalid({field: _("This value is out of range.")}) from exc
@@ -95,7 +110,16 @@ def quote_taxed(quote: Quote, *, lines: list[QuoteLine], net: Money, team: Team 
     quote.total, quote.currency = net.amount + vat, net.currency
 
 
-def quote_lines(*, gpu_model, gpu_count, period, period_count, options, at, notes=None):
+def quote_lines(
+    *,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    period: RentalPeriod,
+    period_count: int,
+    options: list[tuple[Option, int]],
+    at: datetime,
+    notes: dict[str, str] | None = None,
+) -> tuple[list[QuoteLine], Money]:
     """The priced lines of a quote and their total, at the prices in force at `at`: the GPU
     line, then one line per chosen option (with what the customer said for an option that
     asks, `notes` by option slug). A missing price is refused, never skipped."""
@@ -161,7 +185,7 @@ class QuoteRequest:
     starts_at: datetime | None  # None: starts when booked
     options: list[tuple[Option, int]]
     region: Region | None = None  # None: any region
-    notes: dict | None = None  # option slug → what the customer said (Option.input_label)
+    notes: dict[str, str] | None = None  # option slug → what the customer said (Option.input_label)
     requires: Requires = NO_REQUIRES  # minimum driver, CUDA, ROCm versions of the node
 
 
@@ -175,7 +199,7 @@ def quote_create(
     period: str,
     period_count: int,
     starts_at: datetime | None = None,
-    options: list[dict] | None = None,
+    options: RequestedOptions | None = None,
     region: str | None = None,
     requires_driver: str = "",
     requires_cuda: str = "",
@@ -211,7 +235,7 @@ def quote_estimate(
     period: str,
     period_count: int,
     starts_at: datetime | None = None,
-    options: list[dict] | None = None,
+    options: RequestedOptions | None = None,
     region: str | None = None,
     requires_driver: str = "",
     requires_cuda: str = "",
@@ -239,7 +263,7 @@ def quote_estimate(
     return quote
 
 
-def _quote_priced(*, now: datetime, **requested) -> tuple[Quote, list[QuoteLine], Money]:
+def _quote_priced(*, now: datetime, **requested: Any) -> tuple[Quote, list[QuoteLine], Money]:
     """The request checked and priced at `now`: an unsaved quote (no team, user, total or
     validity yet), its lines and their total. The one pricing path of quotes and estimates."""
     request = quote_request_check(**requested, now=now)
@@ -271,8 +295,10 @@ def _quote_priced(*, now: datetime, **requested) -> tuple[Quote, list[QuoteLine]
 
 
 def quote_request_check(
-    *, gpu_model, gpu_count, node_count, period, period_count, starts_at, options, now,
-    region=None, requires_driver="", requires_cuda="", requires_rocm="",
+    *, gpu_model: str, gpu_count: int | None, node_count: int | None, period: str,
+    period_count: int, starts_at: datetime | None, options: RequestedOptions | None,
+    now: datetime, region: str | None = None, requires_driver: str = "",
+    requires_cuda: str = "", requires_rocm: str = "",
 ) -> QuoteRequest:  # fmt: skip
     """The request's catalog rows and counts, or Invalid with every field's
     refusal at once."""
@@ -303,6 +329,8 @@ def quote_request_check(
     errors.update(requires_errors(asked))
     if errors:
         raise Invalid(errors)
+    # each of these, missing, left a field error above
+    assert model is not None and rental_period is not None and gpu_count is not None
     return QuoteRequest(
         gpu_model=model, period=rental_period, gpu_count=gpu_count, node_count=node_count,
         period_count=period_count, starts_at=starts_at, options=chosen, region=chosen_region,
@@ -310,7 +338,7 @@ def quote_request_check(
     )  # fmt: skip
 
 
-def _region(slug, model, errors) -> Region | None:
+def _region(slug: object, model: GpuModel | None, errors: dict[str, str]) -> Region | None:
     """The region with that slug, if the model has active nodes there, or a field error."""
     if not isinstance(slug, str):
         errors["region"] = _("Choose a region by its slug.")
@@ -337,7 +365,7 @@ def _region(slug, model, errors) -> Region | None:
     return found
 
 
-def _gpu_count_check(gpu_count, model, errors) -> None:
+def _gpu_count_check(gpu_count: int | None, model: GpuModel | None, errors: dict[str, str]) -> None:
     if not limits.within(gpu_count, 1, limits.GPU_COUNT_MAX):
         errors["gpu_count"] = _("GPU count must be a whole number from 1 to %(max)s.") % {
             "max": limits.GPU_COUNT_MAX
@@ -352,7 +380,7 @@ def _gpu_count_check(gpu_count, model, errors) -> None:
             ) % {"n": per_node}
 
 
-def _start_check(starts_at: datetime, now: datetime, errors) -> None:
+def _start_check(starts_at: datetime, now: datetime, errors: dict[str, str]) -> None:
     if timezone.is_naive(starts_at):
         errors["starts_at"] = _("Give the start with a time zone (UTC recommended).")
     elif starts_at < now:
@@ -374,12 +402,19 @@ def _capacity_check(quote: Quote) -> None:
         raise refusal
 
 
+class _Window(TypedDict):
+    starts_at: datetime
+    ends_at: datetime
+    region_id: int | None
+    requires: Requires
+
+
 def quote_capacity_refusal(*, quote: Quote) -> NoCapacity | None:
     """Why the quote's window cannot be held now: no node (a cluster: no network group) of
     its region (or any) has it free; the refusal names the earliest start that would fit.
     None when it fits. What quote_create refuses, and what an estimate says beside its total."""
     model, node_count, region_id = quote.gpu_model, quote.node_count, quote.region_id
-    window = {"starts_at": quote.paid_from, "ends_at": quote.paid_until, "region_id": region_id,
+    window: _Window = {"starts_at": quote.paid_from, "ends_at": quote.paid_until, "region_id": region_id,
               "requires": quote.requires}  # fmt: skip
     if node_count:
         fitting = cluster_fits(gpu_model=model, node_count=node_count, **window)
@@ -395,7 +430,8 @@ def quote_capacity_refusal(*, quote: Quote) -> NoCapacity | None:
 
 
 def no_capacity(
-    *, gpu_model, gpu_count, node_count, starts_at, ends_at, region=None, field=None,
+    *, gpu_model: GpuModel, gpu_count: int, node_count: int | None, starts_at: datetime,
+    ends_at: datetime, region: Region | None = None, field: str | None = None,
     requires: Requires = NO_REQUIRES,
 ) -> NoCapacity:  # fmt: skip
     """The refusal of a window that does not fit, naming the earliest start that would (in
@@ -434,7 +470,9 @@ def no_capacity(
     )
 
 
-def _cluster_gpu_count(node_count, model, errors) -> int | None:
+def _cluster_gpu_count(
+    node_count: int, model: GpuModel | None, errors: dict[str, str]
+) -> int | None:
     """node_count × the GPUs of one clusterable node, or None with a field error."""
     if not limits.within(node_count, 1, limits.NODE_COUNT_MAX):
         errors["node_count"] = _("Node count must be a whole number from 1 to %(max)s.") % {
@@ -458,7 +496,13 @@ def _cluster_gpu_count(node_count, model, errors) -> int | None:
 NOTE_MAX = 200  # QuoteLine.note
 
 
-def _lead_times_check(requested, chosen, starts_at, now, errors) -> None:
+def _lead_times_check(
+    requested: RequestedOptions | None,
+    chosen: list[tuple[Option, int]],
+    starts_at: datetime | None,
+    now: datetime,
+    errors: dict[str, str],
+) -> None:
     """An option that needs time before the start (`lead_time`: an image to build) cannot
     start now, nor sooner than that: the refusal names the earliest start it allows."""
     for index, (option, _quantity) in enumerate(chosen):
@@ -477,7 +521,7 @@ def _lead_times_check(requested, chosen, starts_at, now, errors) -> None:
             ) % {"option": option.name, "hours": hours, "at": when_text(earliest)}
 
 
-def _option_field(requested, slug, fallback) -> str:
+def _option_field(requested: RequestedOptions | None, slug: str, fallback: int) -> str:
     """The error key of the requested option with that slug (`options.<its index>`)."""
     for index, item in enumerate(requested or []):
         if isinstance(item, dict) and item.get("option") == slug:
@@ -485,7 +529,14 @@ def _option_field(requested, slug, fallback) -> str:
     return f"options.{fallback}"
 
 
-def _options(requested, model, period, errors, *, notes=None):
+def _options(
+    requested: RequestedOptions | None,
+    model: GpuModel | None,
+    period: RentalPeriod | None,
+    errors: dict[str, str],
+    *,
+    notes: dict[str, str] | None = None,
+) -> list[tuple[Option, int]]:
     """[(Option, quantity)] from [{option: slug, quantity: n, input?: text}], with field
     errors; what the customer said for an option that asks goes into `notes` (by slug)."""
     notes = {} if notes is None else notes
@@ -494,7 +545,8 @@ def _options(requested, model, period, errors, *, notes=None):
     if not isinstance(requested, list):
         errors["options"] = _("Options must be a list.")
         return []
-    chosen, seen = [], set()
+    chosen: list[tuple[Option, int]] = []
+    seen: set[object] = set()  # the slugs as sent
     for index, item in enumerate(requested):
         field = f"options.{index}"
         if not isinstance(item, dict):
@@ -548,7 +600,9 @@ def _options(requested, model, period, errors, *, notes=None):
     return chosen
 
 
-def quotes_expired_purge(*, now: datetime | None = None, kept=timedelta(days=1)) -> int:
+def quotes_expired_purge(
+    *, now: datetime | None = None, kept: timedelta = timedelta(days=1)
+) -> int:
     """Delete quotes nobody booked, a day after they expired (booked ones stay: they are
     the allocation's contract)."""
     now = now or db_now()

@@ -9,17 +9,22 @@ node), and its access with it: the allocation leaves one node's desired state an
 other's, whose generations change by themselves (each is the digest of its contents).
 """
 
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypedDict
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection
 
 from catalog.models import Gpu, Node, NodeHealth, NodeState
 from core.db import savepoint
+from core.errors import DomainError
 from core.versions import CATALOG, bump
 from rentals.models import Allocation, AllocationEvent, AllocationGpu
 from rentals.services.events import event_record, raise_if_lost_race
+from rentals.services.summary import capacity_changed
 from rentals.sql import faults as faults_sql
 from telemetry.models import FlagKind
 
@@ -27,7 +32,13 @@ from telemetry.models import FlagKind
 NODE_DOWN = (NodeHealth.UNREACHABLE, NodeHealth.STALE, NodeHealth.MALFORMED)
 
 
-def broken_params() -> dict:
+class BrokenParams(TypedDict):
+    broken_kinds: list[str]
+    xid: str
+    fatal_xids: list[int]
+
+
+def broken_params() -> BrokenParams:
     """The parameters of `rentals.sql.faults.gpu_broken`: which open flags mean a GPU cannot work."""
     return {
         "broken_kinds": [FlagKind.GPU_MISSING, FlagKind.RAS],
@@ -46,7 +57,7 @@ class Spare:
     whole: bool
 
 
-def _spare_gpus(node_id: int, params: dict) -> list[Gpu]:
+def _spare_gpus(node_id: int, params: Mapping[str, Any]) -> list[Gpu]:
     return list(Gpu.objects.raw(faults_sql.SPARE_GPUS, {**params, "node": node_id}))
 
 
@@ -60,7 +71,11 @@ def _locked_node(node_id: int) -> Node | None:
 
 
 def spare_find(
-    allocation: Allocation, *, drop: list[AllocationGpu], at: datetime, exclude=frozenset()
+    allocation: Allocation,
+    *,
+    drop: list[AllocationGpu],
+    at: datetime,
+    exclude: Collection[int] = frozenset(),
 ) -> Spare | None:
     """Equivalent GPUs for `drop` (some of the allocation's current holdings) from `at` to
     paid_until, free for that time, working and not in `exclude` (a window's GPUs), never one
@@ -70,7 +85,7 @@ def spare_find(
     The chosen node's row is locked. Call inside a transaction."""
     starts = max(at, allocation.paid_from)
     node = allocation.node
-    params = {
+    params: dict[str, Any] = {  # the query's parameters, as the cursor takes them
         **broken_params(),
         "starts_at": starts,
         "ends_at": allocation.paid_until,
@@ -81,7 +96,7 @@ def spare_find(
         gpus = _spare_gpus(node.pk, params)
         if len(gpus) >= len(drop):
             return Spare(node=node, gpus=gpus[: len(drop)], whole=False)
-    group = allocation.cluster.network_group if allocation.cluster_id else ""
+    group = allocation.cluster.network_group if allocation.cluster is not None else ""
     with connection.cursor() as cursor:
         cursor.execute(
             faults_sql.SPARE_NODES,
@@ -100,14 +115,14 @@ def spare_find(
     return None
 
 
-def _names(node_name: str, gpus, *, with_node: bool) -> str:
+def _names(node_name: str, gpus: Iterable[Gpu], *, with_node: bool) -> str:
     indexes = ", ".join(f"#{g.index}" for g in sorted(gpus, key=lambda g: g.index))
     return f"{node_name} {indexes}" if with_node else indexes
 
 
 def gpus_swap(
     allocation: Allocation, *, drop: list[AllocationGpu], spare: Spare, at: datetime,
-    now: datetime, kind: str, actor=None, final=None,
+    now: datetime, kind: str, actor: User | None = None, final: DomainError | None = None,
 ) -> AllocationEvent:  # fmt: skip
     """Swap at `at` (not before the paid period): the dropped holdings (all of them when it
     moves to another node) end there, the spare GPUs are held from there to paid_until, and
@@ -138,6 +153,7 @@ def gpus_swap(
         allocation.node = spare.node
         allocation.save(update_fields=["node"])
     bump(CATALOG)
+    capacity_changed(gpu_model_ids=[old_node.gpu_model_id, spare.node.gpu_model_id])
     moved = spare.whole and spare.node.pk != old_node.pk
     before = _names(old_node.hostname, [h.gpu for h in dropped], with_node=moved)
     after = _names(spare.node.hostname, spare.gpus, with_node=moved)

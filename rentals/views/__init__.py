@@ -1,5 +1,7 @@
 """Pages of the rentals layer: catalog and booking, allocations, statement."""
 
+from typing import TYPE_CHECKING
+
 from django.contrib import messages
 from django.shortcuts import redirect
 from django.utils.translation import gettext as _
@@ -8,8 +10,11 @@ from accounts.roles import Acting, acting_for_session
 from core.money import money_text
 from rentals.errors import KeyInFlight
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
-def key_refused(*, back: str, in_flight: str, in_flight_to: str | None = None):
+
+def key_refused(*, back: str, in_flight: "StrOrPromise", in_flight_to: str | None = None):
     """How a purchase page answers the idempotency layer's own refusals (a bad key, the same
     purchase still in flight): a message and a way back (`back` takes the object's pk),
     never a stored response."""

@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.forms import ModelChoiceField
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -134,7 +135,9 @@ def _bound_copy(form: QuoteForm) -> QuoteForm:
         value = field.value()
         if value not in (None, "", False):
             data[field.html_name] = "1" if value is True else value
-    if "period" not in data and (first := form.fields["period"].queryset.first()):
+    periods = form.fields["period"]
+    assert isinstance(periods, ModelChoiceField) and periods.queryset is not None  # QuoteForm's
+    if "period" not in data and (first := periods.queryset.first()):
         data["period"] = first.slug
     return QuoteForm(data, gpu_model=form.gpu_model)
 
@@ -351,6 +354,7 @@ def _availability_context(request, gpu_model, form) -> dict:
         "calendar_per_node": calendar.per_node,
         "calendar_nodes": calendar.nodes,
         "calendar_scale": [asdict(step) for step in calendar.scale],
+        "calendar_as_of": calendar.as_of,
         "windows": windows,
         "start_then": _start_then_url(gpu_model, choice, windows, now),
         "availability_for": {
@@ -426,7 +430,7 @@ def _start_then_url(gpu_model, choice: _Choice, windows: list, now) -> str | Non
     if not windows or not choice.period:
         return None
     at = _ceil_minute(windows[0]["starts_at"])
-    params = {
+    params: dict[str, str | int] = {
         "shape": choice.shape, "gpu_count": choice.gpu_count, "node_count": choice.node_count,
         "period": choice.period.slug, "period_count": choice.period_count,
     }  # fmt: skip

@@ -86,6 +86,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "issue-held-invoices",
         "number-invoices",
         "payment-reminders",
+        "refresh-capacity-summaries",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)

@@ -160,9 +160,19 @@ def audit_triggers_off():
                 cursor.execute(f'ALTER TABLE {table} ENABLE TRIGGER "{name}"')
 
 
+def vacuum_analyze():
+    """VACUUM (ANALYZE) the test database: what a benchmark measures is read with fresh
+    statistics and all-visible pages, as autovacuum leaves a deployment's tables, whether or
+    not the host's PostgreSQL runs autovacuum (the developers' and CI's have it off). Outside a
+    transaction only (the benchmarks' `django_db(transaction=True)`)."""
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE)")
+
+
 def book_in_threads(users, quotes) -> float:
     """Seconds for each user's thread to book its quotes through the service, all threads
     started together; each thread closes its own database connection."""
+    vacuum_analyze()
     barrier = threading.Barrier(len(users))
 
     def book_all(user):
@@ -193,6 +203,7 @@ def book_over_http(url: str, quotes: dict[str, list[str]]) -> tuple[list[int], f
                 for q in quotes[token]
             ]  # fmt: skip
 
+    vacuum_analyze()
     started = time.perf_counter()
     with ThreadPoolExecutor(len(quotes)) as pool:
         codes = [c for batch in pool.map(book, quotes) for c in batch]
@@ -247,6 +258,8 @@ def h100_fleet(prefix, count, *, url=None, spread_regions=False, group_size=None
     Gpu.objects.bulk_create(
         Gpu(node=n, index=g, uuid=f"GPU-{n.hostname}-{g}") for n in nodes for g in range(8)
     )
+    if not connection.in_atomic_block:
+        vacuum_analyze()
     return nodes
 
 

@@ -6,6 +6,7 @@ test_remote_engines.py."""
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 
 from accounts.services.tokens import api_token_create
@@ -21,9 +22,10 @@ from telemetry.models import (
     SamplesRewritten,
 )
 from telemetry.parse import Family, Sample
-from telemetry.promapi import Series
+from telemetry.promapi import Series, Target
 from telemetry.remote import (
     Shard,
+    failed_targets,
     ingest_window,
     partial_scrapes,
     remote_poll_nodes,
@@ -241,3 +243,46 @@ def test_a_scrape_cut_between_two_families_is_told_from_its_models_other_nodes()
         "DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_GPU_TEMP, which other nodes of its model have",
         3: "the engine kept part of the last scrape: fewer series for GPU-b",
     }
+
+
+class _TargetsApi:
+    """The engine's targets API as `failed_targets` reads it: each call answers the targets
+    as they stand then, and is counted."""
+
+    def __init__(self, targets):
+        self.now, self.calls = targets, 0
+
+    def targets(self):
+        self.calls += 1
+        return self.now
+
+
+def _target(host, health, error=""):
+    return Target(
+        labels={"anchorgpu_node": host}, health=health, last_error=error, last_scrape=None,
+        duration_s=None,
+    )  # fmt: skip
+
+
+def test_the_targets_api_is_read_once_a_poll_interval_for_every_shard(remote, settings):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "POLL_INTERVAL": 15.0}
+    cache.clear()
+    engine = _TargetsApi([_target("a", "down", "connection refused"), _target("b", "up")])
+    now = datetime.now(UTC)
+    failure = now - timedelta(seconds=20)
+
+    first = failed_targets(engine, failure, now=now)
+    for _shard in range(5):
+        assert failed_targets(engine, failure, now=now) == first
+    assert engine.calls == 1
+    assert set(first) == {"a"} and first["a"].last_error == "connection refused"
+
+    # A shard whose failed scrape is newer than the cached read reads again, and caches that.
+    engine.now = [_target("a", "down", "connection refused"), _target("b", "down", "timeout")]
+    fresher = failed_targets(engine, datetime.now(UTC) + timedelta(seconds=1), now=now)
+    assert set(fresher) == {"a", "b"} and engine.calls == 2
+    assert failed_targets(engine, failure, now=now) == fresher and engine.calls == 2
+
+    # The next interval reads again.
+    failed_targets(engine, failure, now=now + timedelta(seconds=15))
+    assert engine.calls == 3

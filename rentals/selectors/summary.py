@@ -1,0 +1,90 @@
+"""Reads of the capacity read model (rentals.models.summary): a model's days, or nothing
+when its rows are too old or cannot answer the request, so the caller reads the holdings
+exactly instead (slower, never wrong). What is read here is advisory: pages say "as of",
+and booking checks again."""
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.db.models import Max, Sum
+from django.utils import timezone
+
+from catalog.models import GpuModel
+from catalog.software import NO_REQUIRES, Requires
+from rentals.models import CapacityDay, CapacityNode, CapacitySummary
+
+if TYPE_CHECKING:  # availability imports this module
+    from rentals.selectors.availability import AvailabilityDay
+
+# Rows older than this are not served: no worker keeps them (or it fell behind).
+FRESH = timedelta(minutes=2)
+SUMMARY_DAYS = 92  # days written from as_of's: the calendar's 13 weeks and today's remainder
+
+
+def capacity_as_of(*, gpu_model: GpuModel, now: datetime | None = None) -> datetime | None:
+    """When the model's rows were written, while they are fresh enough to serve; else None."""
+    as_of = (
+        CapacitySummary.objects.filter(gpu_model_id=gpu_model.pk)
+        .values_list("as_of", flat=True)
+        .first()
+    )
+    if as_of is None or (now or timezone.now()) - as_of > FRESH:
+        return None
+    return as_of
+
+
+def capacity_days_summary(
+    *, gpu_model: GpuModel, start: datetime, days: int, region_id: int | None = None,
+    requires: Requires = NO_REQUIRES, now: datetime | None = None,
+) -> "tuple[list[AvailabilityDay], datetime] | None":  # fmt: skip
+    """`availability_days`' answer from the summary, with its `as_of`; None where the
+    summary cannot give it: too old or missing, a software stack asked for (the summary is
+    not kept per stack), more days than it keeps, or `start` on another day than its first
+    (today's figures count from `as_of`, the rest from midnight). Two queries."""
+    if requires or days > SUMMARY_DAYS:
+        return None
+    as_of = capacity_as_of(gpu_model=gpu_model, now=now)
+    if as_of is None or start.date() != as_of.date():
+        return None
+    first = as_of.date()
+    found = CapacityDay.objects.filter(
+        gpu_model_id=gpu_model.pk, day__gte=first, day__lt=first + timedelta(days=days)
+    )
+    if region_id is not None:
+        found = found.filter(region_id=region_id)
+    by_day = {
+        row["day"]: row
+        for row in found.order_by()
+        .values("day")
+        .annotate(
+            one=Max("max_gpus_on_one_node"), whole=Sum("free_whole_nodes"), total=Sum("free_gpus")
+        )
+    }
+    rows: list[AvailabilityDay] = []
+    for k in range(days):
+        day = first + timedelta(days=k)
+        row = by_day.get(day) or {"one": 0, "whole": 0, "total": 0}
+        rows.append(
+            {
+                "date": day,
+                "max_gpus_on_one_node": row["one"],
+                "free_whole_nodes": row["whole"],
+                "free_gpus": row["total"],
+            }
+        )
+    return rows, as_of
+
+
+def capacity_nodes_fullest(
+    *, gpu_model: GpuModel, gpu_count: int, region_id: int | None = None, limit: int = 32,
+    now: datetime | None = None,
+) -> list[int] | None:  # fmt: skip
+    """At most `limit` of the model's nodes with `gpu_count` GPUs free now by the summary,
+    fullest first: placement's first guess, each checked exactly under its lock. None when
+    the summary is too old or missing."""
+    if capacity_as_of(gpu_model=gpu_model, now=now) is None:
+        return None
+    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk, free_now__gte=gpu_count)
+    if region_id is not None:
+        found = found.filter(region_id=region_id)
+    return list(found.order_by("free_now", "node_id").values_list("node_id", flat=True)[:limit])

@@ -1,0 +1,157 @@
+"""The capacity read model's refresh (rentals.models.summary): one statement per GPU model
+that reads the model's live holdings once and rewrites its rows in every summary table."""
+
+from psycopg.sql import SQL
+
+from rentals.sql.holdings import holding_overlaps
+
+# Parameters: `model`, `active` (NodeState.ACTIVE), `now` (the rows' as_of), `first` (now's
+# UTC midnight), `days` (days of CapacityDay and BookedAheadDay), `ahead` (now + 30 days:
+# CapacityNode's horizon), `version` (the change version read before this statement).
+#
+# The rows are deleted and inserted by the same statement: its DELETEs see the rows as they
+# were (the snapshot), never the ones its INSERTs add, so readers see the old set or the new
+# one whole. Single-flight (an advisory lock per model, `LOCK`) keeps two refreshes of one
+# model from interleaving, which is why the tables need no unique key.
+#
+# CapacityDay is FREE_BY_DAY_IN_REGION's count (rentals.sql.capacity), for every region of
+# the model at once: its step functions are partitioned by region too. CapacityNode's
+# fewest free is a sweep over each node's holdings in [now, ahead): +1 where one starts, -1
+# where one ends, an end before a start at the same instant (holdings are half-open), the
+# most held at once being the running sum's maximum (one GPU's live holdings never overlap,
+# so holdings at once are GPUs at once). BookedAheadDay is the reports' BOOKED_AHEAD rule:
+# allocations' GPU time per day from `first`, on the model's nodes in any state.
+_REFRESH = SQL(
+    """
+WITH nodes AS MATERIALIZED (
+    SELECT n.id, n.region_id, n.gpu_count AS gpus
+    FROM catalog_node n
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0
+), live AS MATERIALIZED (
+    SELECT ag.node_id, ag.gpu_id, ag.starts_at, ag.ends_at
+    FROM rentals_allocationgpu ag
+    WHERE ag.node_id IN (SELECT id FROM nodes) AND {overlaps}
+), spans AS (
+    SELECT node_id, gpu_id, starts_at,
+           greatest(floor(date_part('epoch', starts_at - %(first)s::timestamptz) / 86400),
+                    0)::int AS ks,
+           least(ceil(date_part('epoch', ends_at - %(first)s::timestamptz) / 86400) - 1,
+                 %(days)s - 1)::int AS ke
+    FROM live
+), holding AS (
+    SELECT node_id, ke,
+           CASE WHEN ks = lag(ke) OVER (PARTITION BY gpu_id ORDER BY starts_at) THEN ks + 1
+                ELSE ks END AS ks
+    FROM spans
+), node_day AS (
+    SELECT node_id, k, sum(delta) AS delta
+    FROM (
+        SELECT node_id, ks AS k, 1 AS delta FROM holding WHERE ks <= ke
+        UNION ALL
+        SELECT node_id, ke + 1, -1 FROM holding WHERE ks <= ke AND ke + 1 < %(days)s
+    ) AS e
+    GROUP BY node_id, k
+), node_busy AS (
+    SELECT node_id, k, sum(delta) OVER (PARTITION BY node_id ORDER BY k) AS busy
+    FROM node_day
+), moves AS (
+    SELECT b.k, nodes.region_id, nodes.gpus, b.busy,
+           lag(b.busy, 1, 0::numeric) OVER (PARTITION BY b.node_id ORDER BY b.k) AS before
+    FROM node_busy b JOIN nodes ON nodes.id = b.node_id
+), bucket_day AS (
+    SELECT k, region_id, gpus, busy, sum(delta) AS delta
+    FROM (
+        SELECT 0 AS k, region_id, gpus, 0::numeric AS busy, count(*) AS delta
+        FROM nodes GROUP BY region_id, gpus
+        UNION ALL SELECT k, region_id, gpus, before, -1 FROM moves WHERE before <> busy
+        UNION ALL SELECT k, region_id, gpus, busy, 1 FROM moves WHERE before <> busy
+    ) AS changes
+    GROUP BY k, region_id, gpus, busy
+), grid AS (
+    SELECT days.k, b.region_id, b.gpus, b.busy,
+           sum(coalesce(bucket_day.delta, 0)) OVER (
+               PARTITION BY b.region_id, b.gpus, b.busy ORDER BY days.k) AS nodes
+    FROM generate_series(0, %(days)s - 1) AS days (k)
+    CROSS JOIN (SELECT DISTINCT region_id, gpus, busy FROM bucket_day) AS b
+    LEFT JOIN bucket_day
+      ON bucket_day.k = days.k AND bucket_day.region_id = b.region_id
+     AND bucket_day.gpus = b.gpus AND bucket_day.busy = b.busy
+), day_rows AS (
+    SELECT region_id, (%(first)s::timestamptz + k * interval '1 day')::date AS day,
+           coalesce(max(gpus - busy) FILTER (WHERE nodes > 0), 0)::int AS one,
+           coalesce(sum(nodes) FILTER (WHERE busy = 0), 0)::int AS whole,
+           coalesce(sum(nodes * (gpus - busy)), 0)::int AS total
+    FROM grid
+    GROUP BY region_id, k
+), node_edges AS (
+    SELECT node_id, greatest(starts_at, %(now)s) AS at, 1 AS delta
+    FROM live WHERE starts_at < %(ahead)s
+    UNION ALL
+    SELECT node_id, ends_at, -1 FROM live WHERE starts_at < %(ahead)s AND ends_at < %(ahead)s
+), node_peak AS (
+    SELECT node_id, max(held) AS most
+    FROM (SELECT node_id, sum(delta) OVER (PARTITION BY node_id ORDER BY at, delta
+                                           ROWS UNBOUNDED PRECEDING) AS held
+          FROM node_edges) AS sweep
+    GROUP BY node_id
+), node_now AS (
+    SELECT node_id, count(*) AS held FROM live
+    WHERE starts_at <= %(now)s AND ends_at > %(now)s
+    GROUP BY node_id
+), booked AS (
+    SELECT x.i, sum(date_part('epoch', least(ag.ends_at, x.day_end)
+                                   - greatest(ag.starts_at, x.day_start)) * 1e6) AS us
+    FROM rentals_allocationgpu ag
+    JOIN catalog_node n ON n.id = ag.node_id
+    CROSS JOIN LATERAL (
+        SELECT i, %(first)s::timestamptz + i * interval '1 day' AS day_start,
+               %(first)s::timestamptz + (i + 1) * interval '1 day' AS day_end
+        FROM generate_series(
+            greatest(floor(date_part('epoch', ag.starts_at - %(first)s::timestamptz) / 86400),
+                     0)::int,
+            least(ceil(date_part('epoch', ag.ends_at - %(first)s::timestamptz) / 86400) - 1,
+                  %(days)s - 1)::int) AS i) AS x
+    WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.allocation_id IS NOT NULL
+      AND ag.ends_at > %(first)s
+      AND ag.starts_at < %(first)s::timestamptz + %(days)s * interval '1 day'
+    GROUP BY x.i
+), gone_days AS (
+    DELETE FROM rentals_capacityday WHERE gpu_model_id = %(model)s
+), new_days AS (
+    INSERT INTO rentals_capacityday
+        (gpu_model_id, region_id, day, max_gpus_on_one_node, free_whole_nodes, free_gpus, as_of)
+    SELECT %(model)s, region_id, day, one, whole, total, %(now)s FROM day_rows
+), gone_nodes AS (
+    DELETE FROM rentals_capacitynode WHERE gpu_model_id = %(model)s
+), new_nodes AS (
+    INSERT INTO rentals_capacitynode
+        (node_id, gpu_model_id, region_id, gpus, free_now, min_free_30d, as_of)
+    SELECT nodes.id, %(model)s, nodes.region_id, nodes.gpus,
+           nodes.gpus - coalesce(node_now.held, 0), nodes.gpus - coalesce(node_peak.most, 0),
+           %(now)s
+    FROM nodes
+    LEFT JOIN node_now ON node_now.node_id = nodes.id
+    LEFT JOIN node_peak ON node_peak.node_id = nodes.id
+), gone_ahead AS (
+    DELETE FROM rentals_bookedaheadday WHERE gpu_model_id = %(model)s
+), new_ahead AS (
+    INSERT INTO rentals_bookedaheadday (gpu_model_id, day, gpu_us, as_of)
+    SELECT %(model)s, (%(first)s::timestamptz + d.i * interval '1 day')::date,
+           coalesce(round(booked.us), 0)::bigint, %(now)s
+    FROM generate_series(0, %(days)s - 1) AS d (i)
+    LEFT JOIN booked ON booked.i = d.i
+)
+INSERT INTO rentals_capacitysummary (gpu_model_id, as_of, version)
+VALUES (%(model)s, %(now)s, %(version)s)
+ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = excluded.version
+"""
+)
+REFRESH = _REFRESH.format(
+    overlaps=holding_overlaps(
+        starts=SQL("%(now)s::timestamptz"),
+        ends=SQL("%(first)s::timestamptz + %(days)s * interval '1 day'"),
+    )
+).as_string()
+
+# Single-flight: one refresh of a model at a time, across every worker (transaction-scoped).
+LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('rentals_capacity_summary', %(model)s))"
