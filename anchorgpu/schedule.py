@@ -103,6 +103,12 @@ def beat_schedule():
         "schedule": crontab(minute=30, hour=8),
         "options": {"expires": 3600},
     }
+    # Invoices are numbered after their commit: cued by each commit, and swept this often.
+    schedule["number-invoices"] = {
+        "task": "invoices.tasks.invoices_number_task",
+        "schedule": timedelta(seconds=5),
+        "options": {"expires": 5},
+    }
     schedule["issue-held-invoices"] = {
         "task": "invoices.tasks.invoices_catch_up_task",
         "schedule": crontab(minute=12),

@@ -10,12 +10,32 @@ import logging
 from collections.abc import Sequence
 
 from celery import current_app
+from django.core.cache import cache
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
 from core.cache import breaker
 
 logger = logging.getLogger(__name__)
+
+
+def publish_once(task_name: str, *, within: float = 1.0) -> bool:
+    """Queue `task_name()` to run `within` seconds from now, unless one is already queued
+    from the last `within` seconds (a Redis key of that lifetime, across every process): a
+    sweep that catches up on all there is, so many commits make one run, and the run, due
+    when the key expires, comes after every commit whose call found the key. Whether it was
+    queued; with Redis away it is not, and the beat schedule runs the sweep anyway."""
+    if not cache.add(f"publish-once:{task_name}", 1, timeout=within):
+        return False
+    if not breaker.allows():
+        return False
+    try:
+        current_app.send_task(task_name, countdown=within)
+    except (RedisError, OSError, BrokerError) as exc:
+        breaker.failure(exc)
+        logger.warning("%s: left for the beat schedule (broker unavailable)", task_name)
+        return False
+    return True
 
 
 def publish(task_name: str, ids: Sequence[object]) -> int:

@@ -4,7 +4,9 @@ streamed: the zip is written as it goes, never held whole in memory."""
 import zipfile
 
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils.translation import gettext as _
 
+from invoices.errors import InvoiceNotNumbered
 from invoices.fa3 import invoice_xml, xml_enabled
 from invoices.pdf import invoice_pdf
 
@@ -13,13 +15,22 @@ def _name(invoice, ext: str) -> str:
     return invoice.display_number.replace("/", "-") + f".{ext}"
 
 
+def _numbered(invoice) -> None:
+    if not invoice.numbered:
+        raise InvoiceNotNumbered(
+            _("This document is being numbered; its files are ready within seconds.")
+        )
+
+
 def pdf_response(invoice) -> HttpResponse:
+    _numbered(invoice)
     response = HttpResponse(invoice_pdf(invoice), content_type="application/pdf")
     response["Content-Disposition"] = f'attachment; filename="{_name(invoice, "pdf")}"'
     return response
 
 
 def xml_response(invoice) -> HttpResponse:
+    _numbered(invoice)
     response = HttpResponse(invoice_xml(invoice), content_type="application/xml")
     response["Content-Disposition"] = f'attachment; filename="{_name(invoice, "xml")}"'
     return response

@@ -28,3 +28,11 @@ class XmlNotApplicable(DomainError):
     status = 409
     code = "invoice_xml_not_applicable"
     title = _("No FA(3) e-invoice for this seller")
+
+
+class InvoiceNotNumbered(DomainError):
+    """Numbered within seconds of its commit (invoices.sql.NUMBER): no file without a number."""
+
+    status = 409
+    code = "invoice_being_numbered"
+    title = _("The invoice is being numbered")

@@ -24,9 +24,17 @@ class InvoiceKind(models.TextChoices):
     CREDIT_NOTE = "credit_note", _("credit note")
 
 
+class InvoiceState(models.TextChoices):
+    """What the API says of a document: numbered within seconds of its commit."""
+
+    BEING_NUMBERED = "being_numbered", _("being numbered")
+    ISSUED = "issued", _("issued")
+
+
 class InvoiceCounter(models.Model):
-    """The last number issued per series and year: upserted and incremented in the charging
-    transaction, so a rollback gives its number back and two bookings never share one."""
+    """The last number given per series and year: upserted and incremented by the numbering
+    step after the documents' commit (`invoices.sql.NUMBER`), never on a booking's path, so
+    a rolled-back booking never took a number and two documents never share one."""
 
     series = models.CharField(max_length=20)
     year = models.PositiveSmallIntegerField()
@@ -97,19 +105,23 @@ class HeldInvoice(models.Model):
 
 class Invoice(models.Model):
     """An invoice for one charge, or a credit note for a refund or a credit that names the
-    invoice it corrects. Written once by `invoices.sql.ISSUE`, in the ledger's transaction."""
+    invoice it corrects. Written by `invoices.sql.ISSUE` in the ledger's transaction, without
+    a number; numbered (and dated) once after that commit by `invoices.sql.NUMBER`, in the
+    order of the issuing transactions (`xact`), and never changed again."""
 
     kind = models.CharField(max_length=12, choices=InvoiceKind.choices)
     series = models.CharField(max_length=20)
-    year = models.PositiveSmallIntegerField()
-    number = models.PositiveIntegerField()
-    display_number = models.CharField(max_length=40)
+    year = models.PositiveSmallIntegerField()  # of the issue day; set again when numbered
+    number = models.PositiveIntegerField(null=True, blank=True)  # None: being numbered
+    display_number = models.CharField(max_length=40, blank=True)  # "" until numbered
+    # The issuing transaction's id (xid8): what numbering orders by and waits on.
+    xact = models.BigIntegerField(null=True, blank=True)
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
     ledger_entry = models.ForeignKey(LedgerEntry, on_delete=models.PROTECT, related_name="+")
     corrects = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="corrections"
     )
-    issued_at = models.DateTimeField()  # the database's clock
+    issued_at = models.DateTimeField()  # the database's clock when numbered (written before)
     issued_on = models.DateField()  # in the seller's time zone (INVOICE_TIME_ZONE)
     sold_on = models.DateField()  # the charge's (or refund's) day, same zone
     seller = models.JSONField()  # copies: later edits never change an issued document
@@ -160,11 +172,25 @@ class Invoice(models.Model):
             models.CheckConstraint(
                 condition=Q(number__gte=1), name="invoices_invoice_number_positive"
             ),
+            models.CheckConstraint(
+                condition=Q(number__isnull=True, display_number="")
+                | Q(number__isnull=False, display_number__gt=""),
+                name="invoices_invoice_numbered_has_number",
+            ),
         ]
-        indexes = [models.Index(fields=["team", "-issued_at"], name="invoices_team_issued")]
+        indexes = [
+            models.Index(fields=["team", "-issued_at"], name="invoices_team_issued"),
+            models.Index(
+                fields=["xact", "id"], condition=Q(number__isnull=True), name="invoices_unnumbered"
+            ),
+        ]
 
     def __str__(self):
-        return self.display_number
+        return self.display_number or f"#{self.pk}"
+
+    @property
+    def numbered(self) -> bool:
+        return self.number is not None
 
     @property
     def is_credit_note(self) -> bool:

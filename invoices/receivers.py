@@ -1,10 +1,11 @@
-"""The ledger's signal, turned into invoices and credit notes in the same transaction."""
+"""The ledger's signal, turned into invoices and credit notes in the same transaction
+(numbered after its commit: invoices_number_task)."""
 
 from django.db import transaction
 from django.dispatch import receiver
 
-from invoices.services import invoices_held_among, invoices_issue, ksef_enabled, ksef_queue
-from invoices.tasks import invoices_held_alert_task, ksef_submit_task
+from invoices.services import invoices_held_among, invoices_issue
+from invoices.tasks import invoices_held_alert_task
 from rentals.signals import ledger_entries_recorded
 
 
@@ -16,6 +17,3 @@ def _ledger_entries(sender, entry_ids, charges_only=False, **kwargs):
         entry_ids=entry_ids
     ):
         transaction.on_commit(invoices_held_alert_task.delay)
-    if issued and ksef_enabled():
-        ksef_queue(invoice_ids=issued)
-        transaction.on_commit(lambda: [ksef_submit_task.delay(pk) for pk in issued])

@@ -78,11 +78,13 @@ def this_month() -> str:
 
 
 def invoice_documents(*, acting: Acting, month: str) -> QuerySet[Invoice]:
-    """One month's documents with their lines, for the zip, oldest first."""
+    """One month's numbered documents with their lines, for the zip, oldest first (one
+    still being numbered has no file yet)."""
     if not month:
         raise BadMonth(_("Choose a month."), field="month")
     return (
         invoice_list(acting=acting, month=month)
+        .filter(number__isnull=False)
         .prefetch_related(Prefetch("lines", queryset=InvoiceLine.objects.order_by("position")))
         .order_by("issued_at", "id")
     )

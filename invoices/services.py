@@ -1,8 +1,10 @@
 """Issuing invoices and credit notes, and sending them to KSeF.
 
 `invoices_issue` runs inside the transaction that wrote the ledger rows (it hears
-`rentals.signals.ledger_entries_recorded`): one statement, `invoices.sql.ISSUE`, numbers and
-writes every document and its lines. Sending to KSeF is a separate step after commit
+`rentals.signals.ledger_entries_recorded`): one statement, `invoices.sql.ISSUE`, writes every
+document and its lines, not yet numbered. `invoices_number` numbers them after that commit
+(`invoices_number_task`: cued after each commit, and every few seconds), in the order of
+their transactions, gapless. Sending to KSeF follows the number
 (`ksef_submit`, a Celery task), off unless `INVOICES["KSEF_ENABLED"]`.
 """
 
@@ -26,6 +28,7 @@ from accounts.models import BillingMode
 from catalog.models import GpuPrice, OptionPrice
 from core.db import db_now
 from core.money import default_currency
+from core.publish import publish, publish_once
 from invoices import sql
 from invoices.errors import XmlInvalid
 from invoices.fa3 import invoice_xml
@@ -68,7 +71,8 @@ def seller_is_polish() -> bool:
 def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[int]:
     """Issue the documents these ledger rows call for (an invoice per charge, credit notes
     for refunds and credits), inside the caller's transaction; their ids. Declares no
-    transaction: it commits or rolls back with the ledger rows. `charges_only`: the rows are
+    transaction: it commits or rolls back with the ledger rows, unnumbered, and cues their
+    numbering after the commit. `charges_only`: the rows are
     all charges (a booking's, an extension's), issued by the smaller statement."""
     if not entry_ids:
         return []
@@ -100,6 +104,29 @@ def invoices_issue(*, entry_ids: list[int], charges_only: bool = False) -> list[
             },
         )
         ids = [row[0] for row in cursor.fetchall()]
+    if ids:  # numbered (then sent to KSeF) after the commit: invoices_number_task
+        transaction.on_commit(lambda: publish_once("invoices.tasks.invoices_number_task"))
+    return ids
+
+
+@transaction.atomic
+def invoices_number() -> list[int]:
+    """Number every committed document that waits for its number and that no earlier open
+    transaction could still precede (invoices.sql.NUMBER); their ids. One run at a time: a
+    run that finds another going returns at once (that one, or the next, numbers these).
+    Numbered documents are queued for KSeF."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [sql.NUMBERING_LOCK])
+        if not cursor.fetchone()[0]:
+            return []
+        cursor.execute(
+            sql.NUMBER,
+            {"tz": settings.INVOICES["TIME_ZONE"]},
+        )
+        ids = sorted(row[0] for row in cursor.fetchall())
+    if ids and ksef_enabled():
+        ksef_queue(invoice_ids=ids)
+        transaction.on_commit(lambda: publish("invoices.tasks.ksef_submit_task", ids))
     return ids
 
 
@@ -224,7 +251,7 @@ def ksef_enabled() -> bool:
 
 def ksef_queue(*, invoice_ids: list[int]) -> None:
     """A pending submission per document, inside the caller's transaction; the caller
-    enqueues `ksef_submit_task` after commit (invoices.receivers)."""
+    enqueues `ksef_submit_task` after commit (`invoices_number`)."""
     now = db_now()
     KsefSubmission.objects.bulk_create(
         [KsefSubmission(invoice_id=pk, updated_at=now) for pk in invoice_ids],

@@ -1,10 +1,18 @@
-"""The invoices app's hand-written SQL: issuing documents, in one statement.
+"""The invoices app's hand-written SQL: issuing documents, and numbering them after commit.
 
-`ISSUE` runs inside the transaction that wrote the ledger rows (right after the booking's
-own write, the last of its statements), so the counter row it upserts stays locked only
-until that commit: a rollback gives the numbers back (no gap), and a concurrent booking waits
-for the row instead of taking the same number (no duplicate; the UNIQUE constraint on
-(series, year, number) says the same).
+`ISSUE` runs inside the transaction that wrote the ledger rows and writes the documents
+without a number, with that transaction's id (`xact`): it locks no shared row, so bookings
+never wait on one another for a number. `NUMBER` numbers them afterwards (a worker, cued
+after each commit and every few seconds), under the per-series counter row:
+
+- only documents whose transaction committed (a rolled-back booking's are gone: no gap) and
+  for which no transaction with a smaller id is still open in this database (the snapshot's
+  open transactions, `pg_snapshot_xip`): so a slower, earlier booking is never skipped by a
+  later one and numbered after it;
+- in the order of their transactions' ids (xid8, assigned at a transaction's first write),
+  then their own ids; every number of a run is above every number of the runs before it;
+- dated when numbered (issue time and day, the series' year, the due day moved with them), so
+  numbers and issue dates rise together.
 
 For the ledger rows named in `%(entries)s` it issues:
 - an invoice for each charge, with the charged quote's lines, treatment and rate;
@@ -12,8 +20,8 @@ For the ledger rows named in `%(entries)s` it issues:
   booking and each extension), mirroring the corrected invoice's lines negated;
 - a credit note for an impairment credit, one line for the credited time, correcting the
   booking's invoice (the cluster's, for a node of a cluster).
-Numbers run per series (invoices, credit notes) and year (the issue day's, in the seller's
-time zone); the counter grows by how many documents of its series the statement issues.
+Numbers run per series (invoices, credit notes) and year (the numbering day's, in the
+seller's time zone); the counter grows by how many documents of its series a run numbers.
 
 Enum words are parameters (`%(charge)s`, `%(invoice)s` …), as everywhere.
 """
@@ -167,24 +175,17 @@ WITH clock AS (
 ), docs AS (
 {docs}
 ), numbered AS (
+    -- Not numbered yet: that is NUMBER's, after this transaction commits.
     SELECT d.*,
            CASE WHEN d.kind = %(invoice)s THEN %(series)s ELSE %(credit_series)s END AS series,
-           extract(year FROM clock.day)::int AS year,
-           row_number() OVER (PARTITION BY d.kind ORDER BY d.entry_id, d.corrects_id) AS k,
-           count(*) OVER (PARTITION BY d.kind) AS n
+           extract(year FROM clock.day)::int AS year
     FROM docs d, clock
-), counter AS (
-    INSERT INTO invoices_invoicecounter AS c (series, year, last)
-    SELECT series, year, max(n) FROM numbered GROUP BY series, year ORDER BY series
-    ON CONFLICT (series, year) DO UPDATE SET last = c.last + EXCLUDED.last
-    RETURNING series, last
 ), invoice AS (
-    INSERT INTO invoices_invoice (kind, series, year, number, display_number, team_id,
+    INSERT INTO invoices_invoice (kind, series, year, number, display_number, xact, team_id,
         ledger_entry_id, corrects_id, issued_at, issued_on, sold_on, seller, buyer,
         tax_treatment, vat_rate, currency, net, vat, gross, pln_rate, pln_rate_on,
         pln_rate_table, reason, legal_note, due_on)
-    SELECT d.kind, d.series, d.year, c.last - d.n + d.k,
-           d.series || '/' || d.year || '/' || lpad((c.last - d.n + d.k)::text, 6, '0'),
+    SELECT d.kind, d.series, d.year, NULL, '', pg_current_xact_id()::text::bigint,
            d.team_id, d.entry_id, d.corrects_id, clock.at, clock.day, d.sold_on,
            %(seller)s::jsonb, {buyer}, d.tax_treatment, d.vat_rate, d.currency,
            d.net, d.vat, d.gross, d.pln_rate, d.pln_rate_on, d.pln_table,
@@ -195,9 +196,9 @@ WITH clock AS (
            CASE WHEN d.kind = %(invoice)s AND t.billing_mode = %(invoiced_mode)s
                 THEN clock.day + t.payment_terms_days END
     FROM numbered d
-    JOIN counter c USING (series)
     JOIN accounts_team t ON t.id = d.team_id
     CROSS JOIN clock
+    ORDER BY d.entry_id, d.corrects_id  -- ids in this order: a transaction's are numbered by them
     RETURNING id, ledger_entry_id, corrects_id, vat_rate
 ), released AS (
     DELETE FROM invoices_heldinvoice h USING invoice v WHERE h.ledger_entry_id = v.ledger_entry_id
@@ -219,7 +220,7 @@ ISSUE = _ISSUE.format(
 ).as_string()
 # The booking path's: charges only. The same statement less the refund and credit branches,
 # which PostgreSQL would still plan on every booking (planning the whole took 5.5 ms of its
-# 6.9, with the counter row locked until the commit).
+# 6.9).
 ISSUE_CHARGES = _ISSUE.format(
     charged=_CHARGED, docs=_CHARGED_DOCS, lines=_QUOTE_LINES, buyer=_BUYER
 ).as_string()
@@ -239,6 +240,51 @@ WHERE (NOT EXISTS (SELECT 1 FROM invoices_invoice i WHERE i.ledger_entry_id = e.
           AND NOT EXISTS (SELECT 1 FROM invoices_invoice k
                           WHERE k.ledger_entry_id = e.id AND k.corrects_id = i.id)))
 ORDER BY e.at, e.id
+"""
+
+# Numbering, after commit (see the module's docstring). One run at a time: the caller holds
+# NUMBERING_LOCK (a transaction-scoped advisory lock) before this statement takes its snapshot.
+NUMBERING_LOCK = 0x1A9C_0001
+NUMBER = """
+WITH clock AS (
+    SELECT statement_timestamp() AS at,
+           (statement_timestamp() AT TIME ZONE %(tz)s)::date AS day
+), horizon AS (
+    -- The oldest transaction still open that could yet commit a document: this statement's
+    -- snapshot's open ones (xip), less those pg_stat_activity shows in another database
+    -- (another app sharing the server never writes ours); with none, the snapshot's xmax
+    -- (every transaction below it has ended; those from it on are not in xip).
+    -- One ended before pg_stat_activity is read is not seen in it, so it still counts.
+    SELECT coalesce(
+        (SELECT min(x) FROM pg_snapshot_xip(s.snap) x
+         WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                           WHERE a.datname <> current_database()
+                             AND a.backend_xid::text::bigint = x::text::bigint %% 4294967296)),
+        pg_snapshot_xmax(s.snap))::text::bigint AS xact
+    FROM (SELECT pg_current_snapshot() AS snap) s
+), pending AS (
+    SELECT v.id, v.series, extract(year FROM clock.day)::int AS year,
+           row_number() OVER (PARTITION BY v.series ORDER BY v.xact, v.id) AS k,
+           count(*) OVER (PARTITION BY v.series) AS n
+    FROM invoices_invoice v CROSS JOIN clock CROSS JOIN horizon h
+    WHERE v.number IS NULL
+      -- And this transaction's own (one that issues and numbers in one transaction, as a
+      -- test does; the task numbers in a transaction of its own, with none).
+      AND (v.xact < h.xact OR v.xact = pg_current_xact_id_if_assigned()::text::bigint)
+), counter AS (
+    INSERT INTO invoices_invoicecounter AS c (series, year, last)
+    SELECT series, year, max(n) FROM pending GROUP BY series, year ORDER BY series
+    ON CONFLICT (series, year) DO UPDATE SET last = c.last + EXCLUDED.last
+    RETURNING series, year, last
+)
+UPDATE invoices_invoice v
+SET number = c.last - p.n + p.k,
+    display_number = p.series || '/' || p.year || '/' || lpad((c.last - p.n + p.k)::text, 6, '0'),
+    year = p.year, issued_at = clock.at, issued_on = clock.day,
+    due_on = v.due_on + (clock.day - v.issued_on)
+FROM pending p JOIN counter c USING (series, year) CROSS JOIN clock
+WHERE v.id = p.id
+RETURNING v.id, v.number
 """
 
 # Everything a KSeF sending step may claim: pending submissions, oldest first.

@@ -7,6 +7,7 @@ from invoices.services import (
     exchange_rates_demo_keep,
     invoices_held_alert,
     invoices_issue_missing,
+    invoices_number,
     ksef_retry_in,
     ksef_submit,
 )
@@ -16,6 +17,13 @@ from invoices.services import (
 def invoices_held_alert_task() -> int:
     """Tell staff of invoices newly held for an exchange rate (after the booking's commit)."""
     return invoices_held_alert()
+
+
+@shared_task(ignore_result=True)
+def invoices_number_task() -> int:
+    """Number the documents committed since the last run (cued after each issuing commit,
+    at most once a second, and every few seconds by beat); how many were numbered."""
+    return len(invoices_number())
 
 
 @shared_task

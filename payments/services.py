@@ -616,7 +616,8 @@ def unpaid_invoices(*, team: Team, currency: str, first: str = "") -> list[Invoi
         ).order_by("issued_at", "id")
         if invoice_owed(i) > 0
     ]
-    invoices.sort(key=lambda i: i.display_number != first)
+    # Named by number: ahead of the rest (an unnumbered one's "" is never named).
+    invoices.sort(key=lambda i: not first or i.display_number != first)
     return invoices
 
 
@@ -657,7 +658,7 @@ def credits_returned(*, entry_ids: list[int]) -> list[int]:
             continue
         InvoicePayment.objects.create(
             invoice=note, team_id=note.team_id, currency=note.currency, amount=-back,
-            source=PaymentSource.CREDIT, paid_on=today, at=now, reference=invoice.display_number,
+            source=PaymentSource.CREDIT, paid_on=today, at=now, reference=str(invoice),
         )  # fmt: skip
         invoice.applied -= back
         if note.team.billing_mode == BillingMode.CARD:
@@ -710,7 +711,7 @@ def credit_refund(*, credit_note_id: int) -> CashEntry | None:
         {
             "payment_intent": payment.intent_id,
             "amount": processor.to_minor(amount, payment.currency),
-            "metadata": {"credit_note": note.display_number},
+            "metadata": {"credit_note": str(note)},  # "#id" while being numbered
         },
         {"idempotency_key": f"anchorgpu-refund-{note.pk}"},
     )

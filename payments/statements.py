@@ -267,7 +267,10 @@ def transfer_assign(*, user, transfer_id: int, invoice_number: str) -> BankTrans
     if transfer is None or transfer.state != TransferState.UNMATCHED:
         raise StatementInvalid(_("No such unmatched transfer."))
     invoice = Invoice.objects.filter(
-        display_number=invoice_number.strip(), kind=InvoiceKind.INVOICE, currency=transfer.currency
+        display_number=invoice_number.strip(),
+        number__isnull=False,
+        kind=InvoiceKind.INVOICE,
+        currency=transfer.currency,
     ).first()
     if invoice is None:
         raise StatementInvalid(

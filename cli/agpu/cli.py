@@ -1270,7 +1270,7 @@ def invoices_ls():
     for invoice in found:
         currency = invoice.get("currency")
         table.add_row(
-            str(invoice["id"]), invoice["display_number"], _kind_words(invoice["kind"]),
+            str(invoice["id"]), invoice["display_number"] or "…", _kind_words(invoice["kind"]),
             invoice["issued_on"], render.money(invoice["net"], currency),
             render.money(invoice["vat"], currency), render.money(invoice["gross"], currency),
         )  # fmt: skip
@@ -1317,7 +1317,7 @@ def invoices_get(ident, as_pdf, as_xml, output):
         render.print_json(invoice)
         return
     currency = invoice.get("currency")
-    title = f"{_kind_words(invoice['kind']).capitalize()} {invoice['display_number']}"
+    title = f"{_kind_words(invoice['kind']).capitalize()} {invoice['display_number'] or '…'}"
     table = render._table(title)
     for column, justify in ((tr("Line"), "left"), (tr("Quantity"), "right"), (tr("Unit price (net)"), "right"),
                             (tr("Net"), "right"), (tr("VAT"), "right"), (tr("Gross"), "right")):  # fmt: skip

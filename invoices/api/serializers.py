@@ -3,7 +3,7 @@ from datetime import date
 from django.urls import reverse
 from rest_framework import serializers
 
-from invoices.models import Invoice, InvoiceKind, InvoiceLine, PaymentStatus
+from invoices.models import Invoice, InvoiceKind, InvoiceLine, InvoiceState, PaymentStatus
 from invoices.selectors import paid_on_of, payment_status_of
 from invoices.texts import line_both
 
@@ -41,6 +41,8 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
 
 
 class InvoiceSerializer(serializers.ModelSerializer):
+    display_number = serializers.SerializerMethodField()
+    state = serializers.SerializerMethodField()
     corrects = serializers.CharField(
         source="corrects.display_number", default=None, allow_null=True
     )
@@ -56,12 +58,19 @@ class InvoiceSerializer(serializers.ModelSerializer):
     class Meta:
         model = Invoice
         fields = [
-            "id", "kind", "display_number", "series", "year", "number", "issued_at",
+            "id", "kind", "state", "display_number", "series", "year", "number", "issued_at",
             "issued_on", "sold_on", "corrects", "corrects_id", "reason", "tax_treatment",
             "vat_rate", "currency", "net", "vat", "gross", "legal_note", "seller", "buyer",
             "ksef_status", "ksef_number", "pdf", "xml", "lines", "payment_status", "due_on",
             "paid_on", "allocations",
         ]  # fmt: skip
+
+    def get_display_number(self, invoice) -> str | None:
+        """None while the document is being numbered (within seconds of its commit)."""
+        return invoice.display_number or None
+
+    def get_state(self, invoice) -> InvoiceState:
+        return InvoiceState.ISSUED if invoice.numbered else InvoiceState.BEING_NUMBERED
 
     def get_payment_status(self, invoice) -> PaymentStatus:
         return payment_status_of(invoice)

@@ -70,9 +70,12 @@ class InvoicePdfApi(APIView):
     renderer_classes = [PdfRenderer, JSONRenderer]
 
     @extend_schema(
-        responses=_file(
-            PdfRenderer.media_type, "the invoice or credit note as PDF (Polish and English)"
-        )
+        responses={
+            **_file(
+                PdfRenderer.media_type, "the invoice or credit note as PDF (Polish and English)"
+            ),
+            409: PROBLEM,  # still being numbered (within seconds of its commit)
+        }
     )
     def get(self, request, pk: int):
         return documents.pdf_response(

@@ -26,6 +26,7 @@ from accounts.services.teams import team_create
 from accounts.services.tokens import api_token_create
 from core.problems import PROBLEM_CONTENT_TYPE
 from invoices.models import Invoice
+from invoices.services import invoices_number
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.support.booking import book
@@ -97,6 +98,7 @@ def _world() -> World:
                 removed.append(membership.pk)
     Membership.objects.filter(pk__in=removed).delete()
     world.running = book(founder, model="h100", count=1, period="day", team=team)
+    invoices_number()  # after the commit, by a worker: the reads below look for its number
     return world
 
 

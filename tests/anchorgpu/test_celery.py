@@ -84,6 +84,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "prune-audit-log",
         "close-fleet-report-steps",
         "issue-held-invoices",
+        "number-invoices",
         "payment-reminders",
         "refresh-capacity-summaries",
     }

@@ -11,6 +11,7 @@ import pytest
 
 from accounts.models import ApiToken
 from invoices.models import Invoice
+from invoices.services import invoices_number
 from rentals.models import Allocation, LedgerEntry
 from tests.cli.conftest import SSH_OPTIONS, LossyProxy
 
@@ -71,6 +72,7 @@ def test_a_customer_books_reaches_copies_stops_and_reads_the_invoice(
     shown = agpu("ls")
     assert shown.code == 0 and short in shown.stdout and "stopped" in shown.stdout
 
+    invoices_number()  # after the commit, by a worker
     invoice = Invoice.objects.get()
     invoices = agpu("invoices", "ls")
     assert invoices.code == 0 and invoice.display_number in invoices.stdout

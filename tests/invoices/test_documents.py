@@ -140,6 +140,7 @@ def test_an_issued_invoice_refuses_update_and_delete(allocation):
 def test_the_pdf_numbers_lines_from_1_as_the_xml_does(catalog, alice, pln_rates):
     """An invoice issued for a booking (its lines' positions are the quote's, from 0)."""
     from accounts.roles import acting_as
+    from invoices.services import invoices_number
     from rentals.services import allocation_book, quote_create
 
     acting = acting_as(alice)
@@ -148,6 +149,7 @@ def test_the_pdf_numbers_lines_from_1_as_the_xml_does(catalog, alice, pln_rates)
         options=[{"option": "nvme-scratch", "quantity": 1}],
     )  # fmt: skip
     allocation = allocation_book(acting=acting, quote=quote)
+    invoices_number()  # after the commit, by a worker
     invoice = Invoice.objects.get(ledger_entry__allocation=allocation)
     assert [line.position for line in invoice.lines.all()] == [0, 1]  # stored as quoted
 

@@ -19,7 +19,7 @@ from accounts.roles import acting_as
 from invoices import fa3
 from invoices.models import ExchangeRate, HeldInvoice, Invoice, InvoiceKind
 from invoices.selectors import invoices_held
-from invoices.services import exchange_rates_demo_keep, invoices_held_alert
+from invoices.services import exchange_rates_demo_keep, invoices_held_alert, invoices_number
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel
 from tests.support.booking import book
@@ -94,6 +94,7 @@ def test_without_a_rate_the_invoice_is_held_staff_are_told_and_a_rate_issues_it(
         follow=True,
     )  # fmt: skip
     assert "1 held documents issued with this rate." in added.content.decode()
+    invoices_number()  # after the commit, by a worker
     invoice = Invoice.objects.get(ledger_entry=charge)
     assert (invoice.pln_rate, invoice.pln_rate_on) == (Decimal("3.6512"), yesterday)
     root = etree.fromstring(fa3.invoice_xml(invoice))

@@ -201,14 +201,17 @@ def test_cancel_before_the_start_refunds_the_card(
 def test_fa3_and_pdf_carry_the_payment_facts(catalog, alice, alice_api, bob, bob_api):
     from invoices.fa3 import invoice_xml  # noqa: PLC0415
     from invoices.pdf import invoice_pdf  # noqa: PLC0415
+    from invoices.services import invoices_number  # noqa: PLC0415
 
     card_team(alice)
     book(alice_api, quote(alice_api)["id"])
+    invoices_number()  # after the commit, by a worker
     paid = Invoice.objects.get(team__personal_for=alice)
     xml = invoice_xml(paid).decode()  # validated against the official schema inside
     assert "<Zaplacono>1</Zaplacono>" in xml and "<DataZaplaty>" in xml
     assert invoice_pdf(paid)[:4] == b"%PDF"
     book(bob_api, quote(bob_api)["id"])  # bob's team is invoiced (test default)
+    invoices_number()
     due = Invoice.objects.get(team__personal_for=bob)
     xml = invoice_xml(due).decode()
     assert f"<Termin>{due.due_on.isoformat()}</Termin>" in xml and "Zaplacono" not in xml

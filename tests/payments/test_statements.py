@@ -8,6 +8,7 @@ import pytest
 
 from invoices.models import Invoice, InvoiceKind
 from invoices.selectors import payment_status_of, with_payment_facts
+from invoices.services import invoices_number
 from payments.models import BankTransfer, CashEntry, TransferState
 from payments.services import cash_balances
 from payments.statements import transfer_assign
@@ -42,6 +43,7 @@ def mt940(*lines) -> bytes:
 def invoices(alice_api, n):
     for _ in range(n):
         assert book(alice_api, quote(alice_api, gpu_count=1)["id"]).status_code == 201
+    invoices_number()  # after the commits, by a worker
     return list(Invoice.objects.filter(kind=InvoiceKind.INVOICE).order_by("id"))
 
 

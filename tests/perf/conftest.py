@@ -134,6 +134,32 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
+# The audit log's triggers (pghistory's, audit/migrations): every trigger whose function
+# writes an audit_* table.
+_AUDIT_TRIGGERS = """
+SELECT t.tgrelid::regclass::text, t.tgname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+WHERE NOT t.tgisinternal AND p.prosrc LIKE '%%INSERT INTO "audit_%%'
+ORDER BY 1, 2
+"""
+
+
+@contextmanager
+def audit_triggers_off():
+    """The audit log's triggers disabled for the block (a benchmark's comparison only: the
+    product never runs without them), enabled again after it."""
+    with connection.cursor() as cursor:
+        cursor.execute(_AUDIT_TRIGGERS)
+        triggers = cursor.fetchall()
+        for table, name in triggers:
+            cursor.execute(f'ALTER TABLE {table} DISABLE TRIGGER "{name}"')
+    try:
+        yield len(triggers)
+    finally:
+        with connection.cursor() as cursor:
+            for table, name in triggers:
+                cursor.execute(f'ALTER TABLE {table} ENABLE TRIGGER "{name}"')
+
+
 def vacuum_analyze():
     """VACUUM (ANALYZE) the test database: what a benchmark measures is read with fresh
     statistics and all-visible pages, as autovacuum leaves a deployment's tables, whether or

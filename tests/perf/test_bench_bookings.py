@@ -2,6 +2,8 @@
 against pgbench's TPC-B tps on the same PostgreSQL in the same run."""
 
 import os
+import statistics
+from contextlib import nullcontext
 from datetime import timedelta
 
 import pytest
@@ -9,9 +11,11 @@ from django.utils import timezone
 
 from accounts.roles import acting_as
 from accounts.services.tokens import api_token_create
+from invoices.models import HeldInvoice, Invoice
 from rentals.models import Allocation
 from rentals.services import quote_create
 from tests.perf.conftest import (
+    audit_triggers_off,
     book_in_threads,
     book_over_http,
     fleet,
@@ -20,6 +24,7 @@ from tests.perf.conftest import (
     report,
     target,
 )
+from tests.support.factories.invoices import pln_rates_create
 from tests.support.races import overlapping_pairs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,6 +34,9 @@ WORKERS = (1, 2, 4)  # gunicorn processes: booking throughput scales with web pr
 
 def test_bookings_per_second(django_user_model):
     fleet()
+    # The demo catalog prices in USD with a Polish seller: without the NBP rate of a day
+    # before the sale every invoice would be held, and no booking would issue one.
+    pln_rates_create()
     users = [django_user_model.objects.create_user(f"b{i}") for i in range(THREADS)]
     per_thread = 40
     quotes = {
@@ -38,6 +46,22 @@ def test_bookings_per_second(django_user_model):
     }  # fmt: skip
     service_bps = THREADS * per_thread / book_in_threads(users, quotes)
     assert Allocation.objects.count() == THREADS * per_thread
+    # The audit log's share: the same bookings with its triggers on and off, alternated
+    # twice (the machine's load drifts), each batch in a window of its own.
+    audited: dict[bool, list[float]] = {True: [], False: []}
+    for batch in range(4):
+        on = batch % 2 == 1
+        later = timezone.now() + timedelta(days=2 * (len(WORKERS) + 1 + batch))
+        quotes = {
+            u.pk: [quote_create(acting=acting_as(u), gpu_model="h100-sxm", gpu_count=1,
+                                period="day", period_count=1, starts_at=later)
+                   for _ in range(per_thread)]
+            for u in users
+        }  # fmt: skip
+        with nullcontext() if on else audit_triggers_off():
+            audited[on].append(THREADS * per_thread / book_in_threads(users, quotes))
+    assert Allocation.objects.count() == 5 * THREADS * per_thread
+    audit_on, audit_off = statistics.mean(audited[True]), statistics.mean(audited[False])
 
     tokens = [api_token_create(user=u, name="bench") for u in users]
     http_bps = {}
@@ -55,6 +79,9 @@ def test_bookings_per_second(django_user_model):
         http_bps[workers] = len(codes) / elapsed
         assert set(codes) == {201}
     assert overlapping_pairs() == 0
+    # Every booking issued its invoice (numbered or, after commit, still being numbered).
+    assert not HeldInvoice.objects.exists()
+    assert Invoice.objects.count() == Allocation.objects.count()
 
     tps = pgbench_tps(clients=THREADS)
     report(
@@ -62,6 +89,11 @@ def test_bookings_per_second(django_user_model):
         " shared by the clients, gunicorn and PostgreSQL)",
         {
             "service": {"bookings_per_s": service_bps, "ratio_to_pgbench_tps": service_bps / tps},
+            "service, audit triggers on / off (alternated, 2 batches each)": {
+                "on_bookings_per_s": audit_on,
+                "off_bookings_per_s": audit_off,
+                "audit_share": 1 - audit_on / audit_off,
+            },
             **{
                 f"HTTP (gunicorn {w}×4)": {
                     "bookings_per_s": http_bps[w],
