@@ -33,6 +33,7 @@ from accounts.services.tokens import api_token_create
 from catalog.models import Gpu
 from core.sealed import seal
 from invoices.models import Invoice
+from invoices.services import invoices_number
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
 from telemetry.agents import agent_credential_issue
@@ -117,6 +118,7 @@ def _two_users_build(django_user_model) -> dict:
         u.username: ssh_key_add(user=u, public_key=public_line(ed25519_key())).pk
         for u in (alice, bob)
     }
+    invoices_number()  # after the bookings' commits, by a worker: the PDF is there once numbered
     invoices = {i.team.personal_for_id: i.pk for i in Invoice.objects.select_related("team")}
     return {
         "token": token,
