@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # availability imports this module
 # Rows older than this are not served: no worker keeps them (or it fell behind).
 FRESH = timedelta(minutes=2)
 SUMMARY_DAYS = 92  # days written from as_of's: the calendar's 13 weeks and today's remainder
+NODE_HORIZON = timedelta(days=30)  # CapacityNode.min_free_30d's, from as_of
+# Placement's first guess: at most this many nodes from the summary, each checked exactly.
+PLACEMENT_CANDIDATES = 32
 
 
 def capacity_as_of(*, gpu_model: GpuModel, now: datetime | None = None) -> datetime | None:
@@ -76,15 +79,26 @@ def capacity_days_summary(
 
 
 def capacity_nodes_fullest(
-    *, gpu_model: GpuModel, gpu_count: int, region_id: int | None = None, limit: int = 32,
+    *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime, ends_at: datetime,
+    region_id: int | None = None, limit: int = PLACEMENT_CANDIDATES,
     now: datetime | None = None,
 ) -> list[int] | None:  # fmt: skip
-    """At most `limit` of the model's nodes with `gpu_count` GPUs free now by the summary,
-    fullest first: placement's first guess, each checked exactly under its lock. None when
-    the summary is too old or missing."""
-    if capacity_as_of(gpu_model=gpu_model, now=now) is None:
+    """At most `limit` of the model's nodes (of `region_id` where given) that the summary
+    says have `gpu_count` GPUs free for the window, fullest first: placement's first guess,
+    each checked exactly under its lock. A window starting by `as_of` + FRESH (a booking
+    from now) asks the GPUs free now; a later one inside the summary's horizon asks the
+    fewest free over it. None where the summary cannot guess: too old or missing, or a
+    window ending past its horizon (placement then reads the holdings)."""
+    as_of = capacity_as_of(gpu_model=gpu_model, now=now)
+    if as_of is None:
         return None
-    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk, free_now__gte=gpu_count)
+    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk)
+    if starts_at <= as_of + FRESH:
+        found = found.filter(free_now__gte=gpu_count).order_by("free_now", "node_id")
+    elif ends_at <= as_of + NODE_HORIZON:
+        found = found.filter(min_free_30d__gte=gpu_count).order_by("min_free_30d", "node_id")
+    else:
+        return None
     if region_id is not None:
         found = found.filter(region_id=region_id)
-    return list(found.order_by("free_now", "node_id").values_list("node_id", flat=True)[:limit])
+    return list(found.values_list("node_id", flat=True)[:limit])
