@@ -256,8 +256,10 @@ UNION
 ORDER BY t
 """
 
-# (region, network group, hostnames) where the request fits from `t` for `duration`: GPUs
-# on one node, or (`whole`) `nodes` whole nodes of one network group, fewest first. A node's
+# (region, network group, hostnames, how many nodes) where the request fits from `t` for
+# `duration`: GPUs on one node, or (`whole`) `nodes` whole nodes of one network group, fewest
+# first; at most `shown` hostnames, the fullest first, so the answer does not grow with the
+# fleet (the count says how many fit). A node's
 # free GPUs are its GPU count (Node.gpu_count) less those held in the window, counted per
 # node from the live holdings (`gpus_held_per_node`): no GPU row is read, and only the
 # model's nodes' holdings are counted.
@@ -278,7 +280,7 @@ WITH nodes AS MATERIALIZED (
     JOIN catalog_region r ON r.id = nodes.region_id
     LEFT JOIN held ON held.node_id = nodes.id
 )
-SELECT region, grp, array_agg(hostname ORDER BY free, hostname)
+SELECT region, grp, (array_agg(hostname ORDER BY free, hostname))[1:%(shown)s], count(*)::int
 FROM free
 WHERE free >= %(count)s AND (NOT %(whole)s OR free = gpus AND gpus = %(per_node)s)
 GROUP BY region, grp
