@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_node_changes_move_their_models_capacity_version_on_commit(catalog):
-    h100, l4 = catalog.h100, catalog.l4
+    h100 = catalog.h100
     node = catalog.nodes[0]
     before = capacity_version(h100.pk)
 
