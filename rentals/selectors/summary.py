@@ -3,7 +3,7 @@ when its rows are too old or cannot answer the request, so the caller reads the 
 exactly instead (slower, never wrong). What is read here is advisory: pages say "as of",
 and booking checks again."""
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import Max, Sum
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from catalog.models import GpuModel
 from catalog.software import NO_REQUIRES, Requires
-from rentals.models import CapacityDay, CapacityNode, CapacitySummary
+from rentals.models import BookedAheadDay, CapacityDay, CapacityNode, CapacitySummary
 
 if TYPE_CHECKING:  # availability imports this module
     from rentals.selectors.availability import AvailabilityDay
@@ -34,6 +34,31 @@ def capacity_as_of(*, gpu_model: GpuModel, now: datetime | None = None) -> datet
     if as_of is None or (now or timezone.now()) - as_of > FRESH:
         return None
     return as_of
+
+
+def booked_ahead_summary(
+    *, gpu_model_ids: list[int], first: date, days: int, now: datetime | None = None
+) -> tuple[dict[int, datetime], dict[tuple[int, date], int]] | None:
+    """Per model, the instant its rows are as of, and per (model, day) from `first` the
+    GPU-microseconds its allocations hold (BookedAheadDay: the reports' booked-ahead rule);
+    None unless every model's summary is fresh and starts on `first` (its `as_of`'s day),
+    so a caller reads the holdings exactly instead. Two queries."""
+    if days > SUMMARY_DAYS:
+        return None
+    now = now or timezone.now()
+    as_of = dict(
+        CapacitySummary.objects.filter(gpu_model_id__in=gpu_model_ids).values_list(
+            "gpu_model_id", "as_of"
+        )
+    )
+    if set(as_of) != set(gpu_model_ids) or any(
+        now - at > FRESH or at.date() != first for at in as_of.values()
+    ):
+        return None
+    rows = BookedAheadDay.objects.filter(
+        gpu_model_id__in=gpu_model_ids, day__gte=first, day__lt=first + timedelta(days=days)
+    ).values_list("gpu_model_id", "day", "gpu_us")
+    return as_of, {(model, day): us for model, day, us in rows}
 
 
 def capacity_days_summary(
