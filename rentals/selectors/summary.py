@@ -107,23 +107,21 @@ def capacity_nodes_fullest(
     *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime, ends_at: datetime,
     region_id: int | None = None, limit: int = PLACEMENT_CANDIDATES,
     now: datetime | None = None,
-) -> list[int] | None:  # fmt: skip
+) -> list[int]:  # fmt: skip
     """At most `limit` of the model's nodes (of `region_id` where given) that the summary
     says have `gpu_count` GPUs free for the window, fullest first: placement's first guess,
-    each checked exactly under its lock. A window starting by `as_of` + FRESH (a booking
+    each checked exactly under its lock. A window starting within FRESH of now (a booking
     from now) asks the GPUs free now; a later one inside the summary's horizon asks the
-    fewest free over it. None where the summary cannot guess: too old or missing, or a
-    window ending past its horizon (placement then reads the holdings)."""
-    as_of = capacity_as_of(gpu_model=gpu_model, now=now)
-    if as_of is None:
-        return None
-    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk)
-    if starts_at <= as_of + FRESH:
+    fewest free over it. Empty where the summary cannot guess: rows too old or missing
+    (each row carries its `as_of`), or a window ending past their horizon. One query."""
+    now = now or timezone.now()
+    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk, as_of__gte=now - FRESH)
+    if starts_at <= now + FRESH:
         found = found.filter(free_now__gte=gpu_count).order_by("free_now", "node_id")
-    elif ends_at <= as_of + NODE_HORIZON:
-        found = found.filter(min_free_30d__gte=gpu_count).order_by("min_free_30d", "node_id")
     else:
-        return None
+        found = found.filter(
+            min_free_30d__gte=gpu_count, as_of__gte=ends_at - NODE_HORIZON
+        ).order_by("min_free_30d", "node_id")
     if region_id is not None:
         found = found.filter(region_id=region_id)
     return list(found.values_list("node_id", flat=True)[:limit])
