@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class RentalsConfig(AppConfig):
     name = "rentals"
     verbose_name = "Rentals"
+
+    def ready(self):
+        from rentals import receivers
+
+        receivers.connect()

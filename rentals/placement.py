@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from catalog.models import Gpu, GpuModel, Node, NodeState, Region
 from catalog.software import NO_REQUIRES, Requires
 from rentals.selectors.availability import candidate_nodes
+from rentals.selectors.summary import capacity_nodes_fullest
 from rentals.sql import capacity as capacity_sql
 
 if TYPE_CHECKING:
@@ -53,26 +54,31 @@ def place_locked(
     (a quote for a region), else of any region, whose software stack meets `requires` (the
     quote's minimum versions; checked again under the row lock). Call inside a transaction.
 
-    One statement finds the fullest node with room that no other booking holds right now
-    and locks it (SKIP LOCKED: concurrent bookings spread instead of queueing on one node);
-    its free GPUs are then read in a snapshot taken after the lock, so a booking that held
-    the node just before is seen (the exclusion constraint stays the guarantee). Only when
-    every node with room is held by another booking do we wait for one.
+    Bounded first: where the capacity read model is fresh, at most PLACEMENT_CANDIDATES of
+    the nodes it names (fullest first) are checked exactly, each locked (SKIP LOCKED), so
+    the read does not grow with the fleet. Only when none of them fits (or the summary is
+    stale or missing, or `requires` asks for a software stack, which the summary does not
+    keep) are all the model's nodes read: one statement finds the fullest node with room
+    that no other booking holds right now and locks it (SKIP LOCKED: concurrent bookings
+    spread instead of queueing on one node). Either way the node's free GPUs are then read
+    in a snapshot taken after the lock, so a booking that held the node just before is seen
+    (the exclusion constraint stays the guarantee). Only when every node with room is held
+    by another booking do we wait for one.
     """
     params: dict[str, Any] = {
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "count": gpu_count,
         "starts_at": starts_at, "ends_at": ends_at, "region": region_id, **requires.params(),
     }  # fmt: skip
-    rows = cast(
-        "RawQuerySet[WithAnnotations[Node, RegionColumns]]",
-        Node.objects.raw(capacity_sql.PLACE, params),
-    )
-    for node in rows:
-        node.region = Region.from_db(
-            connection.alias,
-            ["id", "slug", "name_en", "name_pl"],
-            [node.region_id, node.region_slug, node.region_name_en, node.region_name_pl],
-        )
+    if not requires:
+        candidates = capacity_nodes_fullest(
+            gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
+            region_id=region_id,
+        )  # fmt: skip
+        if candidates:
+            placed = _place_among(candidates, params)
+            if placed is not None:
+                return placed
+    for node in _fullest_unheld(capacity_sql.PLACE, params):
         gpus = _free_by_node(starts_at=starts_at, ends_at=ends_at, node_ids=[node.pk])[node.pk]
         if len(gpus) >= gpu_count:
             return node, gpus[:gpu_count]
@@ -80,6 +86,43 @@ def place_locked(
         gpu_model=gpu_model, gpu_count=gpu_count, starts_at=starts_at, ends_at=ends_at,
         region_id=region_id, requires=requires,
     )  # fmt: skip
+
+
+def _fullest_unheld(statement: str, params: dict[str, Any]) -> list[Node]:
+    """`capacity_sql.PLACE`'s (or PLACE_AMONG's) node, its row locked and its region set: at
+    most one."""
+    rows = cast(
+        "RawQuerySet[WithAnnotations[Node, RegionColumns]]", Node.objects.raw(statement, params)
+    )
+    nodes: list[Node] = []
+    for node in rows:
+        node.region = Region.from_db(
+            connection.alias,
+            ["id", "slug", "name_en", "name_pl"],
+            [node.region_id, node.region_slug, node.region_name_en, node.region_name_pl],
+        )
+        nodes.append(node)
+    return nodes
+
+
+def _place_among(candidates: list[int], params: dict[str, Any]) -> Placed | None:
+    """The fullest of `candidates` with room for the window, exactly as the holdings stand,
+    that no other booking holds right now, locked; then its free GPUs read after the lock.
+    A node that a booking committed on in between (too few free after all) is struck off
+    and the rest asked again. None: none of them fits, or all that do are held."""
+    left = list(candidates)
+    while left:
+        found = _fullest_unheld(capacity_sql.PLACE_AMONG, {**params, "candidates": left})
+        if not found:
+            return None
+        node = found[0]
+        gpus = _free_by_node(
+            starts_at=params["starts_at"], ends_at=params["ends_at"], node_ids=[node.pk]
+        )[node.pk]
+        if len(gpus) >= params["count"]:
+            return node, gpus[: params["count"]]
+        left.remove(node.pk)
+    return None
 
 
 def _place_waiting(

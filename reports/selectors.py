@@ -7,7 +7,7 @@ week it reads hourly rollups; longer ranges read daily ones.
 
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -22,6 +22,7 @@ from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
 from rentals.models import AllocationState, LedgerKind, impaired_minimum
+from rentals.selectors.summary import booked_ahead_summary
 from reports import sql
 from reports.models import AllocatedStep, Step
 from telemetry.models import FleetRollup, FleetSize, GpuRollup, RollupBucket
@@ -180,7 +181,8 @@ def revenue(
 
 def booked_ahead(*, now: datetime) -> list[dict[str, Any]]:
     """GPU-days booked per active model for the next 30 days, against each model's
-    capacity. `model` is the model's id, slug and name."""
+    capacity. `model` is the model's id, slug and name; `as_of` the instant the days are as
+    of (from the capacity read model), or None (read exactly from the holdings)."""
     return held_ahead(now=now).rows
 
 
@@ -188,16 +190,58 @@ class HeldAhead(NamedTuple):
     rows: list[dict[str, Any]]  # `booked_ahead`
     allocated_now: int
     allocated_in_step: int
+    as_of: datetime | None  # the days read from the capacity read model as of then; None: exact
+
+
+AHEAD_DAYS = 30
 
 
 @reporting_reads()
 def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) -> HeldAhead:
     """`booked_ahead`, the GPUs allocations hold at `now` and those they hold at some moment
-    of `step` (a span of `now`'s day; a maintenance window's are not counted in either), from
-    the same read of the live holdings."""
+    of `step` (a span of `now`'s day; a maintenance window's are not counted in either).
+    The days come from the capacity read model while every model's is fresh (the oldest
+    `as_of` is said), else from one read of the live holdings with the other two."""
     day0 = now.replace(hour=0, minute=0, second=0, microsecond=0)
     open_start, open_end = step or (day0, day0)
-    days = [day0.date() + timedelta(days=i) for i in range(30)]
+    days = [day0.date() + timedelta(days=i) for i in range(AHEAD_DAYS)]
+    models = read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE})
+    summary = booked_ahead_summary(
+        gpu_model_ids=[m["id"] for m in models], first=day0.date(), days=AHEAD_DAYS, now=now
+    )
+    params = {"now": now, "open_start": open_start, "open_end": open_end}
+    if summary is not None:
+        as_of_by_model, booked = summary
+        heat = {key: us / DAY_US for key, us in booked.items()}
+        with reads_cursor() as cursor:
+            cursor.execute(sql.HELD_NOW_AND_OPEN, params)
+            allocated_now, allocated_in_step = cursor.fetchone()
+        as_of = min(as_of_by_model.values(), default=None)
+    else:
+        heat, allocated_now, allocated_in_step = _held_ahead_exact(day0=day0, days=days, **params)
+        as_of_by_model, as_of = {}, None
+    rows = []
+    for model in models:
+        cap = model.pop("capacity")
+        cells = []
+        for day in days:
+            value = round(heat.get((model["id"], day), 0.0), 1)
+            pct = value / cap * 100 if cap else 0
+            # shade: the cell's colour strength, half the share booked (a full day is 50 %)
+            cells.append({"day": day, "gpu_days": value, "pct": pct, "shade": round(pct / 2)})
+        rows.append(
+            {"model": model, "capacity": cap, "days": cells,
+             "as_of": as_of_by_model.get(model["id"])}
+        )  # fmt: skip
+    return HeldAhead(rows, int(allocated_now), int(allocated_in_step), as_of)
+
+
+def _held_ahead_exact(
+    *, day0: datetime, days: list[date], now: datetime, open_start: datetime,
+    open_end: datetime,
+) -> tuple[dict[tuple[int, date], float], int, int]:  # fmt: skip
+    """Per (model, day) the GPU-days booked, the GPUs held at `now` and in the open step,
+    from one read of the live holdings (`sql.BOOKED_AHEAD`)."""
     # per (model, day index)
     held_us: defaultdict[tuple[int, int], Decimal] = defaultdict(Decimal)
     whole_from: defaultdict[tuple[int, int], int] = defaultdict(int)
@@ -205,8 +249,8 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
     with reads_cursor() as cursor:
         cursor.execute(
             sql.BOOKED_AHEAD,
-            {"day0": day0, "day_n": day0 + timedelta(days=30), "day_us": DAY_US, "now": now,
-             "open_start": open_start, "open_end": open_end},
+            {"day0": day0, "day_n": day0 + timedelta(days=len(days)), "day_us": DAY_US,
+             "now": now, "open_start": open_start, "open_end": open_end},
         )  # fmt: skip
         for model_id, first, last, first_day_us, last_day_us, holdings, now_, in_step in cursor:
             allocated_now += now_
@@ -222,17 +266,7 @@ def held_ahead(*, now: datetime, step: tuple[datetime, datetime] | None = None) 
         for i, day in enumerate(days):
             whole += whole_from[model_id, i]
             heat[model_id, day] = float(held_us[model_id, i] + whole * DAY_US) / DAY_US
-    rows = []
-    for model in read_rows(sql.CAPACITY, {"active": NodeState.ACTIVE}):
-        cap = model.pop("capacity")
-        cells = []
-        for day in days:
-            value = round(heat.get((model["id"], day), 0.0), 1)
-            pct = value / cap * 100 if cap else 0
-            # shade: the cell's colour strength, half the share booked (a full day is 50 %)
-            cells.append({"day": day, "gpu_days": value, "pct": pct, "shade": round(pct / 2)})
-        rows.append({"model": model, "capacity": cap, "days": cells})
-    return HeldAhead(rows, allocated_now, allocated_in_step)
+    return heat, allocated_now, allocated_in_step
 
 
 def idle_window(*, now: datetime, hours: float = 2) -> tuple[datetime, datetime]:
@@ -277,7 +311,9 @@ def fleet_report(*, days: int = 7, now: datetime | None = None) -> dict[str, Any
     by_model, by_region, use_span = use_by_model_and_region(start=start, end=now, rolled_only=True)
     step = step_for(days)
     open_step = bucket_floor(now, bucket_of(step))
-    heatmap, allocated_now, allocated_open = held_ahead(now=now, step=(open_step, open_step + step))
+    heatmap, allocated_now, allocated_open, booked_as_of = held_ahead(
+        now=now, step=(open_step, open_step + step)
+    )
     over_time = fleet_over_time(
         start=start, end=now, step=step, counted={open_step: allocated_open}
     )
@@ -319,6 +355,7 @@ def fleet_report(*, days: int = 7, now: datetime | None = None) -> dict[str, Any
             "expiring", started=_STARTED, soon=now + timedelta(hours=48), limit=100
         ),
         "heatmap": heatmap,
+        "booked_as_of": booked_as_of,  # the heatmap read from the capacity read model; None: exact
         "heat_days": [d["day"] for d in heatmap[0]["days"]] if heatmap else [],
     }
 

@@ -129,6 +129,19 @@ FROM spans
 GROUP BY model, i0, i1
 """
 
+# BOOKED_AHEAD's `held_now` and `held_open` alone, where the days come from the capacity read
+# model (rentals.models.BookedAheadDay): the allocations' live holdings at `now` and in
+# [open_start, open_end), counted without the days' arithmetic.
+HELD_NOW_AND_OPEN = """
+SELECT coalesce(sum(1) FILTER (WHERE ag.starts_at <= %(now)s AND ag.ends_at > %(now)s), 0),
+       coalesce(sum(1) FILTER (WHERE ag.starts_at < %(open_end)s
+                                 AND ag.ends_at > %(open_start)s), 0)
+FROM rentals_allocationgpu ag
+WHERE NOT ag.released AND ag.allocation_id IS NOT NULL
+  AND ag.ends_at > least(%(now)s, %(open_start)s)
+  AND ag.starts_at < greatest(%(now)s, %(open_end)s)
+"""
+
 # The page's top line in one statement (but GPUs allocated now, which BOOKED_AHEAD counts):
 # GPUs in the fleet, GPU-hours paid but stopped within the range (each stop to the next event
 # leaving "stopped" or the end of the paid period, whichever is first: an expiry leaves it

@@ -157,8 +157,13 @@ def staff_api(staff):
 @pytest.fixture
 def worker():
     """A real Celery worker (solo pool) on the test broker. Tasks that earlier tests queued
-    with no worker running are dropped first, so this test's tasks are not behind them."""
+    with no worker running are dropped first, so this test's tasks are not behind them; so
+    are the marks that say a capacity refresh is queued (`rentals.services.summary`), whose
+    tasks the purge dropped (a fixture's nodes queue one a moment before)."""
     app.control.purge()
+    redis = cache._cache.get_client(write=True)
+    for mark in redis.scan_iter(match="*capacity-queued:*"):
+        redis.delete(mark)
     with start_worker(
         app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
         queues=settings.WORKER_QUEUES,

@@ -113,6 +113,7 @@ OPERATIONS: dict[str, Operation] = {
             "windows[].starts_at",
             "windows[].region",
             "windows[].nodes",
+            "windows[].nodes_total",
             "days[].date",
             "days[].max_gpus_on_one_node",
             "days[].free_whole_nodes",

@@ -476,9 +476,11 @@ def availability(model, gpus, nodes, period, periods, region, start, end, days):
         for column in (tr("Start"), tr("Region"), tr("Nodes")):
             table.add_column(column)
         for window in answer["windows"]:
-            table.add_row(
-                render.when(window["starts_at"]), window["region"], ", ".join(window["nodes"])
-            )
+            nodes = ", ".join(window["nodes"])
+            more = window.get("nodes_total", len(window["nodes"])) - len(window["nodes"])
+            if more > 0:  # the answer names the first nodes only
+                nodes += " " + tr("(+%(n)s more)") % {"n": more}
+            table.add_row(render.when(window["starts_at"]), window["region"], nodes)
         out.print(table)
     if days and answer.get("days"):
         table = render._table(tr("Free per day"))

@@ -16,6 +16,7 @@ from core.fields import BoundedDateTimeField
 from rentals import limits
 from rentals.api.serializers import PeriodCountField, RequiresVersionField
 from rentals.selectors.availability import (
+    WINDOW_NODES_SHOWN,
     availability_days_read,
     max_gpus_per_node,
     start_windows,
@@ -88,7 +89,16 @@ class AvailabilityDaySerializer(serializers.Serializer):
 class AvailabilityWindowSerializer(serializers.Serializer):
     starts_at = serializers.DateTimeField(default_timezone=UTC)
     region = serializers.CharField()
-    nodes = serializers.ListField(child=serializers.CharField())
+    nodes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text=f"hostnames of nodes the request fits on from `starts_at`, the fullest "
+        f"first: at most {WINDOW_NODES_SHOWN} (for `node_count`, at least that many); "
+        "`nodes_total` says how many there are",
+    )
+    nodes_total = serializers.IntegerField(
+        help_text="how many nodes (whole nodes of the network group, for `node_count`) the "
+        "request fits on from `starts_at`; `nodes` names the first of them"
+    )
 
 
 class AvailabilitySerializer(serializers.Serializer):

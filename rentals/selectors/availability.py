@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
 MAX_START_CANDIDATES = 500
+# A start window names at most this many of the nodes it fits on (a cluster's, at least its
+# node count), beside how many there are: the answer does not grow with the fleet.
+WINDOW_NODES_SHOWN = 16
 CALENDAR_DAYS = 91  # 13 weeks
 
 
@@ -295,6 +298,7 @@ def _params(
         "model": gpu_model.pk, "active": NodeState.ACTIVE, "duration": duration,
         "count": 1 if node_count else gpu_count, "whole": bool(node_count),
         "nodes": node_count or 1, "region": region_id, "limit": MAX_START_CANDIDATES,
+        "shown": max(WINDOW_NODES_SHOWN, node_count or 0),
         **requires.params(),
     }  # fmt: skip
 
@@ -302,8 +306,9 @@ def _params(
 def _fitting_at(
     cursor: CursorWrapper, t: datetime, params: Mapping[str, Any]
 ) -> list[tuple[Any, ...]]:
-    """(region, network group, hostnames) where the request fits from `t`: for whole nodes,
-    the groups with the fewest free whole nodes first (least fragmentation)."""
+    """(region, network group, hostnames, how many nodes) where the request fits from `t`:
+    for whole nodes, the groups with the fewest free whole nodes first (least
+    fragmentation). At most `shown` hostnames, the fullest nodes first."""
     statement = capacity_sql.FITTING_AT_IN_REGION if params["region"] else capacity_sql.FITTING_AT
     cursor.execute(statement, {**params, "t": t})
     rows: list[tuple[Any, ...]] = cursor.fetchall()
@@ -329,11 +334,13 @@ def cluster_fits(
 
 
 class StartWindow(TypedDict):
-    """One of `start_windows`: when, in which region (slug), on which nodes (hostnames)."""
+    """One of `start_windows`: when, in which region (slug), on which nodes (hostnames: at
+    most WINDOW_NODES_SHOWN, or a cluster's node count, fullest first) of how many."""
 
     starts_at: datetime
     region: str
     nodes: list[str]
+    nodes_total: int
 
 
 def start_windows(
@@ -353,7 +360,7 @@ def start_windows(
         # when it does not give enough windows are the later candidates read, then asked in
         # time order, one statement each, until enough windows.
         fitting = _fitting_at(cursor, not_before, params)
-        rows = [(not_before, where, nodes) for where, _group, nodes in fitting]
+        rows = [(not_before, where, nodes, total) for where, _group, nodes, total in fitting]
         spans = None  # asked at every candidate instant
         if not rows:
             # It does not fit at `not_before`: it fits exactly at the instants some span of
@@ -372,9 +379,10 @@ def start_windows(
                 if t == not_before or spans is not None and not _in_spans(t, spans):
                     continue  # asked above, or does not fit
                 fitting = _fitting_at(cursor, t, params)
-                rows += [(t, where, nodes) for where, _group, nodes in fitting]
+                rows += [(t, where, nodes, total) for where, _group, nodes, total in fitting]
                 if len(rows) >= limit:
                     break
     return [
-        {"starts_at": t, "region": where, "nodes": list(nodes)} for t, where, nodes in rows[:limit]
+        {"starts_at": t, "region": where, "nodes": list(nodes), "nodes_total": total}
+        for t, where, nodes, total in rows[:limit]
     ]

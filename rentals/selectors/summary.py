@@ -3,7 +3,7 @@ when its rows are too old or cannot answer the request, so the caller reads the 
 exactly instead (slower, never wrong). What is read here is advisory: pages say "as of",
 and booking checks again."""
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import Max, Sum
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from catalog.models import GpuModel
 from catalog.software import NO_REQUIRES, Requires
-from rentals.models import CapacityDay, CapacityNode, CapacitySummary
+from rentals.models import BookedAheadDay, CapacityDay, CapacityNode, CapacitySummary
 
 if TYPE_CHECKING:  # availability imports this module
     from rentals.selectors.availability import AvailabilityDay
@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # availability imports this module
 # Rows older than this are not served: no worker keeps them (or it fell behind).
 FRESH = timedelta(minutes=2)
 SUMMARY_DAYS = 92  # days written from as_of's: the calendar's 13 weeks and today's remainder
+NODE_HORIZON = timedelta(days=30)  # CapacityNode.min_free_30d's, from as_of
+# Placement's first guess: at most this many nodes from the summary, each checked exactly.
+PLACEMENT_CANDIDATES = 32
 
 
 def capacity_as_of(*, gpu_model: GpuModel, now: datetime | None = None) -> datetime | None:
@@ -31,6 +34,31 @@ def capacity_as_of(*, gpu_model: GpuModel, now: datetime | None = None) -> datet
     if as_of is None or (now or timezone.now()) - as_of > FRESH:
         return None
     return as_of
+
+
+def booked_ahead_summary(
+    *, gpu_model_ids: list[int], first: date, days: int, now: datetime | None = None
+) -> tuple[dict[int, datetime], dict[tuple[int, date], int]] | None:
+    """Per model, the instant its rows are as of, and per (model, day) from `first` the
+    GPU-microseconds its allocations hold (BookedAheadDay: the reports' booked-ahead rule);
+    None unless every model's summary is fresh and starts on `first` (its `as_of`'s day),
+    so a caller reads the holdings exactly instead. Two queries."""
+    if days > SUMMARY_DAYS:
+        return None
+    now = now or timezone.now()
+    as_of = dict(
+        CapacitySummary.objects.filter(gpu_model_id__in=gpu_model_ids).values_list(
+            "gpu_model_id", "as_of"
+        )
+    )
+    if set(as_of) != set(gpu_model_ids) or any(
+        now - at > FRESH or at.date() != first for at in as_of.values()
+    ):
+        return None
+    rows = BookedAheadDay.objects.filter(
+        gpu_model_id__in=gpu_model_ids, day__gte=first, day__lt=first + timedelta(days=days)
+    ).values_list("gpu_model_id", "day", "gpu_us")
+    return as_of, {(model, day): us for model, day, us in rows}
 
 
 def capacity_days_summary(
@@ -76,15 +104,24 @@ def capacity_days_summary(
 
 
 def capacity_nodes_fullest(
-    *, gpu_model: GpuModel, gpu_count: int, region_id: int | None = None, limit: int = 32,
+    *, gpu_model: GpuModel, gpu_count: int, starts_at: datetime, ends_at: datetime,
+    region_id: int | None = None, limit: int = PLACEMENT_CANDIDATES,
     now: datetime | None = None,
-) -> list[int] | None:  # fmt: skip
-    """At most `limit` of the model's nodes with `gpu_count` GPUs free now by the summary,
-    fullest first: placement's first guess, each checked exactly under its lock. None when
-    the summary is too old or missing."""
-    if capacity_as_of(gpu_model=gpu_model, now=now) is None:
-        return None
-    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk, free_now__gte=gpu_count)
+) -> list[int]:  # fmt: skip
+    """At most `limit` of the model's nodes (of `region_id` where given) that the summary
+    says have `gpu_count` GPUs free for the window, fullest first: placement's first guess,
+    each checked exactly under its lock. A window starting within FRESH of now (a booking
+    from now) asks the GPUs free now; a later one inside the summary's horizon asks the
+    fewest free over it. Empty where the summary cannot guess: rows too old or missing
+    (each row carries its `as_of`), or a window ending past their horizon. One query."""
+    now = now or timezone.now()
+    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk, as_of__gte=now - FRESH)
+    if starts_at <= now + FRESH:
+        found = found.filter(free_now__gte=gpu_count).order_by("free_now", "node_id")
+    else:
+        found = found.filter(
+            min_free_30d__gte=gpu_count, as_of__gte=ends_at - NODE_HORIZON
+        ).order_by("min_free_30d", "node_id")
     if region_id is not None:
         found = found.filter(region_id=region_id)
-    return list(found.order_by("free_now", "node_id").values_list("node_id", flat=True)[:limit])
+    return list(found.values_list("node_id", flat=True)[:limit])

@@ -12,7 +12,6 @@ refresh catches up; readers fall back to the exact statements when the rows are 
 import logging
 import time
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Literal
 
 from celery import current_app
@@ -25,12 +24,11 @@ from core.cache import breaker
 from core.db import db_now
 from core.versions import cache
 from rentals.models import CapacitySummary
-from rentals.selectors.summary import SUMMARY_DAYS
+from rentals.selectors.summary import NODE_HORIZON, SUMMARY_DAYS
 from rentals.sql import summary as summary_sql
 
 logger = logging.getLogger(__name__)
 
-NODE_HORIZON = timedelta(days=30)
 # A burst of changes queues one refresh per model: the first change's task runs this long
 # after it, once the mark that held the others back has expired (so its snapshot sees them).
 DEBOUNCE_SECONDS = 1

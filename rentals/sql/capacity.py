@@ -38,19 +38,28 @@ _MODEL_NODES = SQL("""m.gpu_model_id = %(model)s AND m.state = %(active)s
   AND (%(region)s::bigint IS NULL OR m.region_id = %(region)s) AND {stack}""").format(
     stack=stack_meets("m")
 )
-_ROOM = SQL(
-    """
+
+
+def _room(model_nodes: Composed) -> Composed:
+    return SQL(
+        """
 SELECT m.id AS node_id, m.gpu_count - coalesce(held.gpus, 0) AS free
 FROM catalog_node m
 LEFT JOIN ({held}) AS held ON held.node_id = m.id
 WHERE {model_nodes} AND m.gpu_count - coalesce(held.gpus, 0) >= %(count)s
 """
-).format(
-    model_nodes=_MODEL_NODES,
-    held=gpus_held_per_node(
-        node_ids=SQL("SELECT m.id FROM catalog_node m WHERE {}").format(_MODEL_NODES), **WINDOW
-    ),
-)
+    ).format(
+        model_nodes=model_nodes,
+        held=gpus_held_per_node(
+            node_ids=SQL("SELECT m.id FROM catalog_node m WHERE {}").format(model_nodes), **WINDOW
+        ),
+    )
+
+
+_ROOM = _room(_MODEL_NODES)
+# The same, among `candidates` only (node ids: the capacity read model's first guess), so
+# only their holdings are counted, each node's from its own index.
+_ROOM_AMONG = _room(SQL("{} AND m.id = ANY(%(candidates)s)").format(_MODEL_NODES))
 
 # The nodes with room, fullest first (packing keeps whole nodes free for whole-node bookings).
 ROOM_NODES = (
@@ -91,11 +100,14 @@ ORDER BY g.node_id, g.index
     .as_string()
 )
 
+
 # The fullest node with room that no other booking holds right now, its row locked, with its
-# region (`rentals.placement.place_locked`).
-PLACE = (
-    SQL(
-        """
+# region (`rentals.placement.place_locked`): among the model's nodes (PLACE), or among the
+# `candidates` the capacity read model names (PLACE_AMONG: at most K nodes' holdings read).
+def _place(room: Composed) -> str:
+    return (
+        SQL(
+            """
 WITH room AS MATERIALIZED (  -- once, whatever plan the join below gets
 {room}
 )
@@ -111,10 +123,14 @@ ORDER BY fullest_first.free, fullest_first.node_id
 LIMIT 1
 FOR UPDATE OF n SKIP LOCKED
 """
+        )
+        .format(room=room, stack=stack_meets("c"))
+        .as_string()
     )
-    .format(room=_ROOM, stack=stack_meets("c"))
-    .as_string()
-)
+
+
+PLACE = _place(_ROOM)
+PLACE_AMONG = _place(_ROOM_AMONG)
 
 # Network groups with at least `nodes` whole nodes of `per_node` GPUs none of whose GPUs is
 # held in the window: the fewest such nodes first (least fragmentation). `region` as in _ROOM.
@@ -240,8 +256,10 @@ UNION
 ORDER BY t
 """
 
-# (region, network group, hostnames) where the request fits from `t` for `duration`: GPUs
-# on one node, or (`whole`) `nodes` whole nodes of one network group, fewest first. A node's
+# (region, network group, hostnames, how many nodes) where the request fits from `t` for
+# `duration`: GPUs on one node, or (`whole`) `nodes` whole nodes of one network group, fewest
+# first; at most `shown` hostnames, the fullest first, so the answer does not grow with the
+# fleet (the count says how many fit). A node's
 # free GPUs are its GPU count (Node.gpu_count) less those held in the window, counted per
 # node from the live holdings (`gpus_held_per_node`): no GPU row is read, and only the
 # model's nodes' holdings are counted.
@@ -262,7 +280,7 @@ WITH nodes AS MATERIALIZED (
     JOIN catalog_region r ON r.id = nodes.region_id
     LEFT JOIN held ON held.node_id = nodes.id
 )
-SELECT region, grp, array_agg(hostname ORDER BY free, hostname)
+SELECT region, grp, (array_agg(hostname ORDER BY free, hostname))[1:%(shown)s], count(*)::int
 FROM free
 WHERE free >= %(count)s AND (NOT %(whole)s OR free = gpus AND gpus = %(per_node)s)
 GROUP BY region, grp

@@ -170,6 +170,11 @@ class BookedAheadSerializer(serializers.Serializer):
     model = serializers.CharField(source="model.slug")
     capacity = serializers.IntegerField()
     days = BookedDaySerializer(many=True)
+    as_of = serializers.DateTimeField(
+        allow_null=True, default_timezone=UTC,
+        help_text="`days` were read from the capacity read model as of this instant; null: "
+        "read exactly from the holdings",
+    )  # fmt: skip
 
 
 class BookedAheadApi(StaffApi):

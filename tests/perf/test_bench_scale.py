@@ -69,8 +69,9 @@ STAFF_FIGURES = (
     "dashboard_7d", "dashboard_90d", "flags", "nodes", "booked_ahead", "revenue", "metrics",
 )  # fmt: skip
 WORKER_FIGURES = (
-    "enforcement", "hourly_rollup", "minute_rollup", "retention", "placement_1", "placement_8",
-    "placement_cluster_4", "capacity_refresh",
+    "enforcement", "hourly_rollup", "minute_rollup", "retention", "placement_1",
+    "placement_1_exact", "placement_8_soon", "placement_8_soon_exact", "placement_8",
+    "placement_cluster_4", "capacity_refresh", "booked_ahead_exact",
 )  # fmt: skip
 # Naturally per fleet (the issue): their growth may follow the fleet's, within a budget.
 # The minute rollup must end well inside its minute (beat starts one every minute).
@@ -78,7 +79,8 @@ PER_FLEET = {"dashboard_7d": 150, "dashboard_90d": 150, "metrics": 1000,
              "hourly_rollup": 60_000, "minute_rollup": 15_000, "retention": 60_000}  # fmt: skip
 BUDGET = {"enforcement": 1000, "capacity_refresh": 150}
 # The degraded mode: the capacity read model missing (no worker), the exact reads answer.
-DEGRADED = {"availability_exact": 150, "book_page_exact": 150}
+DEGRADED = {"availability_exact": 150, "book_page_exact": 150, "placement_1_exact": 150,
+            "placement_8_soon_exact": 150, "booked_ahead_exact": 150}  # fmt: skip
 # Read after the hourly rollup has rolled the generated hour of raw samples into minutes:
 # the idle list and "busy now" read the minute rollups, which the generator (unrolled, for
 # the rollup's own figure) leaves empty, and every allocation would be idle at once.
@@ -203,6 +205,7 @@ def _measure(client, staff_client, generated, gpus):
         "flags": (lambda i: _get(staff_client, "/flags/")),
         "nodes": (lambda i: _get(staff_client, "/api/v1/nodes/")),
         "booked_ahead": (lambda i: _get(staff_client, "/api/v1/usage/booked-ahead/")),
+        "booked_ahead_exact": (lambda i: _get(staff_client, "/api/v1/usage/booked-ahead/")),
         "revenue": (lambda i: _get(staff_client, "/api/v1/usage/revenue/")),
         "metrics": (lambda i: _get(staff_client, "/metrics")),
         "enforcement": (lambda i: allocations_enforce()),
@@ -210,6 +213,21 @@ def _measure(client, staff_client, generated, gpus):
             "placement_1", lambda: place_locked(
             gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=1, starts_at=now,
             ends_at=now + timedelta(days=1))),
+        # bounded by the capacity read model (kept fresh), and the same with it gone
+        "placement_1_exact": _rolled_back(
+            "placement_1_exact", lambda: place_locked(
+            gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=1, starts_at=now,
+            ends_at=now + timedelta(days=1))),
+        # a whole node from two days on (the summary's fewest free over its 30 days)
+        "placement_8_soon": _rolled_back(
+            "placement_8_soon", lambda: place_locked(
+            gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=8,
+            starts_at=now + timedelta(days=2), ends_at=now + timedelta(days=3))),
+        "placement_8_soon_exact": _rolled_back(
+            "placement_8_soon_exact", lambda: place_locked(
+            gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=8,
+            starts_at=now + timedelta(days=2), ends_at=now + timedelta(days=3))),
+        # 40 days on: past the summary's horizon, the full read always
         "placement_8": _rolled_back(
             "placement_8", lambda: place_locked(
             gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=8,
@@ -225,8 +243,10 @@ def _measure(client, staff_client, generated, gpus):
         before = None
         if name.startswith("dashboard"):
             before = cache.clear
-        if name in ("availability", "book_page"):
+        if name in ("availability", "book_page", "placement_1", "placement_8_soon"):
             before = summary_kept
+        if name == "booked_ahead":
+            before = capacity_summaries_refresh  # every model's, as the worker keeps them
         if name in DEGRADED:
             before = summary_gone
         if name == "booking":

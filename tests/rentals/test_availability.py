@@ -16,6 +16,7 @@ from core.db import db_now
 from rentals.errors import NoCapacity
 from rentals.models import Allocation, AllocationGpu
 from rentals.selectors.availability import (
+    WINDOW_NODES_SHOWN,
     availability_calendar,
     availability_days,
     calendar_scale_steps,
@@ -92,6 +93,29 @@ def test_the_api_answers_before_any_quote(catalog, alice, alice_api):
                 {"gpu_model": "l4", "gpu_count": 1, "node_count": 1},
                 {"gpu_model": "l4", "from": "2027-01-10T00:00:00Z", "to": "2028-01-10T00:00:00Z"}):  # fmt: skip
         assert alice_api.get("/api/v1/availability/", bad).status_code == 400
+
+
+def test_a_window_names_at_most_a_bounded_number_of_nodes_with_how_many_there_are(
+    catalog, alice, alice_api
+):
+    """Forty L4 nodes more: the window names WINDOW_NODES_SHOWN of them, the fullest first
+    (the one with a GPU taken), and says that 41 fit; the body does not grow with the
+    fleet."""
+    region = catalog.nodes[0].region
+    for _node in range(40):
+        NodeFactory(gpu_model=catalog.l4, region=region, gpus=4)
+    taken = book(alice, model="l4", count=1, period="day").node
+    body = alice_api.get(
+        "/api/v1/availability/", {"gpu_model": "l4", "gpu_count": 2, "period": "day"}
+    ).json()
+    first = body["windows"][0]
+    assert len(first["nodes"]) == WINDOW_NODES_SHOWN and first["nodes_total"] == 41
+    assert first["nodes"][0] == taken.hostname
+    whole = start_windows(
+        gpu_model=catalog.l4, duration=timedelta(days=1), not_before=db_now(), gpu_count=4,
+        limit=1,
+    )  # fmt: skip
+    assert len(whole[0]["nodes"]) == WINDOW_NODES_SHOWN and whole[0]["nodes_total"] == 40
 
 
 def test_the_booking_page_shows_the_calendar_and_the_earliest_start(catalog, alice, client):

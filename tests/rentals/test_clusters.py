@@ -249,8 +249,11 @@ def _windows_asking_every_instant(
         cursor.execute(capacity_sql.START_CANDIDATES, {**params, "not_before": not_before})
         for (t,) in cursor.fetchall():
             fitting = availability._fitting_at(cursor, t, params)
-            rows += [(t, where, nodes) for where, _group, nodes in fitting]
-    return [{"starts_at": t, "region": w, "nodes": list(n)} for t, w, n in rows[:limit]]
+            rows += [(t, where, nodes, total) for where, _group, nodes, total in fitting]
+    return [
+        {"starts_at": t, "region": w, "nodes": list(n), "nodes_total": total}
+        for t, w, n, total in rows[:limit]
+    ]
 
 
 def _instants_asked(queries) -> int:

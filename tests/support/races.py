@@ -1,7 +1,9 @@
 """Races: workers released at one instant, a thread each, and the invariant they must not
 break (no GPU held twice over the same time)."""
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connection, connections
@@ -36,19 +38,41 @@ def in_thread(func):
     return run
 
 
-def race_to_book(users, quotes) -> list[str]:
+@contextlib.contextmanager
+def statements_run() -> Iterator[list[str]]:
+    """The statements this thread's connection executes meanwhile, as written (before their
+    parameters are bound): which of two statements a path took."""
+    ran: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        ran.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        yield ran
+
+
+def race_to_book(users, quotes, statements: list[list[str]] | None = None) -> list[str]:
     """Each user books their quote at the same instant, a thread each: "ok" or "no_capacity"
-    per user, in order."""
+    per user, in order. With `statements` (a list), each attempt's executed statements are
+    appended to it, in the users' order."""
     barrier = threading.Barrier(len(users))
+    ran: list[list[str]] = [[] for _user in users]
 
     @in_thread
     def attempt(i):
         barrier.wait()
-        try:
-            allocation_book(acting=acting_as(users[i]), quote=quotes[i])
-            return "ok"
-        except NoCapacity:
-            return "no_capacity"
+        with statements_run() as mine:
+            try:
+                allocation_book(acting=acting_as(users[i]), quote=quotes[i])
+                return "ok"
+            except NoCapacity:
+                return "no_capacity"
+            finally:
+                ran[i] = list(mine)
 
     with ThreadPoolExecutor(len(users)) as pool:
-        return list(pool.map(attempt, range(len(users))))
+        results = list(pool.map(attempt, range(len(users))))
+    if statements is not None:
+        statements.extend(ran)
+    return results
