@@ -7,7 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from accounts.models import Team
 from core.db import choices_check
@@ -15,11 +15,11 @@ from rentals.models.ledger import LedgerKind
 
 
 class ExportState(models.TextChoices):
-    QUEUED = "queued", _("queued")
-    RUNNING = "running", _("being written")
-    READY = "ready", _("ready")
-    FAILED = "failed", _("failed")
-    EXPIRED = "expired", _("expired")
+    QUEUED = "queued", pgettext_lazy("statement export", "queued")
+    RUNNING = "running", pgettext_lazy("statement export", "being written")
+    READY = "ready", pgettext_lazy("statement export", "ready")
+    FAILED = "failed", pgettext_lazy("statement export", "failed")
+    EXPIRED = "expired", pgettext_lazy("statement export", "expired")
 
 
 # Still to be written: what the sweep resumes and what a team may hold only a few of.
