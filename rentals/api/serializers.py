@@ -482,6 +482,7 @@ class StatementExportSerializer(serializers.ModelSerializer):
     until `expires_at`."""
 
     csv = serializers.SerializerMethodField()
+    kind = serializers.SerializerMethodField()  # null: every kind
 
     class Meta:
         model = StatementExport
@@ -490,6 +491,10 @@ class StatementExportSerializer(serializers.ModelSerializer):
             "finished_at", "expires_at", "csv",
         ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ChoiceField(choices=LedgerKind.choices, allow_null=True))
+    def get_kind(self, export: StatementExport) -> str | None:
+        return export.kind or None
 
     def get_csv(self, export: StatementExport) -> str | None:
         if export.state != ExportState.READY:

@@ -2,7 +2,7 @@
 writes the file into the database, a notice links to it, the team's owners and billing
 members download it for 7 days; below the threshold the CSV streams as before."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -14,6 +14,7 @@ from accounts.models import Role
 from accounts.roles import acting_as
 from accounts.services.tokens import api_token_create
 from core.db import db_now
+from rentals.errors import TooManyExports
 from rentals.models import (
     ExportState,
     LedgerEntry,
@@ -233,9 +234,9 @@ def test_a_team_has_a_few_exports_in_flight_at_most(acme, alice):
     acting = _acting(alice, acme)
     for day in (1, 2, 3):
         exports.statement_export_request(
-            acting=acting, filters={"since": datetime(2026, 1, day).date()}, language="en"
+            acting=acting, filters={"since": date(2026, 1, day)}, language="en"
         )
-    with pytest.raises(exports.TooManyExports):
+    with pytest.raises(TooManyExports):
         exports.statement_export_request(acting=acting, filters={}, language="en")
     assert StatementExport.objects.count() == 3
 
