@@ -53,6 +53,7 @@ class Action(StrEnum):
     READ_AUDIT = "read_audit"  # the team's audit log (page and API)
     DELETE_TEAM = "delete_team"  # a team without history (accounts.services.teams.team_delete)
     MANAGE_CARDS = "manage_cards"  # save, remove and choose the default card (payments)
+    EXPORT_LEDGER = "export_ledger"  # prepare and download the statement's background exports
 
 
 # The role matrix: who may do what. Tests generate every case from this table.
@@ -77,6 +78,7 @@ TABLE: dict[Action, tuple[bool, bool, bool, bool]] = {
     Action.READ_AUDIT:            (YES,  NO,    YES,    NO),
     Action.DELETE_TEAM:           (YES,  NO,    NO,     NO),
     Action.MANAGE_CARDS:          (YES,  NO,    YES,    NO),
+    Action.EXPORT_LEDGER:         (YES,  NO,    YES,    NO),
 }
 # fmt: on
 

@@ -190,6 +190,17 @@ urlpatterns = [
     path("maintenance/", maintenance.MaintenanceListApi.as_view(), name="api-maintenance"),
     path("ledger/", ledger.LedgerListApi.as_view(), name="api-ledger"),
     path("ledger/csv/", ledger.LedgerCsvApi.as_view(), name="api-ledger-csv"),
+    path("ledger/exports/", ledger.LedgerExportListApi.as_view(), name="api-ledger-exports"),
+    path(
+        "ledger/exports/<uuid:pk>/",
+        ledger.LedgerExportDetailApi.as_view(),
+        name="api-ledger-export",
+    ),
+    path(
+        "ledger/exports/<uuid:pk>/csv/",
+        ledger.LedgerExportCsvApi.as_view(),
+        name="api-ledger-export-csv",
+    ),
     path("invoices/", invoices.InvoiceListApi.as_view(), name="api-invoices"),
     path("invoices/zip/", invoices.InvoiceZipApi.as_view(), name="api-invoices-zip"),
     path("invoices/<int:pk>/pdf/", invoices.InvoicePdfApi.as_view(), name="api-invoice-pdf"),

@@ -89,6 +89,17 @@ def beat_schedule():
             "schedule": crontab(minute=27),
             "options": {"expires": 3600},
         },
+        # Statement exports: queue those a writer still owes, drop the expired ones' files.
+        "resume-statement-exports": {
+            "task": "rentals.tasks.statement_exports_resume_task",
+            "schedule": timedelta(minutes=1),
+            "options": {"expires": 60},
+        },
+        "prune-statement-exports": {
+            "task": "rentals.tasks.statement_exports_prune_task",
+            "schedule": crontab(minute=52),
+            "options": {"expires": 3600},
+        },
         "purge-idempotency-keys": {
             "task": "rentals.tasks.idempotency_keys_purge_task",
             "schedule": crontab(minute=7),

@@ -481,6 +481,11 @@ ANCHORGPU = {
     },
     "API_TOKEN_LIFETIME": timedelta(days=_read("API_TOKEN_DAYS", "int", default=90)),
     "API_TOKENS_MAX": _read("API_TOKENS_MAX", "int", default=20),
+    # A statement with more rows than this (its range as filtered) is exported in the
+    # background, not streamed from the page: the file is written into the database and
+    # kept STATEMENT_EXPORT_DAYS for the team's owner and billing members.
+    "STATEMENT_EXPORT_ROWS": _read("STATEMENT_EXPORT_ROWS", "int", default=500_000),
+    "STATEMENT_EXPORT_DAYS": _read("STATEMENT_EXPORT_DAYS", "int", default=7),
     "NOTICE_STOPPED_HOURS": _read("NOTICE_STOPPED_HOURS", "float", default=24.0),
     "NOTICE_RETRY_SECONDS": _read("NOTICE_RETRY_SECONDS", "float", default=30.0),
     # When the provider fails: NVIDIA's XIDs that mean a GPU cannot work until it is

@@ -53,6 +53,12 @@ urlpatterns = [
     path("notices/", allocations.notices_page, name="notices"),
     path("statement/", statement.statement_page, name="statement"),
     path("statement.csv", statement.statement_csv, name="statement-csv"),
+    path("statement/exports/", statement.statement_export_create, name="statement-export-create"),
+    path(
+        "statement/exports/<uuid:pk>/",
+        statement.statement_export_download,
+        name="statement-export",
+    ),
     path("invoices/", invoices.invoices_page, name="invoices"),
     path("invoices/zip/", invoices.invoices_zip_page, name="invoices-zip"),
     path("invoices/<int:pk>/pdf/", invoices.invoice_pdf_page, name="invoice-pdf"),

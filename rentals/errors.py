@@ -114,3 +114,31 @@ class NotImpaired(Conflict):
 class AlreadyCredited(Conflict):
     code = "already_credited"
     title = _("The impaired time was already credited")
+
+
+class ExportNotFound(DomainError):
+    status = 404
+    code = "not_found"
+    title = _("Not found")
+
+
+class ExportExpired(DomainError):
+    status = 410
+    code = "export_expired"
+    title = _("This export has expired")
+
+
+class ExportNotReady(Conflict):
+    code = "export_not_ready"
+    title = _("This export is not ready")
+    retry_after = 30
+
+
+class TooManyExports(Conflict):
+    code = "too_many_exports"
+    title = _("Too many exports being prepared")
+
+
+class ExportFailed(Conflict):
+    code = "export_failed"
+    title = _("This export failed")

@@ -5,7 +5,7 @@ from celery import shared_task
 from django.conf import settings
 
 from rentals import idempotency, services
-from rentals.services import summary
+from rentals.services import exports, summary
 
 NOTICE_RETRIES = 12  # with the doubling backoff below (capped at 4 h), about a day of tries
 
@@ -77,3 +77,22 @@ def capacity_summary_refresh_task(self, gpu_model_id):
 def capacity_summaries_refresh_task():
     """Every model's summary, whatever changed: time alone moves holdings in and out."""
     return summary.capacity_summaries_refresh()
+
+
+@shared_task
+def statement_export_run_task(export_id):
+    """Write one statement export. Not retried here: a failed attempt hands the export back
+    to `statement_exports_resume_task`, which queues it again after a wait."""
+    return exports.statement_export_run(export_id=export_id)
+
+
+@shared_task
+def statement_exports_resume_task():
+    """Queue the exports still owed a writer (a lost queueing, a dead worker, a retry)."""
+    return len(exports.statement_exports_resume())
+
+
+@shared_task
+def statement_exports_prune_task():
+    """Drop the files of expired statement exports."""
+    return exports.statement_exports_prune()

@@ -8,7 +8,7 @@ made. Pages, the API, CSV and e-mails all call these, under the reader's languag
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.db.models import Sum
@@ -188,6 +188,8 @@ def notice_subject(notice: Notice) -> str:
     """The notice's headline in the active language, from its facts."""
     if notice.kind == NoticeKind.WEBHOOK_DISABLED:
         return _("AnchorGPU disabled a webhook endpoint that failed for a day")
+    if notice.kind == NoticeKind.EXPORT_READY:
+        return _("Your AnchorGPU statement export is ready")
     # A receipt counts what was charged: a cluster's GPUs on every node.
     allocation = _allocation_of(notice)
     count = notice.quote.gpu_count if notice.quote is not None else allocation.gpu_count
@@ -225,6 +227,8 @@ def notice_text(notice: Notice) -> str:
             "Fix the receiver, then enable the endpoint again on the account page; events "
             "from the time it was disabled are not sent."
         ) % {"url": notice.endpoint_url, "at": when_text(notice.created_at)}
+    if notice.kind == NoticeKind.EXPORT_READY:
+        return _export_text(notice)
     allocation = _allocation_of(notice)
     facts: dict[str, object] = {
         "count": allocation.gpu_count,
@@ -412,3 +416,39 @@ def _receipt_sums(quote: Quote) -> list[str]:
         _("Charged (gross): %(total)s") % {"total": money_text(quote.total, currency)},
     ]
     return [*sums, quote.tax_note] if quote.tax_note else sums
+
+
+def export_range_text(since: date | None, until: date | None, kind: str) -> str:
+    """A statement export's range and kind in words: "all entries", "refunds from … to …"."""
+    what = LedgerKind(kind).label if kind else _("all entries")
+    if since and until:
+        return _("%(what)s from %(since)s to %(until)s") % {
+            "what": what,
+            "since": since.isoformat(),
+            "until": until.isoformat(),
+        }
+    if since:
+        return _("%(what)s from %(since)s") % {"what": what, "since": since.isoformat()}
+    if until:
+        return _("%(what)s until %(until)s") % {"what": what, "until": until.isoformat()}
+    return str(what)
+
+
+def _export_text(notice: Notice) -> str:
+    export = notice.statement_export
+    assert export is not None, "an export's notice names its export"
+    facts = {
+        "rows": export.rows,
+        "range": export_range_text(export.since, export.until, export.kind),
+        "at": when_text(notice.ends_at),
+    }
+    return (
+        ngettext(
+            "The CSV of your statement (%(range)s, %(rows)s row) is ready. Download it from the "
+            "statement page until %(at)s; only the team's owners and billing members can.",
+            "The CSV of your statement (%(range)s, %(rows)s rows) is ready. Download it from the "
+            "statement page until %(at)s; only the team's owners and billing members can.",
+            export.rows or 0,
+        )
+        % facts
+    )

@@ -36,6 +36,7 @@ from invoices.models import Invoice
 from invoices.services import invoices_number
 from rentals.models import Allocation
 from rentals.services import allocation_book, quote_create
+from rentals.services.exports import statement_export_request, statement_export_run
 from telemetry.agents import agent_credential_issue
 from telemetry.models import SEVERITY, Flag, FlagKind
 from tests.support.booking import book
@@ -120,6 +121,11 @@ def _two_users_build(django_user_model) -> dict:
     }
     invoices_number()  # after the bookings' commits, by a worker: the PDF is there once numbered
     invoices = {i.team.personal_for_id: i.pk for i in Invoice.objects.select_related("team")}
+    exports = {}  # each one's statement export, written
+    for user in (alice, bob):
+        export = statement_export_request(acting=acting_as(user), language="en")
+        statement_export_run(export_id=export.pk)
+        exports[user.username] = str(export.pk)
     return {
         "token": token,
         "bobs_token": bobs_token,
@@ -128,11 +134,13 @@ def _two_users_build(django_user_model) -> dict:
         "own": {"allocations": str(alices.pk), "quotes": str(alices.quote_id),
                 "auth": tokens["spare"], "teams": teams["fuzz-alice"],
                 "clusters": str(clusters["fuzz-alice"]), "webhooks": str(hooks["fuzz-alice"]),
-                "flags": 0, "ssh-keys": keys["fuzz-alice"], "invoices": invoices[alice.pk]},
+                "flags": 0, "ssh-keys": keys["fuzz-alice"], "invoices": invoices[alice.pk],
+                "ledger": exports["fuzz-alice"]},
         "other": {"allocations": str(bobs.pk), "quotes": str(bobs.quote_id),
                   "auth": tokens["bobs"], "teams": teams["fuzz-bob"],
                   "clusters": str(clusters["fuzz-bob"]), "webhooks": str(hooks["fuzz-bob"]),
-                  "flags": 0, "ssh-keys": keys["fuzz-bob"], "invoices": invoices[bob.pk]},
+                  "flags": 0, "ssh-keys": keys["fuzz-bob"], "invoices": invoices[bob.pk],
+                  "ledger": exports["fuzz-bob"]},
     }  # fmt: skip
 
 

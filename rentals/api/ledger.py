@@ -1,17 +1,29 @@
 """The team's ledger in the API: its entries with balances per currency, and as CSV."""
 
+from django.utils import translation
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import generics
+from rest_framework import generics, status
 from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.roles import acting_for_request
 from core.problems import PROBLEM
 from core.renderers import CSVRenderer
 from rentals import selectors
-from rentals.api.serializers import LedgerEntrySerializer, LedgerFilterSerializer
-from rentals.views.statement import statement_csv_response
+from rentals.api.serializers import (
+    LedgerEntrySerializer,
+    LedgerFilterSerializer,
+    StatementExportSerializer,
+)
+from rentals.selectors import exports as export_reads
+from rentals.services import exports as export_writes
+from rentals.views.statement import (
+    export_acting,
+    statement_csv_response,
+    statement_export_response,
+)
 
 
 class LedgerListApi(generics.ListAPIView):
@@ -72,3 +84,55 @@ class LedgerCsvApi(APIView):
         return statement_csv_response(
             acting=acting_for_request(request), filters=filters.validated_data
         )
+
+
+class LedgerExportListApi(APIView):
+    """Statement exports: a large statement's CSV written in the background, for the
+    team's owners and billing members, kept for a few days (STATEMENT_EXPORT_DAYS)."""
+
+    @extend_schema(responses={200: StatementExportSerializer(many=True), 403: PROBLEM})
+    def get(self, request):
+        exports = export_reads.statement_exports_recent(acting=acting_for_request(request))
+        return Response(StatementExportSerializer(exports, many=True).data)
+
+    @extend_schema(
+        request=LedgerFilterSerializer,
+        responses={202: StatementExportSerializer, 400: PROBLEM, 403: PROBLEM, 409: PROBLEM},
+    )
+    def post(self, request):
+        """Queue an export of the statement as filtered (the same one while it is still
+        being written); its `state` turns `ready` and the requester gets a notice."""
+        filters = LedgerFilterSerializer(data=request.data)
+        filters.is_valid(raise_exception=True)
+        export = export_writes.statement_export_request(
+            acting=acting_for_request(request), filters=filters.validated_data,
+            language=translation.get_language() or "",
+        )  # fmt: skip
+        return Response(StatementExportSerializer(export).data, status=status.HTTP_202_ACCEPTED)
+
+
+class LedgerExportDetailApi(APIView):
+    @extend_schema(responses={200: StatementExportSerializer, 403: PROBLEM, 404: PROBLEM})
+    def get(self, request, pk):
+        export = export_reads.statement_export_get(acting=export_acting(request, pk), pk=pk)
+        return Response(StatementExportSerializer(export).data)
+
+
+class LedgerExportCsvApi(APIView):
+    """An export's CSV: 409 while it is being written, 410 once expired."""
+
+    renderer_classes = [CSVRenderer, JSONRenderer]
+
+    @extend_schema(
+        responses={
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the statement"),
+            403: PROBLEM,
+            404: PROBLEM,
+            409: PROBLEM,
+            410: PROBLEM,
+        },
+    )
+    def get(self, request, pk):
+        acting = export_acting(request, pk)
+        export = export_reads.statement_export_for_download(acting=acting, pk=pk)
+        return statement_export_response(export)

@@ -1,3 +1,4 @@
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -13,10 +14,12 @@ from rentals.models import (
     Allocation,
     AllocationEvent,
     AllocationState,
+    ExportState,
     LedgerEntry,
     LedgerKind,
     Quote,
     QuoteLine,
+    StatementExport,
 )
 from rentals.texts import ledger_entry_text, quote_line_text
 
@@ -472,3 +475,28 @@ class LedgerEntrySerializer(serializers.ModelSerializer):
 
     def get_description(self, entry) -> str:
         return ledger_entry_text(entry)
+
+
+class StatementExportSerializer(serializers.ModelSerializer):
+    """A statement export: `rows` and `size` (the CSV's bytes) once ready, `csv` its file
+    until `expires_at`."""
+
+    csv = serializers.SerializerMethodField()
+    kind = serializers.SerializerMethodField()  # null: every kind
+
+    class Meta:
+        model = StatementExport
+        fields = [
+            "id", "state", "since", "until", "kind", "rows", "size", "created_at",
+            "finished_at", "expires_at", "csv",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ChoiceField(choices=LedgerKind.choices, allow_null=True))
+    def get_kind(self, export: StatementExport) -> str | None:
+        return export.kind or None
+
+    def get_csv(self, export: StatementExport) -> str | None:
+        if export.state != ExportState.READY:
+            return None
+        return reverse("api-ledger-export-csv", args=[export.pk])

@@ -8,6 +8,7 @@ from rentals.models.allocations import (
     Cluster,
     EventKind,
 )
+from rentals.models.exports import IN_FLIGHT, ExportState, StatementExport, StatementExportPart
 from rentals.models.idempotency import IdempotencyKey
 from rentals.models.impairments import ImpairedSpan, impaired_minimum, span_counts
 from rentals.models.ledger import CREDITS, LedgerEntry, LedgerKind, LedgerReason
@@ -39,6 +40,10 @@ __all__ = [
     "AllocationState",
     "Cluster",
     "EventKind",
+    "ExportState",
+    "IN_FLIGHT",
+    "StatementExport",
+    "StatementExportPart",
     "IdempotencyKey",
     "LedgerEntry",
     "LedgerKind",

@@ -25,6 +25,7 @@ class NoticeKind(models.TextChoices):
     RECOVERED = "recovered", _("GPUs work again")
     CREDITED = "credited", _("impaired time credited")
     REFUNDED = "refunded", _("cancellation refunded")
+    EXPORT_READY = "export_ready", _("statement export ready")
 
 
 # Receipts for money moved, each naming its quote (a refund, the booking's).
@@ -40,7 +41,8 @@ class Notice(models.Model):
     keeps two workers from sending the same notice at once."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    # Every notice is about an allocation, except a disabled webhook endpoint's (its URL).
+    # Every notice is about an allocation, except a disabled webhook endpoint's (its URL)
+    # and a statement export's (the export).
     allocation = models.ForeignKey(
         Allocation, null=True, blank=True, on_delete=models.CASCADE, related_name="notices"
     )
@@ -65,6 +67,11 @@ class Notice(models.Model):
     # An impaired span's notice (impaired, recovered, credited): the span's times are its words.
     impaired_span = models.ForeignKey(
         "rentals.ImpairedSpan", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="+",
+    )  # fmt: skip
+    # A statement export's notice: the export it links to.
+    statement_export = models.ForeignKey(
+        "rentals.StatementExport", null=True, blank=True, on_delete=models.CASCADE,
         related_name="+",
     )  # fmt: skip
 
@@ -106,8 +113,22 @@ class Notice(models.Model):
                 condition=Q(
                     kind=NoticeKind.WEBHOOK_DISABLED, allocation__isnull=True, endpoint_url__gt=""
                 )
-                | (~Q(kind=NoticeKind.WEBHOOK_DISABLED) & Q(allocation__isnull=False)),
+                | Q(kind=NoticeKind.EXPORT_READY, allocation__isnull=True)
+                | (
+                    ~Q(kind__in=[NoticeKind.WEBHOOK_DISABLED, NoticeKind.EXPORT_READY])
+                    & Q(allocation__isnull=False)
+                ),
                 name="rentals_notice_about_an_allocation_or_an_endpoint",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind=NoticeKind.EXPORT_READY, statement_export__isnull=False)
+                | (~Q(kind=NoticeKind.EXPORT_READY) & Q(statement_export__isnull=True)),
+                name="rentals_notice_export_names_its_export",
+            ),
+            models.UniqueConstraint(
+                fields=["statement_export", "kind"],
+                condition=Q(statement_export__isnull=False),
+                name="rentals_notice_once_per_export",
             ),
         ]
         indexes = [

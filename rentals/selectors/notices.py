@@ -17,6 +17,7 @@ def _with_facts(notices: QuerySet[Notice]) -> QuerySet[Notice]:
         "quote__gpu_model",
         "quote__period",
         "maintenance",
+        "statement_export",
     ).prefetch_related("quote__lines__option")
 
 

@@ -27,8 +27,9 @@ from accounts.services.tokens import api_token_create
 from core.problems import PROBLEM_CONTENT_TYPE
 from invoices.models import Invoice
 from invoices.services import invoices_number
-from rentals.models import Allocation
+from rentals.models import Allocation, StatementExport
 from rentals.services import quote_create
+from rentals.services.exports import statement_export_request, statement_export_run
 from tests.support.booking import book
 from tests.support.factories.accounts import person
 from tests.support.factories.catalog import catalog_setup
@@ -50,6 +51,7 @@ class World:
     founder: object
     spare: Membership
     running: Allocation
+    export: StatementExport | None = None
     clients: dict = field(default_factory=dict)  # (surface, role, credential) → client
 
 
@@ -99,6 +101,8 @@ def _world() -> World:
     Membership.objects.filter(pk__in=removed).delete()
     world.running = book(founder, model="h100", count=1, period="day", team=team)
     invoices_number()  # after the commit, by a worker: the reads below look for its number
+    world.export = statement_export_request(acting=acting_as(founder, team), language="en")
+    statement_export_run(export_id=world.export.pk)
     return world
 
 
@@ -307,6 +311,20 @@ def _page_manage_cards(c, w):
     card = _card(w)
     r = c.post(f"/teams/{w.team.pk}/billing/", {"remove": str(card.pk)})
     return r, _removed(card)
+
+
+def _exported(r, w) -> bool:
+    return r.status_code == 200 and str(w.running.pk) in b"".join(r.streaming_content).decode()
+
+
+def _api_export_ledger(c, w):
+    r = c.get(f"/api/v1/ledger/exports/{w.export.pk}/csv/")
+    return r, _exported(r, w)
+
+
+def _page_export_ledger(c, w):
+    r = c.get(f"/statement/exports/{w.export.pk}/")
+    return r, _exported(r, w)
 
 
 PROBES = {

@@ -87,6 +87,8 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "number-invoices",
         "payment-reminders",
         "refresh-capacity-summaries",
+        "resume-statement-exports",
+        "prune-statement-exports",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
     assert schedule["poll-nodes"]["schedule"] == timedelta(seconds=15)
