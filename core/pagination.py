@@ -123,6 +123,7 @@ class KeysetPage(Generic[Row]):
     key_of: Callable[[Row], Key]
     query: str = ""
     valid: bool = True
+    at_top: bool = False  # read from the list's top: the first page, nothing before it
     start: int = 1
     total: int = 0
     newer: str | None = None
@@ -131,6 +132,12 @@ class KeysetPage(Generic[Row]):
     @property
     def first_key(self) -> Key | None:
         return self.key_of(self.rows[0]) if self.rows else None
+
+    @property
+    def count_before(self) -> Key | None:
+        """The key to count the rows before the page from, or None where it is the first
+        page (none come before it, and the count of the whole list alone places it)."""
+        return None if self.at_top else self.first_key
 
     def place(self, *, before: int, total: int) -> None:
         """Where the page sits: `before` rows of the list come before its first, of `total`."""
@@ -165,6 +172,19 @@ def keyset_rows(
     `narrow`: the same rows in the same order with only what the keys need; the page is
     then chosen there (a sort of narrow rows) and only its rows are read from `qs` (a
     subquery, same statement), so joins and per-row subqueries run for one page only."""
+    return _keyset_rows(qs, keys, direction=direction, key=key, size=size, narrow=narrow)[0]
+
+
+def _keyset_rows(
+    qs: QuerySet[M],
+    keys: Sequence[SortKey],
+    *,
+    direction: str | None,
+    key: Key | None,
+    size: int,
+    narrow: QuerySet[Any] | None,
+) -> tuple[list[M], bool]:
+    """`keyset_rows`, and whether they were read from the list's top."""
     base: QuerySet[Any] = qs if narrow is None else narrow
 
     def read(sliced: QuerySet[Any], *, flipped: bool) -> list[M]:
@@ -175,19 +195,20 @@ def keyset_rows(
 
     if direction == "older":
         assert key is not None  # keyset_request gives a direction with a key
-        return read(base.filter(keyset_filter(keys, key, forward=True))[:size], flipped=False)
+        older = base.filter(keyset_filter(keys, key, forward=True))[:size]
+        return read(older, flipped=False), False
     if direction == "newer":
         assert key is not None
         before = base.filter(keyset_filter(keys, key, forward=False)).reverse()
         if narrow is None:
             rows = list(before[: size + 1])
             if len(rows) > size:
-                return rows[:size][::-1]
+                return rows[:size][::-1], False
         elif before[size : size + 1].exists():
-            return read(before[:size], flipped=True)
+            return read(before[:size], flipped=True), False
     if direction == "oldest":
-        return read(base.reverse()[:size], flipped=True)
-    return read(base[:size], flipped=False)
+        return read(base.reverse()[:size], flipped=True), False
+    return read(base[:size], flipped=False), True
 
 
 PAGING_PARAMS = ("older", "newer", "oldest", "page")
@@ -207,13 +228,13 @@ def keyset_page(
     either end gives the first page), with the query to carry on its links. The caller
     counts the list and `place`s the page (its count may come with other figures)."""
     direction, key, valid = keyset_request(params, *parsers)
-    rows = keyset_rows(qs, keys, direction=direction, key=key, size=size, narrow=narrow)
+    rows, at_top = _keyset_rows(qs, keys, direction=direction, key=key, size=size, narrow=narrow)
     if not rows and direction:
-        rows = keyset_rows(qs, keys, direction=None, key=None, size=size, narrow=narrow)
+        rows, at_top = _keyset_rows(qs, keys, direction=None, key=None, size=size, narrow=narrow)
     query = params.copy()
     for name in PAGING_PARAMS:
         query.pop(name, None)
-    return KeysetPage(rows=rows, key_of=key_of, query=query.urlencode(), valid=valid)
+    return KeysetPage(rows=rows, key_of=key_of, query=query.urlencode(), valid=valid, at_top=at_top)
 
 
 def keyset_request(

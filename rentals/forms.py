@@ -11,6 +11,7 @@ from catalog.models import (
     NodeState,
     Option,
     OptionBilling,
+    OptionPrice,
     Region,
     RentalPeriod,
     SoftwareStack,
@@ -146,7 +147,9 @@ class QuoteForm(forms.Form):
         input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"],
     )
 
-    def __init__(self, *args, gpu_model, **kwargs):
+    def __init__(self, *args, gpu_model, like: "QuoteForm | None" = None, **kwargs):
+        """`like`: a form of the same model built for this request, whose options and their
+        prices are taken as read rather than read again (the booking page prices a copy)."""
         super().__init__(*args, **kwargs)
         self.gpu_model = gpu_model
         # Entered and shown in the reader's time zone (UTC unless their account says else).
@@ -171,17 +174,23 @@ class QuoteForm(forms.Form):
                 label=label, required=False, max_length=40, validators=[validate_version],
                 help_text=_("minimum version; empty: any"),
             )  # fmt: skip
-        self.options = [
-            o
-            for o in Option.objects.filter(is_active=True).prefetch_related("gpu_models")
-            if not o.gpu_models.all() or gpu_model in o.gpu_models.all()
-        ]
-        self.option_prices = current_option_prices(options=self.options)
+        self.options: list[Option]
+        self.option_prices: dict[int, list[OptionPrice]]
+        if like is not None and like.gpu_model == gpu_model:
+            self.options, self.option_prices = like.options, like.option_prices
+        else:
+            self.options = [
+                o
+                for o in Option.objects.filter(is_active=True).prefetch_related("gpu_models")
+                if not o.gpu_models.all() or gpu_model in o.gpu_models.all()
+            ]
+            self.option_prices = current_option_prices(options=self.options)
         for option in self.options:
             if option.input_label:  # what it asks for (which image): sent with the option
                 self.fields[f"option_{option.slug}_input"] = forms.CharField(
                     label=option.input_label, max_length=200, required=False,
                 )  # fmt: skip
+            field: forms.Field
             if option.max_quantity == 1:  # on or off: a checkbox, not a 0–1 number box
                 field = forms.BooleanField(
                     label=option.name, required=False, widget=OnOffInput,

@@ -65,7 +65,7 @@ def allocation_list_page(request):
         parsers=(int, aware_datetime, aware_datetime, UUID), key_of=selectors.allocation_key,
         size=PAGE_SIZE, narrow=selectors.allocations_ranked(listed),
     )  # fmt: skip
-    total, before = selectors.allocations_counted(listed, before=page.first_key)
+    total, before = selectors.allocations_counted(listed, before=page.count_before)
     page.place(before=before, total=total)
     state_query = QueryDict(page.query, mutable=True)
     state_query.pop("state", None)

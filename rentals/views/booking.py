@@ -95,7 +95,11 @@ def book_page(request, slug):
         form = QuoteForm(gpu_model=gpu_model, initial=request.GET.dict() or None)
     # The estimate reads the input afresh: a refusal added to the form (no capacity) is no
     # input error, and an unbound form is estimated as it is shown.
-    priced = QuoteForm(request.POST, gpu_model=gpu_model) if form.is_bound else _bound_copy(form)
+    priced = (
+        QuoteForm(request.POST, gpu_model=gpu_model, like=form)
+        if form.is_bound
+        else _bound_copy(form)
+    )
     return render(
         request,
         "rentals/book.html",
@@ -139,7 +143,7 @@ def _bound_copy(form: QuoteForm) -> QuoteForm:
     assert isinstance(periods, ModelChoiceField) and periods.queryset is not None  # QuoteForm's
     if "period" not in data and (first := periods.queryset.first()):
         data["period"] = first.slug
-    return QuoteForm(data, gpu_model=form.gpu_model)
+    return QuoteForm(data, gpu_model=form.gpu_model, like=form)
 
 
 def _estimate_context(gpu_model, form: QuoteForm, *, team, errors_beside_fields=False) -> dict:
@@ -318,6 +322,7 @@ class _Choice:
     period_count: int
     region: Region | None
     regions: list[Region]
+    periods: list[RentalPeriod]
     requires: Requires = NO_REQUIRES
 
 
@@ -347,10 +352,7 @@ def _availability_context(request, gpu_model, form) -> dict:
             region_id=region_id, limit=3, requires=choice.requires,
         )  # fmt: skip
     return {
-        "calendar_weeks": [
-            [asdict(day) | {"title": _calendar_title(day)} for day in week]
-            for week in calendar.weeks
-        ],
+        "calendar_weeks": [[_calendar_cell(day) for day in week] for week in calendar.weeks],
         "calendar_per_node": calendar.per_node,
         "calendar_nodes": calendar.nodes,
         "calendar_scale": [asdict(step) for step in calendar.scale],
@@ -375,9 +377,22 @@ def _availability_context(request, gpu_model, form) -> dict:
             ),
         },
         "regions": choice.regions,
+        "periods": choice.periods,
         "region": choice.region,
         "requires": choice.requires,
     }
+
+
+def _calendar_cell(day: CalendarDay) -> dict:
+    """A day of the calendar as its cell shows it: its fields (read flat, not copied deep as
+    `asdict` does), its tooltip, and its date as the cell writes it ("31.12"), each made
+    once here rather than by a filter in each of the calendar's cells."""
+    return {
+        "date": day.date, "max_gpus_on_one_node": day.max_gpus_on_one_node,
+        "free_whole_nodes": day.free_whole_nodes, "free_gpus": day.free_gpus,
+        "free": day.free, "shade": day.shade, "title": _calendar_title(day),
+        "label": day.date.strftime("%d.%m"),
+    }  # fmt: skip
 
 
 def _calendar_title(day: CalendarDay) -> str:
@@ -417,6 +432,7 @@ def _availability_choice(request, form, gpu_model, *, clusters: bool) -> _Choice
         period_count=period_count,
         region=next((r for r in regions if r.slug == data.get("region")), None),
         regions=regions,
+        periods=periods,
         # only what reads as a version narrows the calendar (the form names the rest)
         requires=Requires.of(
             {name: (data.get(name) or "").strip()[:40] for name in REQUIRES

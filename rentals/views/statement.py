@@ -52,7 +52,7 @@ def statement_page(request):
         selectors.LEDGER_ORDER, parsers=(aware_datetime, int),
         key_of=lambda entry: (entry.at, entry.pk), size=PAGE_SIZE,
     )  # fmt: skip
-    in_range = selectors.ledger_summary(acting=acting, filters=filters, before=page.first_key)
+    in_range = selectors.ledger_summary(acting=acting, filters=filters, before=page.count_before)
     every = selectors.ledger_summary(acting=acting) if filtered else in_range
     page.place(before=in_range.before, total=in_range.rows)
     may_export = acting.can(Action.EXPORT_LEDGER)

@@ -4,6 +4,8 @@ form's inputs (checkbox options, the GPU count's bound) as the quote reads them.
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -195,4 +197,19 @@ def test_the_calendar_has_a_scale_and_none_free_looks_different(catalog, alice, 
     assert (later["free"], later["shade"]) == (4, 50)
     assert [s["free"] for s in page.context["calendar_scale"]] == [0, 1, 2, 3, 4]
     assert 'id="calendar-legend"' in html and 'class="cal-none"' in html
+    assert f'<span class="cal-date">{today["date"]:%d.%m}</span>' in html
     assert "GPUs free on one node (of 4):" in html
+
+
+def test_the_book_page_reads_the_options_and_their_prices_once(catalog, alice, client):
+    """The form shown and the copy the estimate prices share the options as read."""
+    client.force_login(alice)
+    with CaptureQueriesContext(connection) as ctx:
+        page = client.get("/book/h100/")
+    assert page.status_code == 200
+    reads = [
+        q["sql"] for q in ctx.captured_queries
+        if 'FROM "catalog_option" ' in q["sql"] or 'FROM "catalog_optionprice" ' in q["sql"]
+    ]  # fmt: skip
+    assert len(reads) == 2
+    assert page.context["form"].options and page.context["estimate"] is not None
