@@ -116,7 +116,7 @@ def invoices_number() -> list[int]:
     run that finds another going returns at once (that one, or the next, numbers these).
     Numbered documents are queued for KSeF."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [sql.NUMBERING_LOCK])
+        cursor.execute(sql.NUMBERING_LOCK_TAKE, {"lock": sql.NUMBERING_LOCK})
         if not cursor.fetchone()[0]:
             return []
         cursor.execute(

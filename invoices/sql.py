@@ -245,6 +245,8 @@ ORDER BY e.at, e.id
 # Numbering, after commit (see the module's docstring). One run at a time: the caller holds
 # NUMBERING_LOCK (a transaction-scoped advisory lock) before this statement takes its snapshot.
 NUMBERING_LOCK = 0x1A9C_0001
+# One numbering run at a time (true where this run took the lock; false: another is going).
+NUMBERING_LOCK_TAKE = "SELECT pg_try_advisory_xact_lock(%(lock)s)"
 NUMBER = """
 WITH clock AS (
     SELECT statement_timestamp() AS at,

@@ -156,6 +156,40 @@ ORDER BY count(*), n.network_group
 
 _IN_REGION = SQL("AND n.region_id = %(region)s")
 
+# Each node's GPUs held per day k from `first` (`days` of them), as the step function
+# `node_busy (node_id, k, busy)`: the CTEs `spans`, `holding`, `node_day` and `node_busy`
+# over a CTE `live (node_id, gpu_id, starts_at, ends_at)` of live holdings, which the
+# statement that composes it defines first (the calendar's FREE_BY_DAY, the capacity read
+# model's refresh in rentals.sql.summary). Each holding becomes the days it touches
+# [ks, ke]; a GPU counts once a day: its next holding, when it starts on the day the one
+# before ends, counts from the day after (one GPU's live holdings never overlap).
+BUSY_BY_DAY = SQL(
+    """spans AS (
+    SELECT node_id, gpu_id, starts_at,
+           greatest(floor(date_part('epoch', starts_at - %(first)s::timestamptz) / 86400),
+                    0)::int AS ks,
+           least(ceil(date_part('epoch', ends_at - %(first)s::timestamptz) / 86400) - 1,
+                 %(days)s - 1)::int AS ke
+    FROM live
+), holding AS (
+    SELECT node_id, ke,
+           CASE WHEN ks = lag(ke) OVER (PARTITION BY gpu_id ORDER BY starts_at) THEN ks + 1
+                ELSE ks END AS ks
+    FROM spans
+), node_day AS (
+    SELECT node_id, k, sum(delta) AS delta
+    FROM (
+        SELECT node_id, ks AS k, 1 AS delta FROM holding WHERE ks <= ke
+        UNION ALL
+        SELECT node_id, ke + 1, -1 FROM holding WHERE ks <= ke AND ke + 1 < %(days)s
+    ) AS e
+    GROUP BY node_id, k
+), node_busy AS (
+    SELECT node_id, k, sum(delta) OVER (PARTITION BY node_id ORDER BY k) AS busy
+    FROM node_day
+)"""
+)
+
 # Per day from `first` (`days` of them): the most GPUs free on one node for the whole day,
 # the whole nodes free, and the GPUs free in all (today counts from `now`); `{region}`
 # narrows the nodes. A GPU is busy on a day when some live holding of it overlaps the day
@@ -176,33 +210,11 @@ WITH nodes AS MATERIALIZED (
     FROM catalog_node n
     WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
       AND {stack}
-), spans AS (
-    SELECT ag.node_id, ag.gpu_id, ag.starts_at,
-           greatest(floor(date_part('epoch', ag.starts_at - %(first)s::timestamptz) / 86400),
-                    0)::int AS ks,
-           least(ceil(date_part('epoch', ag.ends_at - %(first)s::timestamptz) / 86400) - 1,
-                 %(days)s - 1)::int AS ke
+), live AS (
+    SELECT ag.node_id, ag.gpu_id, ag.starts_at, ag.ends_at
     FROM rentals_allocationgpu ag
     WHERE ag.node_id IN (SELECT id FROM nodes) AND {overlaps}
-), holding AS (
-    -- a GPU counts once a day: its next holding, when it starts on the day the one before
-    -- ends, counts from the day after
-    SELECT node_id, ke,
-           CASE WHEN ks = lag(ke) OVER (PARTITION BY gpu_id ORDER BY starts_at) THEN ks + 1
-                ELSE ks END AS ks
-    FROM spans
-), node_day AS (
-    SELECT node_id, k, sum(delta) AS delta
-    FROM (
-        SELECT node_id, ks AS k, 1 AS delta FROM holding WHERE ks <= ke
-        UNION ALL
-        SELECT node_id, ke + 1, -1 FROM holding WHERE ks <= ke AND ke + 1 < %(days)s
-    ) AS e
-    GROUP BY node_id, k
-), node_busy AS (
-    SELECT node_id, k, sum(delta) OVER (PARTITION BY node_id ORDER BY k) AS busy
-    FROM node_day
-), moves AS (
+), {busy_by_day}, moves AS (
     -- a node's busy count changes on day k: it leaves one bucket for another
     SELECT b.k, nodes.gpus, b.busy,
            lag(b.busy, 1, 0::numeric) OVER (PARTITION BY b.node_id ORDER BY b.k) AS before
@@ -238,10 +250,10 @@ _CALENDAR_HOLDINGS = holding_overlaps(
 )
 _STACK_N = stack_meets("n")
 FREE_BY_DAY = _FREE_BY_DAY.format(
-    region=SQL(""), overlaps=_CALENDAR_HOLDINGS, stack=_STACK_N
+    region=SQL(""), overlaps=_CALENDAR_HOLDINGS, stack=_STACK_N, busy_by_day=BUSY_BY_DAY
 ).as_string()
 FREE_BY_DAY_IN_REGION = _FREE_BY_DAY.format(
-    region=_IN_REGION, overlaps=_CALENDAR_HOLDINGS, stack=_STACK_N
+    region=_IN_REGION, overlaps=_CALENDAR_HOLDINGS, stack=_STACK_N, busy_by_day=BUSY_BY_DAY
 ).as_string()
 
 # The instants at which capacity can free up: `not_before` and the next `limit` ends of

@@ -3,6 +3,7 @@ that reads the model's live holdings once and rewrites its rows in every summary
 
 from psycopg.sql import SQL
 
+from rentals.sql.capacity import BUSY_BY_DAY
 from rentals.sql.holdings import holding_overlaps
 
 # Parameters: `model`, `active` (NodeState.ACTIVE), `now` (the rows' as_of), `first` (now's
@@ -31,30 +32,7 @@ WITH nodes AS MATERIALIZED (
     SELECT ag.node_id, ag.gpu_id, ag.starts_at, ag.ends_at
     FROM rentals_allocationgpu ag
     WHERE ag.node_id IN (SELECT id FROM nodes) AND {overlaps}
-), spans AS (
-    SELECT node_id, gpu_id, starts_at,
-           greatest(floor(date_part('epoch', starts_at - %(first)s::timestamptz) / 86400),
-                    0)::int AS ks,
-           least(ceil(date_part('epoch', ends_at - %(first)s::timestamptz) / 86400) - 1,
-                 %(days)s - 1)::int AS ke
-    FROM live
-), holding AS (
-    SELECT node_id, ke,
-           CASE WHEN ks = lag(ke) OVER (PARTITION BY gpu_id ORDER BY starts_at) THEN ks + 1
-                ELSE ks END AS ks
-    FROM spans
-), node_day AS (
-    SELECT node_id, k, sum(delta) AS delta
-    FROM (
-        SELECT node_id, ks AS k, 1 AS delta FROM holding WHERE ks <= ke
-        UNION ALL
-        SELECT node_id, ke + 1, -1 FROM holding WHERE ks <= ke AND ke + 1 < %(days)s
-    ) AS e
-    GROUP BY node_id, k
-), node_busy AS (
-    SELECT node_id, k, sum(delta) OVER (PARTITION BY node_id ORDER BY k) AS busy
-    FROM node_day
-), moves AS (
+), {busy_by_day}, moves AS (
     SELECT b.k, nodes.region_id, nodes.gpus, b.busy,
            lag(b.busy, 1, 0::numeric) OVER (PARTITION BY b.node_id ORDER BY b.k) AS before
     FROM node_busy b JOIN nodes ON nodes.id = b.node_id
@@ -147,10 +125,11 @@ ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = exclu
 """
 )
 REFRESH = _REFRESH.format(
+    busy_by_day=BUSY_BY_DAY,
     overlaps=holding_overlaps(
         starts=SQL("%(now)s::timestamptz"),
         ends=SQL("%(first)s::timestamptz + %(days)s * interval '1 day'"),
-    )
+    ),
 ).as_string()
 
 # Single-flight: one refresh of a model at a time, across every worker (transaction-scoped).
