@@ -368,6 +368,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "AllocationStateEnum": "rentals.models.AllocationState",
         "NodeStateEnum": "catalog.models.NodeState",
+        "LedgerKindEnum": "rentals.models.LedgerKind",
         "DiffusionDtypeEnum": "sizing.diffusion.DTYPES",
     },
     "POSTPROCESSING_HOOKS": [

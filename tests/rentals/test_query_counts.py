@@ -34,9 +34,10 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     statements, quote = _count(lambda: quote_create(acting=acting, **QUOTE))
     assert statements == 7
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
-    # 9, the booker's SSH keys (none here: nothing to attach), the invoice, and the invoiced
-    # team's terms under its lock: an overdue invoice, its credit limit
-    assert statements == 13
+    # 9, the booker's SSH keys (none here: nothing to attach), the invoice, the invoiced
+    # team's terms under its lock (an overdue invoice, its credit limit), and the capacity
+    # read model's candidate nodes for placement (none fresh here: the full read follows)
+    assert statements == 14
 
 
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
@@ -51,9 +52,9 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
             HTTP_IDEMPOTENCY_KEY=key(),
         )  # fmt: skip
     )
-    # 15, the booker's SSH keys, the node's agent for `access`, the invoice, and the invoiced
-    # team's terms (an overdue invoice, its credit limit)
-    assert statements == 20
+    # 15, the booker's SSH keys, the node's agent for `access`, the invoice, the invoiced
+    # team's terms (an overdue invoice, its credit limit), and placement's candidate nodes
+    assert statements == 21
     allocation = Allocation.objects.select_related("node__region").get()
     answered = booking.json()["allocation"]
     assert (answered["node"], answered["region"]) == (
