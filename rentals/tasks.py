@@ -5,7 +5,7 @@ from celery import shared_task
 from django.conf import settings
 
 from rentals import idempotency, services
-from rentals.services import exports, summary
+from rentals.services import exports, impairments, summary
 
 NOTICE_RETRIES = 12  # with the doubling backoff below (capped at 4 h), about a day of tries
 
@@ -47,8 +47,23 @@ def gpu_activity_flags_task():
 
 @shared_task
 def allocations_impairment_sync_task():
-    """After the polls' flags: mark, clear and (by policy) replace impaired allocations."""
-    done = services.allocations_impairment_sync()
+    """After the polls' flags: mark, clear and (by policy) replace impaired allocations, a
+    shard of nodes a task as polling is sharded (one shard: here, at once). Returns the
+    shards queued, or what the one shard did."""
+    shards = impairments.impairment_shards()
+    if len(shards) <= 1:
+        done = services.allocations_impairment_sync(nodes=shards[0] if shards else [])
+        return {k: len(v) for k, v in done.items()}
+    for shard in shards:
+        allocations_impairment_sync_shard_task.apply_async(
+            args=[shard], expires=settings.ANCHORGPU["POLL_INTERVAL"]
+        )
+    return {"shards": len(shards)}
+
+
+@shared_task
+def allocations_impairment_sync_shard_task(node_ids):
+    done = services.allocations_impairment_sync(nodes=node_ids)
     return {k: len(v) for k, v in done.items()}
 
 

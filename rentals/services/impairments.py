@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
 from accounts.roles import Operation, operator_require
-from catalog.models import Node, NodeHealth
+from catalog.models import Node, NodeHealth, NodeState
 from core.db import db_now, retried_transaction
 from rentals.errors import NoSpare, NotImpaired
 from rentals.models import (
@@ -55,10 +55,13 @@ class SyncResult(TypedDict):
     replaced: NotRequired[list[UUID]]  # by allocations_impairment_sync, after the marks
 
 
-def impaired_now(*, now: datetime, only: UUID | None = None) -> dict[UUID, tuple[list[int], bool]]:
-    """{allocation id: (its impaired GPUs' ids, whether its node is the cause)} now."""
+def impaired_now(
+    *, now: datetime, only: UUID | None = None, nodes: list[int] | None = None
+) -> dict[UUID, tuple[list[int], bool]]:
+    """{allocation id: (its impaired GPUs' ids, whether its node is the cause)} now, on
+    `nodes` (ids; None: every node)."""
     params = {
-        **broken_params(), "now": now, "only": only, "started": list(STARTED),
+        **broken_params(), "now": now, "only": only, "nodes": nodes, "started": list(STARTED),
         "down": [NodeHealth.UNREACHABLE, NodeHealth.STALE],
         "cutoff": now - settings.ANCHORGPU["IMPAIRED_NODE_AFTER"],
         "watched": watched_after(now),
@@ -106,11 +109,12 @@ def _recovered_notice(allocation: Allocation, span: ImpairedSpan, now: datetime)
 
 
 @retried_transaction
-def _sync(now: datetime) -> SyncResult:
-    marked = set(
-        Allocation.objects.filter(impaired_since__isnull=False).values_list("pk", flat=True)
-    )
-    candidates = set(impaired_now(now=now)) | marked
+def _sync(now: datetime, nodes: list[int] | None) -> SyncResult:
+    marked_now = Allocation.objects.filter(impaired_since__isnull=False)
+    if nodes is not None:
+        marked_now = marked_now.filter(node_id__in=nodes)
+    marked = set(marked_now.values_list("pk", flat=True))
+    candidates = set(impaired_now(now=now, nodes=nodes)) | marked
     if not candidates:
         return {"impaired": [], "recovered": [], "still": []}
     # Rows a booking, a stop or a replacement holds are left for the next sync.
@@ -121,7 +125,7 @@ def _sync(now: datetime) -> SyncResult:
         .prefetch_related("held__gpu")
         .order_by("pk")
     )
-    found = impaired_now(now=now)  # again, under the locks: what a replacement left
+    found = impaired_now(now=now, nodes=nodes)  # again, under the locks: what a replacement left
     spans = {
         s.allocation_id: s
         for s in ImpairedSpan.objects.filter(
@@ -185,12 +189,15 @@ def _sync(now: datetime) -> SyncResult:
     return done
 
 
-def allocations_impairment_sync(*, now: datetime | None = None) -> SyncResult:
+def allocations_impairment_sync(
+    *, now: datetime | None = None, nodes: list[int] | None = None
+) -> SyncResult:
     """Mark the allocations whose held GPUs cannot work now, clear those whose GPUs work
-    again, and (IMPAIRED_AUTO_REPLACE) replace the marked ones where a spare exists.
+    again, and (IMPAIRED_AUTO_REPLACE) replace the marked ones where a spare exists; on
+    `nodes` only (ids: a shard, `impairment_shards`), or on every node.
     Returns {"impaired", "recovered", "still", "replaced"}: allocation ids."""
     now = now or db_now()
-    done = _sync(now)
+    done = _sync(now, nodes)
     done["replaced"] = []
     if settings.ANCHORGPU["IMPAIRED_AUTO_REPLACE"]:
         for pk in [*done["impaired"], *done["still"]]:
@@ -200,6 +207,22 @@ def allocations_impairment_sync(*, now: datetime | None = None) -> SyncResult:
                 continue  # staff see it on the impaired page; the next sync tries again
             done["replaced"].append(pk)
     return done
+
+
+def impairment_shards() -> list[list[int]]:
+    """The node ids a sync covers, in shards of POLL_SHARD_SIZE as polling is sharded: the
+    active nodes, and any other node an allocation is still marked impaired on (its mark is
+    cleared by its shard's sync)."""
+    ids = sorted(
+        {
+            *Node.objects.filter(state=NodeState.ACTIVE).values_list("pk", flat=True),
+            *Allocation.objects.filter(impaired_since__isnull=False).values_list(
+                "node_id", flat=True
+            ),
+        }
+    )
+    size = settings.ANCHORGPU["POLL_SHARD_SIZE"]
+    return [ids[start : start + size] for start in range(0, len(ids), size)]
 
 
 def _replace(allocation_id: UUID, *, actor: User | None, now: datetime) -> Allocation:

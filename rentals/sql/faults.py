@@ -95,6 +95,7 @@ JOIN catalog_node n ON n.id = g.node_id
 WHERE NOT ag.released AND ag.starts_at <= %(now)s AND ag.ends_at > %(now)s
   AND a.state = ANY(%(started)s)
   AND (%(only)s::uuid IS NULL OR ag.allocation_id = %(only)s)
+  AND (%(nodes)s::int[] IS NULL OR ag.node_id = ANY(%(nodes)s::int[]))
   AND ({broken} OR {node_down})
 GROUP BY ag.allocation_id
 ORDER BY ag.allocation_id

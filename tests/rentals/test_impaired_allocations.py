@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from accounts.roles import acting_as
 from accounts.services.profile import account_preferences_set
+from catalog.models import Node, NodeState
 from core.db import db_now
 from rentals.models import (
     Allocation,
@@ -23,7 +24,8 @@ from rentals.models import (
     NoticeKind,
 )
 from rentals.services import notice_send
-from rentals.services.impairments import allocations_impairment_sync
+from rentals.services.impairments import allocations_impairment_sync, impairment_shards
+from rentals.tasks import allocations_impairment_sync_task
 from rentals.texts import notice_subject, notice_text, reader_preferences
 from telemetry.models import Flag, FlagKind
 from telemetry.poll import poll_nodes
@@ -408,3 +410,32 @@ def test_a_cluster_members_node_down_is_replaced_by_a_whole_node_of_its_group(
     assert body["node"] == other.hostname and len(body["gpus"]) == 8
     assert body["paid_until"].replace("Z", "+00:00") == allocation.paid_until.isoformat()
     assert body["impaired_since"] is None and overlapping_pairs() == 0
+
+
+def test_the_sync_takes_a_shard_of_nodes_at_a_time_and_the_shards_cover_every_mark(
+    catalog, alice, simulator, settings
+):
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "POLL_SHARD_SIZE": 1}
+    first = book(alice, model="h100", count=8, period="week")
+    second = book(alice, model="h100", count=8, period="week")
+    assert first.node_id != second.node_id
+    nodes = _h100_nodes(catalog)
+    point_at(simulator, nodes)
+    for allocation in (first, second):
+        simulator.set_fault(allocation.node.hostname, "gpu-gone", gpu=0)
+    now = db_now()
+    poll_nodes([n.pk for n in nodes], now=now)
+    active = Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").values_list("pk", flat=True)
+    assert impairment_shards() == [[pk] for pk in active]
+
+    assert allocations_impairment_sync(now=now, nodes=[first.node_id])["impaired"] == [first.pk]
+    assert Allocation.objects.get(pk=second.pk).impaired_since is None  # another shard's
+    assert allocations_impairment_sync(now=now, nodes=[second.node_id])["impaired"] == [second.pk]
+    assert allocations_impairment_sync(now=now, nodes=[first.node_id])["still"] == [first.pk]
+
+    # A marked allocation on a node no longer active stays in a shard, so its mark can clear.
+    Node.objects.filter(pk=second.node_id).update(state=NodeState.MAINTENANCE)
+    shards = impairment_shards()
+    assert [second.node_id] in shards and len(shards) == len(active)
+    # The task queues one shard task a shard.
+    assert allocations_impairment_sync_task() == {"shards": len(shards)}
