@@ -191,24 +191,20 @@ GIVEN = (
 
 @pytest.fixture(scope="module")
 def migrated(django_db_setup, django_db_blocker):
-    """What each old layout was given, by its targets, once the database has been taken
-    through all of them and migrated to the latest; afterwards a fresh copy of the template
-    (tests/dbtemplate.py)."""
-    with django_db_blocker.unblock():
-        dbtemplate.test_database_recreate(empty=True)
-        try:
-            given = {}
-            for targets, rows in GIVEN:
-                executor = MigrationExecutor(connection)
-                executor.migrate(targets)
-                executor.loader.build_graph()
-                old = executor.loader.project_state([t for t in targets if t[1]]).apps
-                given[rows] = rows(old)
+    """What each old layout was given, by its targets, once a database of its own has been
+    taken through all of them and migrated to the latest (tests/dbtemplate.py); afterwards
+    the tests read it, and the process goes back to its own test database, untouched."""
+    with django_db_blocker.unblock(), dbtemplate.empty_database():
+        given = {}
+        for targets, rows in GIVEN:
             executor = MigrationExecutor(connection)
-            executor.migrate(executor.loader.graph.leaf_nodes())
-            yield given
-        finally:
-            dbtemplate.test_database_recreate()
+            executor.migrate(targets)
+            executor.loader.build_graph()
+            old = executor.loader.project_state([t for t in targets if t[1]]).apps
+            given[rows] = rows(old)
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        yield given
 
 
 # --- What became of them -------------------------------------------------------------------
