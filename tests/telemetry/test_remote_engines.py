@@ -520,5 +520,7 @@ def test_an_engine_outage_marks_no_node_and_its_minutes_are_ingested_after(run):
         ats = [at for uuid, at, _ in stored if uuid == gpu]
         assert start <= ats[0] < stopped_at and ats[-1] >= end - 2 * interval, (gpu, ats)
         gaps = [b - a for a, b in zip(ats, ats[1:], strict=False)]
-        assert max(gaps) <= 2 * interval, gaps  # the outage's minutes too
+        # The outage's minutes too (it lasts 24 intervals): no hole longer than a few of
+        # vmagent's own scrapes, which a busy machine delays or skips (13.6 s seen once).
+        assert max(gaps) <= 4 * interval, gaps
         assert len(ats) >= (ats[-1] - ats[0]) / interval - 2, (gpu, len(ats))
