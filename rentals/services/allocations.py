@@ -21,7 +21,6 @@ from accounts.roles import Acting, Action
 from catalog.models import Gpu, OptionBilling
 from core.db import db_now, retried_transaction, savepoint
 from core.errors import Conflict, Invalid
-from core.versions import CATALOG, bump
 from rentals import limits
 from rentals.errors import InvalidTransition, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
@@ -50,7 +49,7 @@ from rentals.services.events import (
 from rentals.services.notices import receipt_record
 from rentals.services.quotes import quote_lines, quote_store
 from rentals.services.spend import spend_limit_check
-from rentals.services.summary import capacity_changed
+from rentals.services.summary import holdings_changed
 
 
 def _locked(allocation: Allocation, acting: Acting) -> Allocation:
@@ -143,8 +142,7 @@ def members_cancel(members: list[Allocation], *, actor: User | None, now: dateti
         state=AllocationState.CANCELLED
     )
     AllocationGpu.objects.filter(allocation__in=members).update(released=True)
-    bump(CATALOG)
-    capacity_changed(gpu_model_ids=[m.gpu_model_id for m in members])
+    holdings_changed(gpu_model_ids=[m.gpu_model_id for m in members])
     charged = (
         LedgerEntry.objects.filter(allocation__in=members, kind=LedgerKind.CHARGE)
         .values("allocation_id")
@@ -380,8 +378,7 @@ def _extension_write(
     except IntegrityError as exc:
         raise_if_lost_race(exc)
         raise
-    bump(CATALOG)
-    capacity_changed(gpu_model_ids=[lead.gpu_model_id])
+    holdings_changed(gpu_model_ids=[lead.gpu_model_id])
     Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
         paid_until=new_until, warned_24h_at=None, warned_1h_at=None
     )

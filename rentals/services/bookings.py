@@ -21,7 +21,6 @@ from accounts.models import SshKey
 from accounts.roles import Acting, Action
 from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
 from core.db import db_clock, prefetched, retried_transaction, savepoint
-from core.versions import CATALOG, bump
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
     Allocation,
@@ -45,7 +44,7 @@ from rentals.services.events import events_announce, ledger_announce, raise_if_l
 from rentals.services.notices import receipt_mail
 from rentals.services.quotes import no_capacity
 from rentals.services.spend import spend_limit_check
-from rentals.services.summary import capacity_changed
+from rentals.services.summary import holdings_changed
 from rentals.sql import booking as booking_sql
 
 _Row = TypeVar("_Row", bound=Model)
@@ -114,8 +113,7 @@ def allocation_book(
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
     allocation_keys_attach(allocations=allocations, keys=keys)
-    bump(CATALOG)  # GPUs free now changed for the catalog list
-    capacity_changed(gpu_model_ids=[quote.gpu_model_id])  # and the capacity read model
+    holdings_changed(gpu_model_ids=[quote.gpu_model_id])
     events_announce(_as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now))
     ledger_announce([charge_id], charges_only=True)  # last: its invoice number is locked
     lead = allocations[0]

@@ -26,7 +26,6 @@ from accounts.roles import Operation, operator_require
 from catalog.models import Gpu, Node, NodeState
 from core.db import db_now, retried_transaction, savepoint
 from core.errors import Conflict, Invalid
-from core.versions import CATALOG, bump
 from rentals.errors import ChoiceMissing, NoSpare
 from rentals.models import (
     LIVE_STATES,
@@ -42,7 +41,7 @@ from rentals.selectors.holdings import holdings_overlapping
 from rentals.services.allocations import members_cancel, members_locked
 from rentals.services.events import raise_if_lost_race
 from rentals.services.notices import notices_queue
-from rentals.services.summary import capacity_changed
+from rentals.services.summary import holdings_changed
 from rentals.services.swaps import gpus_swap, spare_find
 from rentals.signals import allocation_notices_recorded
 
@@ -312,8 +311,7 @@ def maintenance_create(
     except IntegrityError as exc:
         raise_if_lost_race(exc, Conflict(_("The GPUs were just booked; look again.")))
         raise
-    bump(CATALOG)
-    capacity_changed(
+    holdings_changed(
         gpu_model_ids=Node.objects.filter(pk__in={g.node_id for g in request.gpus})
         .values_list("gpu_model_id", flat=True)
         .distinct()

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from catalog.models import GpuModel, NodeState
 from core.cache import breaker
 from core.db import db_now
-from core.versions import cache
+from core.versions import CATALOG, bump, cache
 from rentals.models import CapacitySummary
 from rentals.selectors.summary import NODE_HORIZON, SUMMARY_DAYS
 from rentals.sql import summary as summary_sql
@@ -57,6 +57,15 @@ def _queue(gpu_model_id: int) -> None:
     except (RedisError, OSError, BrokerError) as exc:
         breaker.failure(exc)
         logger.warning("capacity refresh of model %s left for the minute's run", gpu_model_id)
+
+
+def holdings_changed(*, gpu_model_ids: Iterable[int]) -> None:
+    """Live holdings of these models changed in the current transaction (a booking, a
+    cancel, an extension, a swap, a maintenance window): both read models of them follow
+    once it commits, the catalog list's GPUs free now (`CATALOG`) and the capacity read
+    model."""
+    bump(CATALOG)
+    capacity_changed(gpu_model_ids=gpu_model_ids)
 
 
 def capacity_changed(*, gpu_model_ids: Iterable[int]) -> None:

@@ -21,10 +21,9 @@ from django.db import IntegrityError, connection
 from catalog.models import Gpu, Node, NodeHealth, NodeState
 from core.db import savepoint
 from core.errors import DomainError
-from core.versions import CATALOG, bump
 from rentals.models import Allocation, AllocationEvent, AllocationGpu
 from rentals.services.events import event_record, raise_if_lost_race
-from rentals.services.summary import capacity_changed
+from rentals.services.summary import holdings_changed
 from rentals.sql import faults as faults_sql
 from telemetry.models import FlagKind
 
@@ -152,8 +151,7 @@ def gpus_swap(
     if spare.whole:
         allocation.node = spare.node
         allocation.save(update_fields=["node"])
-    bump(CATALOG)
-    capacity_changed(gpu_model_ids=[old_node.gpu_model_id, spare.node.gpu_model_id])
+    holdings_changed(gpu_model_ids=[old_node.gpu_model_id, spare.node.gpu_model_id])
     moved = spare.whole and spare.node.pk != old_node.pk
     before = _names(old_node.hostname, [h.gpu for h in dropped], with_node=moved)
     after = _names(spare.node.hostname, spare.gpus, with_node=moved)
