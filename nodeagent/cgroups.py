@@ -22,6 +22,7 @@ Every group of an allocation is named by its tenant login under one parent folde
 """
 
 import contextlib
+import errno
 import os
 import signal
 import time
@@ -95,10 +96,16 @@ def _write(path: Path, text: str) -> None:
 
 
 def _read_pids(procs: Path) -> set[int]:
+    """The pids in a cgroup; none where it is gone, or being removed as it is read (the
+    kernel answers ENODEV for a cgroup that died between the open and the read)."""
     try:
         return {int(line) for line in procs.read_text().split()}
     except (FileNotFoundError, ProcessLookupError):
         return set()
+    except OSError as exc:
+        if exc.errno == errno.ENODEV:
+            return set()
+        raise
 
 
 def available() -> tuple[str, ...]:
