@@ -174,12 +174,22 @@ def test_a_real_systemd_applies_the_drop_in_and_keeps_it_over_a_reload(systemd_i
         subprocess.run([*reach, "systemctl", "daemon-reload"], check=True)
         assert opened() == {str(own): "ENXIO", str(other): "EPERM"}  # systemd's own: kept
 
-        sleeper = subprocess.Popen([*reach, "systemd-run", "--scope", f"--slice=user-{uid}.slice",
-                                    f"--uid={uid}", "--quiet", "sleep", "600"])  # fmt: skip
+        # The scope opened() left has ended, and systemd may be stopping the empty slice
+        # right now: a scope started meanwhile is refused ("'stop' job queued"), as a login
+        # at that instant would be. Start the sleeper again until the slice takes it.
         deadline = time.monotonic() + 20
-        while not slices.pids(login, uid):
-            assert time.monotonic() < deadline, "the sleeper never reached its slice"
-            time.sleep(0.1)
+        while True:
+            sleeper = subprocess.Popen(
+                [*reach, "systemd-run", "--scope", f"--slice=user-{uid}.slice", f"--uid={uid}",
+                 "--quiet", "sleep", "600"], stderr=subprocess.PIPE,
+            )  # fmt: skip
+            while sleeper.poll() is None and not slices.pids(login, uid):
+                assert time.monotonic() < deadline, "the sleeper never reached its slice"
+                time.sleep(0.1)
+            if sleeper.poll() is None:
+                break
+            assert time.monotonic() < deadline, sleeper.stderr.read().decode()
+            time.sleep(0.2)
         slices.remove(login, uid)
         assert slices.pids(login, uid) == set() and not slices.dropin(uid).exists()
         assert sleeper.wait(10) != 0  # killed
