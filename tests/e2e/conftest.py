@@ -1,4 +1,4 @@
-"""Browser tests: Playwright driving Debian's chromium against a live server."""
+"""Browser tests: Playwright driving Debian's chromium-headless-shell against a live server."""
 
 import os
 import shutil
@@ -14,10 +14,19 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync 
 
 
 def chromium_path():
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
+    """The headless shell where it is installed (`make test` installs it), else a full
+    chromium in headless mode; CHROMIUM names another."""
+    for candidate in (
+        os.environ.get("CHROMIUM"),
+        shutil.which("chromium-headless-shell"),
+        shutil.which("chromium"),
+    ):
         if candidate and Path(candidate).exists():
             return candidate
-    pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+    pytest.fail(
+        "Debian's chromium-headless-shell is missing: `make test` installs it"
+        " (apt-get install chromium-headless-shell)"
+    )
 
 
 @pytest.fixture(scope="session")
