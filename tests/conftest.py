@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from anchorgpu.celery import app
 from tests import dbtemplate
+from tests.support.browser import chromium_path
 from tests.support.factories.accounts import person
 from tests.support.factories.catalog import catalog_setup
 from tests.support.factories.invoices import pln_rates_create
@@ -193,3 +194,29 @@ def worker():
         queues=settings.WORKER_QUEUES,
     ) as w:  # fmt: skip
         yield w
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One chromium per test process (Playwright's sync API runs one loop in a thread: a
+    second `sync_playwright()` beside it fails), for the browser tests and the CLI's pictures."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the tests' ORM calls beside it
+    # are synchronous code all the same.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium_path(),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
