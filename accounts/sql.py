@@ -27,3 +27,12 @@ WHERE t.personal_for_id = %s
     .format(columns=SQL(", ").join(Identifier("t", f.column) for f in Team._meta.concrete_fields))
     .as_string()
 )
+
+# Whether the person `%(user)s` signed up with addresses and confirmed none: what
+# `accounts.selectors.email_unverified` says, as a clause for a purchase's statement that
+# reads its quote (`rentals.sql.booking.QUOTE_LOCKED`).
+EMAIL_UNVERIFIED = """(
+    EXISTS (SELECT FROM account_emailaddress e WHERE e.user_id = %(user)s)
+    AND NOT EXISTS (SELECT FROM account_emailaddress e
+                    WHERE e.user_id = %(user)s AND e.verified)
+)"""

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from uuid import UUID
 
 from django.db import IntegrityError, connection
-from django.db.models import Exists, Model, OuterRef
+from django.db.models import Model
 from django.utils.translation import gettext as _
 
 from accounts.models import SshKey
 from accounts.roles import Acting, Action
-from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
-from core.db import db_clock, prefetched, retried_transaction, savepoint
+from accounts.selectors import email_unverified_error, require_verified_email
+from core.db import prefetched, retried_transaction, savepoint
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
     Allocation,
@@ -128,28 +128,42 @@ def allocation_book(
 
 def _quote_locked(acting: Acting, quote: Quote | UUID) -> "LockedQuote":
     """The team's booking quote, row-locked, if it was not booked yet and the person may
-    buy. One statement: the quote with its model, period and team (its spend limit), the
-    database's clock (`clock`), whether it was booked already and whether the person still
-    has to confirm an e-mail address."""
-    locked = (
-        Quote.objects.select_for_update(of=("self",))
-        .select_related("gpu_model", "period", "team", "region")
-        .annotate(
-            clock=db_clock(),
-            booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
-            unverified=email_unverified(acting.user),
-        )
-        .filter(pk=getattr(quote, "pk", quote), team=acting.team, kind=QuoteKind.BOOKING)
-        .first()
-    )
-    if locked is None:
+    buy. One statement (`rentals.sql.booking.QUOTE_LOCKED`): the quote with its model, period,
+    team (its spend limit) and region, the database's clock (`clock`), whether it was booked
+    already and whether the person still has to confirm an e-mail address."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            booking_sql.QUOTE_LOCKED,
+            {"quote": quote.pk if isinstance(quote, Quote) else quote, "team": acting.team.pk,
+             "kind": QuoteKind.BOOKING, "user": acting.user.pk},
+        )  # fmt: skip
+        row = cursor.fetchone()
+    if row is None:
         require_verified_email(user=acting.user)  # that refusal first, as for a found quote
         raise QuoteMissing(_("No such quote."), field="quote")
+    locked = cast("LockedQuote", _as_selected(row))
+    locked.clock, locked.booked, locked.unverified = row[-3:]
     if locked.unverified:
         raise email_unverified_error()
     if locked.booked:
         raise QuoteUsed(_("This quote was already booked; request a new quote."), field="quote")
     return locked
+
+
+def _as_selected(row: tuple[Any, ...]) -> Quote:
+    """The quote of a `QUOTE_LOCKED` row with its related rows cached on it, as the ORM's
+    `select_related` leaves them (a nullable one that is absent: None)."""
+    start, quote = 0, None
+    for model, fk, attnames in booking_sql.QUOTE_LOCKED_ROWS:
+        values = row[start : start + len(attnames)]
+        start += len(attnames)
+        if quote is None:
+            quote = Quote.from_db(connection.alias, attnames, values)
+            continue
+        related = None if values[0] is None else model.from_db(connection.alias, attnames, values)
+        Quote._meta.get_field(fk).set_cached_value(quote, related)  # type: ignore[union-attr]
+    assert quote is not None
+    return quote
 
 
 def _paid_window(quote: Quote, now: datetime) -> tuple[datetime, datetime]:
