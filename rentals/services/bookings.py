@@ -141,29 +141,13 @@ def _quote_locked(acting: Acting, quote: Quote | UUID) -> "LockedQuote":
     if row is None:
         require_verified_email(user=acting.user)  # that refusal first, as for a found quote
         raise QuoteMissing(_("No such quote."), field="quote")
-    locked = cast("LockedQuote", _as_selected(row))
+    locked = cast("LockedQuote", booking_sql.QUOTE_LOCKED_ROW.build(row))
     locked.clock, locked.booked, locked.unverified = row[-3:]
     if locked.unverified:
         raise email_unverified_error()
     if locked.booked:
         raise QuoteUsed(_("This quote was already booked; request a new quote."), field="quote")
     return locked
-
-
-def _as_selected(row: tuple[Any, ...]) -> Quote:
-    """The quote of a `QUOTE_LOCKED` row with its related rows cached on it, as the ORM's
-    `select_related` leaves them (a nullable one that is absent: None)."""
-    start, quote = 0, None
-    for model, fk, attnames in booking_sql.QUOTE_LOCKED_ROWS:
-        values = row[start : start + len(attnames)]
-        start += len(attnames)
-        if quote is None:
-            quote = Quote.from_db(connection.alias, attnames, values)
-            continue
-        related = None if values[0] is None else model.from_db(connection.alias, attnames, values)
-        Quote._meta.get_field(fk).set_cached_value(quote, related)  # type: ignore[union-attr]
-    assert quote is not None
-    return quote
 
 
 def _paid_window(quote: Quote, now: datetime) -> tuple[datetime, datetime]:

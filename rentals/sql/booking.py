@@ -1,33 +1,23 @@
 """The booking's write and the transitions by time (enforcement)."""
 
-from django.db import models
 from psycopg.sql import SQL, Identifier
 
 from accounts.models import Team
 from accounts.sql import EMAIL_UNVERIFIED
 from catalog.models import GpuModel, Region, RentalPeriod
+from core.db import Joined
 from rentals.models import Allocation, Quote
 
 # --- Booking, enforcement, idempotency ----------------------------------------------------
 
 # What a booking reads with its quote, and the quote's row lock, in one statement: the quote
-# and the rows the booking reads through it (alias, model, the quote's foreign key), then the
+# and the rows the booking reads through it (`QUOTE_LOCKED_ROW`), then the
 # database's clock, whether the quote was booked already and whether the person still has
-# to confirm an e-mail address. `rentals.services.bookings._quote_locked` turns the row into
-# the instances the ORM's `select_related` would give: written by hand because the ORM
-# spent more CPU compiling this one statement than the rest of the booking did in Python.
-_LOCKED: list[tuple[str, type[models.Model], str]] = [
-    ("q", Quote, ""),
-    ("m", GpuModel, "gpu_model"),
-    ("p", RentalPeriod, "period"),
-    ("t", Team, "team"),
-    ("r", Region, "region"),
-]
-# (model, the quote's foreign key to it ("": the quote), its columns' attnames), in the
-# row's order.
-QUOTE_LOCKED_ROWS = [
-    (model, fk, [f.attname for f in model._meta.concrete_fields]) for _a, model, fk in _LOCKED
-]
+# to confirm an e-mail address. Written by hand (`core.db.Joined`): the ORM spent more CPU
+# compiling this one statement than the rest of the booking did in Python.
+QUOTE_LOCKED_ROW = Joined(
+    Quote, "q", [("m", "gpu_model"), ("p", "period"), ("t", "team"), ("r", "region")]
+)
 QUOTE_LOCKED = (
     SQL(
         """
@@ -44,11 +34,7 @@ FOR UPDATE OF q
 """
     )
     .format(
-        columns=SQL(", ").join(
-            Identifier(alias, f.column)
-            for alias, model, _fk in _LOCKED
-            for f in model._meta.concrete_fields
-        ),
+        columns=QUOTE_LOCKED_ROW.columns,
         allocation=Identifier(Allocation._meta.db_table),
         unverified=SQL(EMAIL_UNVERIFIED),
         quote=Identifier(Quote._meta.db_table),
