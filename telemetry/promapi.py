@@ -132,6 +132,33 @@ class Engine:
                 found.append(Series(item.get("metric") or {}, points))
         return found
 
+    def range_query(
+        self, query: str, *, start: datetime, end: datetime, step: timedelta
+    ) -> list[Series]:
+        """`query` evaluated at start, start + step, … up to end (`/api/v1/query_range`),
+        sent as a form; VictoriaMetrics is told not to move `start` onto a multiple of
+        `step` (it does so only to cache the answer)."""
+        data = self._call(
+            "POST",
+            "/api/v1/query_range",
+            data={
+                "query": query,
+                "start": f"{ms_of(start) / 1000:.3f}",
+                "end": f"{ms_of(end) / 1000:.3f}",
+                "step": f"{step.total_seconds():g}",
+                "nocache": "1",
+            },
+        )
+        if data.get("resultType") != "matrix":
+            raise EngineError(f"expected a matrix, got {data.get('resultType')!r}")
+        return [
+            Series(
+                item.get("metric") or {},
+                [(round(float(ts) * 1000), value) for ts, value in item.get("values") or []],
+            )
+            for item in data.get("result") or []
+        ]
+
     def targets(self) -> list[Target] | None:
         """The engine's active scrape targets, or None where it serves no targets API (a
         VictoriaMetrics cluster's vmselect, Mimir: their agents scrape)."""

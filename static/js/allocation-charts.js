@@ -52,6 +52,18 @@
       charts[id].update();
     }
     root.dataset.points = String(data.gpus.reduce((n, g) => n + g.points.length, 0));
+    // Which data the lines are drawn from, and why the engine's are not, where it is the source.
+    const note = document.getElementById("chart-source");
+    if (note) {
+      const words = [note.dataset[data.source] || ""];
+      if (data.engine_from) words.push(note.dataset.engineBefore);
+      if (data.engine_fallback) {
+        const unreachable = data.engine_fallback.reason === "unreachable";
+        words.unshift(unreachable ? note.dataset.fallbackUnreachable : note.dataset.fallbackNoData);
+      }
+      note.textContent = words.join(" ");
+      note.dataset.source = data.source;
+    }
   }
   refresh();
   setInterval(refresh, 15000);
