@@ -22,6 +22,7 @@ filter or sum before a `*_over_time` without a subquery's resampling):
   each slice's average (the embedded path sums, or takes the highest, per sample first).
 """
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,6 +34,8 @@ from catalog.models import ExporterKind, Gpu, Node
 from telemetry.parse import MIB, amd_key
 from telemetry.promapi import Engine, EngineError, Series, at_ms, label_value, ms_of
 from telemetry.promapi import regex_alternatives as alternatives
+
+logger = logging.getLogger(__name__)
 
 MAX_POINTS = 11_000  # per series: Prometheus refuses more in one range query
 # A chart's data waits this long at most (the engine's own timeout where shorter).
@@ -209,6 +212,8 @@ def engine_gpu_series(
                 query, start=at_ms(evaluated_from), end=at_ms(evaluated_until), step=step
             )
     except EngineError as exc:
+        # The engine's words are the operator's (its flag and the log), not the customer's.
+        logger.warning("telemetry engine: chart of %s GPUs not read: %s", len(gpus), exc)
         return EngineSeries(None, reason=UNREACHABLE, detail=str(exc)[:200])
     found = _points(series, gpus, nodes, node_label=node_label, step_ms=step_ms)
     minutes = [minute for by_minute in found.values() for minute in by_minute]

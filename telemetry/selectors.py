@@ -53,7 +53,7 @@ def gpu_series(
                 else None
             )
             return engine_series_response(found, gpus=gpus, start=start, end=end, before=before)
-        fallback = {"reason": found.reason, "detail": found.detail}
+        fallback = {"reason": found.reason}
     parts: list[Part]
     if span <= RAW_MAX_SPAN:
         source, parts = "raw", [("raw", start, end)]
