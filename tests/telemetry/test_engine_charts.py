@@ -2,6 +2,8 @@
 the stored points are drawn, the answer says why, and nothing fails. (The engine's own points,
 against real Prometheus and VictoriaMetrics: tests/telemetry/test_remote_engines.py.)"""
 
+import contextlib
+import socket
 from datetime import timedelta
 
 import pytest
@@ -14,17 +16,26 @@ from tests.support.booking import book
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def engine_down(settings):
-    """TELEMETRY_SOURCE=prometheus, at a loopback port nobody listens on."""
-    settings.ANCHORGPU = {
-        **settings.ANCHORGPU,
-        "TELEMETRY_SOURCE": "prometheus",
-        "PROMETHEUS": {
-            **settings.ANCHORGPU["PROMETHEUS"],
-            "URL": f"http://127.0.0.1:{free_port()}",
-        },
-    }
+@pytest.fixture(params=["refused", "silent"])
+def engine_down(request, settings):
+    """TELEMETRY_SOURCE=prometheus, at a loopback port nobody listens on (refused), or at one
+    that takes the connection and never answers (silent: its timeout, shortened here)."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "silent":
+            server = stack.enter_context(socket.create_server(("127.0.0.1", 0), backlog=16))
+            port = server.getsockname()[1]
+        else:
+            port = free_port()
+        settings.ANCHORGPU = {
+            **settings.ANCHORGPU,
+            "TELEMETRY_SOURCE": "prometheus",
+            "PROMETHEUS": {
+                **settings.ANCHORGPU["PROMETHEUS"],
+                "URL": f"http://127.0.0.1:{port}",
+                "TIMEOUT": 0.3,
+            },
+        }
+        yield request.param
 
 
 def _with_samples(alice):
