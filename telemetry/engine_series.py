@@ -17,7 +17,8 @@ filter or sum before a `*_over_time` without a subquery's resampling):
 - a minute that holds a DCGM blank in a figure's samples has no value for that figure (the
   embedded path leaves the blank out and averages the rest);
 - the memory total is the minute's last used + free + reserved (the embedded path takes
-  its highest: the same for a GPU whose memory does not change size);
+  its highest: the same for a GPU whose memory does not change size), and where an exporter
+  serves no free memory it is used + reserved (the embedded path has none);
 - a MIG GPU's memory is the sum of each slice's highest, and its utilisation the highest of
   each slice's average (the embedded path sums, or takes the highest, per sample first).
 """
@@ -38,8 +39,6 @@ from telemetry.promapi import regex_alternatives as alternatives
 logger = logging.getLogger(__name__)
 
 MAX_POINTS = 11_000  # per series: Prometheus refuses more in one range query
-# A chart's data waits this long at most (the engine's own timeout where shorter).
-TIMEOUT_S = 5.0
 # A figure above this is a DCGM blank (near 2**63 or 2**47) in the minute, not a reading.
 PLAUSIBLE_MAX = 1e9
 FIGURE_LABEL = "anchorgpu_figure"
@@ -75,30 +74,28 @@ class _Query:
     def __init__(self, node_label: str, window: str):
         self.node_label, self.window, self.by = node_label, window, _by(node_label)
 
-    def _over(self, function: str, name: str, hosts: str, extra: str = "") -> str:
+    def _over(self, function: str, name: str, hosts: str, extra: str = "", op: str = "=") -> str:
         return (
-            f'{function}({{__name__="{label_value(name)}",'
+            f'{function}({{__name__{op}"{label_value(name)}",'
             f'{self.node_label}=~"{hosts}"{extra}}}[{self.window}])'
         )
 
     def dcgm(self, hosts: str) -> dict[str, str]:
         by = self.by
 
-        def summed(name: str, function: str) -> str:  # MIG slices add up; replicas do not
-            return f"sum by ({by}) (max by ({by}, GPU_I_ID) ({self._over(function, name, hosts)}))"
-
-        used, free, reserved = (
-            summed(f"DCGM_FI_DEV_FB_{part}", "last_over_time")
-            for part in ("USED", "FREE", "RESERVED")
-        )
+        # MIG slices add up, a pair's replicas do not. The total reads the three families
+        # in one selector (`last_over_time` keeps each series' name, so they stay apart
+        # until summed): a third of the work of adding three sums.
+        fb = self._over("last_over_time", "DCGM_FI_DEV_FB_(USED|FREE|RESERVED)", hosts, op="=~")
+        used = self._over("max_over_time", "DCGM_FI_DEV_FB_USED", hosts)
         util = self._over("avg_over_time", "DCGM_FI_DEV_GPU_UTIL", hosts)
         engine_active = self._over("avg_over_time", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", hosts)
         power = self._over("avg_over_time", "DCGM_FI_DEV_POWER_USAGE", hosts)
         temp = self._over("max_over_time", "DCGM_FI_DEV_GPU_TEMP", hosts)
         return {
             "util": f"(avg by ({by}) ({util})) or (100 * max by ({by}) ({engine_active}))",
-            "mem": summed("DCGM_FI_DEV_FB_USED", "max_over_time"),
-            "mem_total": f"({used} + {free} + {reserved}) or ({used} + {free})",
+            "mem": f"sum by ({by}) (max by ({by}, GPU_I_ID) ({used}))",
+            "mem_total": f"sum by ({by}) (max by ({by}, GPU_I_ID, __name__) ({fb}))",
             "power": f"avg by ({by}) ({power})",
             "temp": f"max by ({by}) ({temp})",
         }
@@ -207,7 +204,7 @@ def engine_gpu_series(
     }
     query = figures_query(nodes.values(), node_label=node_label, window=f"{step_ms}ms")
     try:
-        with Engine({**conf, "TIMEOUT": min(conf.get("TIMEOUT") or TIMEOUT_S, TIMEOUT_S)}) as e:
+        with Engine(conf) as e:
             series = e.range_query(
                 query, start=at_ms(evaluated_from), end=at_ms(evaluated_until), step=step
             )
