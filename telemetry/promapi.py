@@ -76,10 +76,10 @@ class Engine:
             headers=headers, auth=auth, verify=verify, timeout=conf.get("TIMEOUT", 10.0)
         )
 
-    def __enter__(self):
+    def __enter__(self) -> "Engine":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.client.close()
 
     def _get_json(self, response) -> dict:
