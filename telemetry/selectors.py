@@ -8,16 +8,19 @@ from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.db.models import Model, QuerySet
+from django.utils import timezone
 
 from catalog.models import Gpu, Node, NodeState
 from core.db import read_rows, reads_cursor
 from telemetry import sql
+from telemetry.engine_series import engine_gpu_series, engine_series_response
 from telemetry.models import Flag, FlagKind, FleetRollup, GpuRollup, GpuSample, Severity
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 RAW_MAX_SPAN = timedelta(hours=6)
 MINUTE_MAX_SPAN = timedelta(days=7)
+ENGINE_STEP = timedelta(minutes=1)
 
 N = TypeVar("N", int, float)
 Part = tuple[str, datetime, datetime]  # (source: "raw" or a rollup bucket, from, to)
@@ -30,12 +33,27 @@ _ROLLUP_COLUMNS = ("gpu_id", "at", "utilization_avg", "memory_used_max_mib", "me
                    "power_avg_w", "temperature_max_c")  # fmt: skip
 
 
-def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict[str, Any]:
+def gpu_series(
+    *, gpus: list[Gpu], start: datetime, end: datetime, engine: bool = True
+) -> dict[str, Any]:
     """Per-GPU series for the charts: raw samples for short ranges, rollups for long ones,
     and, after the newest rollup, the finer data that is not rolled up yet, so the line
-    reaches now."""
+    reaches now. With the operator's engine as the source, its minutes where raw samples
+    do not serve the range (`source`: engine); where it gives none, the database's points
+    and `engine_fallback` saying why (telemetry/engine_series.py)."""
     by_pk = {gpu.pk: gpu for gpu in gpus}
     span = end - start
+    fallback = None
+    if engine and _engine_minutes_wanted(start=start, end=end):
+        found = engine_gpu_series(gpus=gpus, start=start, end=end, step=ENGINE_STEP)
+        if found.points is not None and found.since is not None:
+            before = (  # the engine's first minutes are missing (its retention): ours
+                gpu_series(gpus=gpus, start=start, end=found.since, engine=False)
+                if found.since >= start + ENGINE_STEP
+                else None
+            )
+            return engine_series_response(found, gpus=gpus, start=start, end=end, before=before)
+        fallback = {"reason": found.reason}
     parts: list[Part]
     if span <= RAW_MAX_SPAN:
         source, parts = "raw", [("raw", start, end)]
@@ -82,7 +100,18 @@ def gpu_series(*, gpus: list[Gpu], start: datetime, end: datetime) -> dict[str, 
             {"uuid": by_pk[g].uuid, "index": by_pk[g].index, "points": series[g]}
             for g in sorted(by_pk, key=lambda g: by_pk[g].index)
         ],
+        **({"engine_fallback": fallback} if fallback else {}),
     }
+
+
+def _engine_minutes_wanted(*, start: datetime, end: datetime) -> bool:
+    """With TELEMETRY_SOURCE=prometheus the engine's minutes draw what raw samples do not:
+    a range longer than raw points are drawn for, or one older than PostgreSQL keeps raw
+    samples; up to a week of minutes (longer ranges read the hourly rows)."""
+    conf = settings.ANCHORGPU
+    if conf["TELEMETRY_SOURCE"] != "prometheus" or end - start > MINUTE_MAX_SPAN:
+        return False
+    return end - start > RAW_MAX_SPAN or start < timezone.now() - conf["RAW_RETENTION"]
 
 
 @dataclass

@@ -215,7 +215,9 @@ def extension_quote_response(request, allocation):
 
 
 class AllocationTelemetryApi(APIView):
-    """Series per GPU: raw samples up to 6 h, per-minute rollups up to 7 days, then hourly."""
+    """Series per GPU: raw samples up to 6 h, per-minute rollups up to 7 days, then hourly;
+    with TELEMETRY_SOURCE=prometheus the minutes from the engine (`source`: engine), or the
+    stored points and `engine_fallback` saying why not."""
 
     @extend_schema(
         parameters=[
