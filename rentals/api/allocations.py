@@ -215,7 +215,8 @@ def extension_quote_response(request, allocation):
 
 
 class AllocationTelemetryApi(APIView):
-    """Series per GPU: raw samples up to 6 h, per-minute rollups up to 7 days, then hourly."""
+    """Series per GPU: raw samples up to 6 h; minute points (from raw samples, while they are
+    kept) up to 7 days; otherwise hourly points, `source` "hour"."""
 
     @extend_schema(
         parameters=[

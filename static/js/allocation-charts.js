@@ -51,6 +51,9 @@
       charts[id].data.datasets = datasets;
       charts[id].update();
     }
+    // Past the raw samples' retention a range is drawn from hourly points: the page says so.
+    const hourly = document.getElementById("charts-hourly");
+    if (hourly) hourly.hidden = data.source !== "hour";
     root.dataset.points = String(data.gpus.reduce((n, g) => n + g.points.length, 0));
   }
   refresh();
