@@ -321,6 +321,11 @@ def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
     return total
 
 
+def oldest_sample_at() -> datetime | None:
+    """The oldest raw sample kept (None: none): what is older can no longer be split."""
+    return GpuSample.objects.order_by("at").values_list("at", flat=True).first()
+
+
 def memory_total_by_model(*, since: datetime) -> dict[int, float]:
     """Per GPU model id, the largest memory total its GPUs' hours since `since` report."""
     with reads_cursor() as cursor:

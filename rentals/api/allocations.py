@@ -250,6 +250,10 @@ class AllocationUsageSerializer(serializers.Serializer):
     stopped_hours = serializers.FloatField()
     gpu_hours = serializers.FloatField()
     covered_gpu_hours = serializers.FloatField(help_text="GPU-hours telemetry saw")
+    edges_unsplit = serializers.BooleanField(
+        help_text="a partial hour at a holding's start or end could not be split (its raw"
+        " samples pruned, no edge kept): the figures leave it out"
+    )
     # A declared field: DRF's metaclass takes it off the class, `Serializer.partial` stays.
     partial = serializers.BooleanField(  # type: ignore[assignment]
         help_text="telemetry saw under 95 % of the window"
