@@ -124,6 +124,9 @@ ROLLUP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('telemetry_roll
 # The rollup's shards: the GPU ids divided by the shard size (the parameter).
 ROLLUP_SHARDS = "SELECT DISTINCT id / %s FROM catalog_gpu ORDER BY 1"
 
+# The former per-GPU rollups emptied at once (13.5 TB of minute rows at 100k GPUs: no DELETE).
+FORMER_ROLLUPS_TRUNCATE = "TRUNCATE telemetry_gpurollup"
+
 # The oldest GPU hour (a first run's fleet rollups start there).
 OLDEST_HOUR = "SELECT min(at) FROM telemetry_gpuhour"
 

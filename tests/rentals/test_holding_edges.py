@@ -2,13 +2,15 @@
 exact once raw samples are pruned; a boundary that moves gets an edge of its own."""
 
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from rentals.models import AllocationGpu, HoldingEdge
 from rentals.models.edges import holding_edges
 from rentals.services.edges import holding_edges_close
-from telemetry.models import GpuSample
+from telemetry.models import GpuRollup, GpuSample
 from telemetry.rollup import telemetry_rollup
 from tests.support.booking import book
 
@@ -53,3 +55,35 @@ def test_an_edge_is_kept_once_its_hour_closed_with_what_the_gpu_did_in_it(catalo
     assert (mine.samples, mine.util_sum / mine.util_samples) == (len(inside), 80.0)
     assert mine.energy_j == pytest.approx(15.0 * len(inside))  # the first rise from before
     assert edges[idle.pk].samples == 0 and edges[idle.pk].energy_j is None
+
+
+def test_the_conversion_keeps_edges_from_the_former_minute_rows_then_empties_them(catalog, alice):
+    """Raw samples long pruned, the former per-GPU minute rollups still there: an edge is
+    kept from the whole minutes inside it (the seconds around were only ever in raw
+    samples); a second run writes nothing; --truncate empties the former table."""
+    allocation = book(alice, model="h100", count=1, period="day")
+    holding = AllocationGpu.objects.get(allocation=allocation)
+    start = holding.starts_at
+    first_minute = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    hour_end = start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    minutes = [first_minute - timedelta(minutes=1)]  # the minute it started in: partial
+    at = first_minute
+    while at < hour_end:
+        minutes.append(at)
+        at += timedelta(minutes=1)
+    GpuRollup.objects.bulk_create(
+        GpuRollup(gpu_id=holding.gpu_id, bucket="minute", at=at, samples=4, utilization_avg=50.0,
+                  utilization_max=60.0, energy_j=100.0, covered_s=60.0, busy_s=60.0)
+        for at in minutes
+    )  # fmt: skip
+    out = StringIO()
+    call_command("holding_edges_convert", stdout=out)
+    edge = HoldingEdge.objects.get()
+    whole = len(minutes) - 1
+    assert (edge.start, edge.end) == (start, hour_end)
+    assert (edge.samples, edge.util_sum, edge.util_samples) == (4 * whole, 200.0 * whole, 4 * whole)
+    assert (edge.energy_j, edge.covered_s, edge.util_max) == (100.0 * whole, 60.0 * whole, 60.0)
+    assert f"{1 if whole else 0} from minute rows" in out.getvalue()
+    call_command("holding_edges_convert", "--truncate", stdout=StringIO())
+    assert HoldingEdge.objects.count() == 1  # kept once
+    assert not GpuRollup.objects.exists()
