@@ -107,6 +107,7 @@ def month_partition_create(table: str, month: date) -> bool:
         if cursor.fetchone()[0]:
             return False
         cursor.execute(sql.partition_create(name, like=table))
+        cursor.execute(sql.partition_autovacuum(name))
         fill = sql.partition_fill(name, default=f"{table}_default")
         cursor.execute(fill, {"start": start, "end": end})
         cursor.execute(sql.partition_attach(name, to=table), [start, end])

@@ -87,7 +87,7 @@ def _marks_at_start() -> Marks:
         FleetRollup.objects.filter(bucket=RollupBucket.MINUTE)
         .order_by("-at")
         .values_list("at", flat=True)
-        .first()  # fmt: skip
+        .first()
     )
     hour = _one(sql.newest("telemetry_gpuhour"))
     return (
@@ -125,9 +125,9 @@ def shard_rollup(
             )
         minutes_until = bucket_floor(default[0] or oldest or minute_end, "minute")
         hours_until = bucket_floor(default[1] or oldest or minute_end, "hour")
-    minutes_from = min(minutes_until - STEP["minute"], minute_end)
-    if mark is None:
-        minutes_from = min(minutes_until, minute_end)
+    # The newest minute rolled is rolled again: late samples land in it.
+    again = STEP["minute"] if mark is not None else timedelta(0)
+    minutes_from = min(minutes_until - again, minute_end)
     hours_from = min(hours_until, hour_end)
     read_from = min(minutes_from, hours_from) if hours_from < hour_end else minutes_from
     with connection.cursor() as cursor:

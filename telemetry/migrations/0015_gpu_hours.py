@@ -81,6 +81,10 @@ def convert(apps, schema_editor):
                     " FOR VALUES FROM (%s) TO (%s)",
                     [month, _next_month(month)],
                 )
+                cursor.execute(
+                    f"ALTER TABLE {table}_{month:%Y%m} SET (autovacuum_vacuum_insert_scale_factor"
+                    " = 0.01, autovacuum_analyze_scale_factor = 0.005)"
+                )
             cursor.execute(CONVERT.format(table=table), [bucket])
 
 
