@@ -321,9 +321,14 @@ def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
     return total
 
 
-def oldest_sample_at() -> datetime | None:
-    """The oldest raw sample kept (None: none): what is older can no longer be split."""
-    return GpuSample.objects.order_by("at").values_list("at", flat=True).first()
+def raw_samples_from(*, now: datetime) -> datetime:
+    """Raw samples are all kept from here on: the older of the oldest one kept and the raw
+    retention's cutoff (samples begin after it where polling began later; the prune may not
+    have reached it yet). A part of a range before it can no longer be read from raw
+    samples, so GPU hours cannot split its hour."""
+    oldest = GpuSample.objects.order_by("at").values_list("at", flat=True).first()
+    cutoff: datetime = now - settings.ANCHORGPU["RAW_RETENTION"]
+    return min(oldest, cutoff) if oldest is not None else cutoff
 
 
 def memory_total_by_model(*, since: datetime) -> dict[int, float]:

@@ -12,7 +12,7 @@ from django.utils import timezone
 from rentals.models import Allocation, AllocationGpu, AllocationState, HoldingEdge
 from rentals.models.edges import holding_edges, hour_floor
 from telemetry.models import GpuSample
-from telemetry.selectors import Totals, gpu_series, gpu_totals, oldest_sample_at
+from telemetry.selectors import Totals, gpu_series, gpu_totals, raw_samples_from
 
 
 def _active_threshold() -> float:
@@ -76,7 +76,7 @@ def allocation_usage(*, allocation: Allocation, now: datetime) -> Usage:
     held = list(allocation.held.all())
     gpu_ids = [h.gpu_id for h in held]
     totals, unsplit = (
-        _held_totals(held, start=start, end=end) if held and elapsed else (None, False)
+        _held_totals(held, start=start, end=end, now=now) if held and elapsed else (None, False)
     )
     idle_hours = None
     if totals is not None and allocation.state == AllocationState.RUNNING:
@@ -153,7 +153,7 @@ def _pieces(a: datetime, b: datetime) -> list[tuple[datetime, datetime]]:
 
 
 def _held_totals(
-    held: list[AllocationGpu], *, start: datetime, end: datetime
+    held: list[AllocationGpu], *, start: datetime, end: datetime, now: datetime
 ) -> tuple[Totals, bool]:
     """What the allocation's GPUs did, each within [start, end) and the time it held it, and
     whether an hour at an edge could not be split (its raw samples pruned, no edge kept: the
@@ -178,11 +178,11 @@ def _held_totals(
                 )  # fmt: skip
             else:
                 pieces.setdefault(piece, []).append(h.gpu_id)
-    oldest = oldest_sample_at() if pieces else None
+    raw_from = raw_samples_from(now=now) if pieces else None
     unsplit = False
     for (a, b), ids in pieces.items():
         partial = hour_floor(a) != a or hour_floor(b) != b
-        if partial and oldest is not None and a < oldest:
+        if partial and raw_from is not None and a < raw_from:
             # Raw samples no longer reach back here: GPU hours cannot split the hour.
             unsplit = True
             continue

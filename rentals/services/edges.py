@@ -9,12 +9,13 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, FloatField, Max, Q, Sum
+from django.utils import timezone
 
 from rentals.models import AllocationGpu, HoldingEdge
 from rentals.models.edges import holding_edges, hour_ceil
 from telemetry.models import GpuRollup, RollupBucket
 from telemetry.rollup import bucket_floor
-from telemetry.selectors import gpu_totals_by_gpu, oldest_sample_at, rolled_until
+from telemetry.selectors import gpu_totals_by_gpu, raw_samples_from, rolled_until
 
 MINUTE = timedelta(minutes=1)
 # How far back a run looks for edges whose hour closed: beat runs it every minute, so a day
@@ -33,16 +34,17 @@ def _candidates(*, since: datetime, closed: datetime) -> Iterable[AllocationGpu]
 
 
 @transaction.atomic
-def holding_edges_close(*, lookback: timedelta = EDGES_LOOKBACK) -> int:
+def holding_edges_close(
+    *, lookback: timedelta = EDGES_LOOKBACK, now: datetime | None = None
+) -> int:
     """Write the edges of holdings whose edge hour every shard of the rollup has closed (in
     the last `lookback`), from the raw samples, once; an edge whose raw samples are no longer
     all kept is left unwritten (a reader then says it cannot split that hour). Returns the
     rows written. Idempotent: an edge already kept is not written again."""
     closed = rolled_until("hour")
-    oldest = oldest_sample_at()
-    if closed is None or oldest is None:
+    if closed is None:
         return 0
-    since = max(closed - lookback, oldest)
+    since = max(closed - lookback, raw_samples_from(now=now or timezone.now()))
     owed: dict[tuple[datetime, datetime], list[AllocationGpu]] = {}
     holdings = list(_candidates(since=since, closed=closed))
     kept = set(
@@ -115,8 +117,11 @@ def holding_edges_from_minutes(
     retention), else from the minute rows (as exact as the figures were while those were
     read). Resumable: a kept edge is never written again, so a run that stops is run again.
     Returns the edges written from each source."""
-    counts = {"from_raw": holding_edges_close(lookback=settings.ANCHORGPU["RAW_RETENTION"])}
-    oldest = oldest_sample_at()
+    now = timezone.now()
+    counts = {
+        "from_raw": holding_edges_close(lookback=settings.ANCHORGPU["RAW_RETENTION"], now=now)
+    }
+    raw_from = raw_samples_from(now=now)
     counts["from_minutes"] = 0
     after = 0
     while True:
@@ -136,7 +141,7 @@ def holding_edges_from_minutes(
         owed: dict[tuple[datetime, datetime], list[AllocationGpu]] = {}
         for holding in holdings:
             for start, end in holding_edges(holding.starts_at, holding.ends_at):
-                if (oldest is None or start < oldest) and (holding.pk, start, end) not in kept:
+                if start < raw_from and (holding.pk, start, end) not in kept:
                     owed.setdefault((start, end), []).append(holding)
         rows = []
         for (start, end), owners in owed.items():

@@ -57,11 +57,15 @@ def test_an_edge_is_kept_once_its_hour_closed_with_what_the_gpu_did_in_it(catalo
     assert edges[idle.pk].samples == 0 and edges[idle.pk].energy_j is None
 
 
-def test_the_conversion_keeps_edges_from_the_former_minute_rows_then_empties_them(catalog, alice):
+def test_the_conversion_keeps_edges_from_the_former_minute_rows_then_empties_them(
+    catalog, alice, settings
+):
     """Raw samples long pruned, the former per-GPU minute rollups still there: an edge is
     kept from the whole minutes inside it (the seconds around were only ever in raw
     samples); a second run writes nothing; --truncate empties the former table."""
     allocation = book(alice, model="h100", count=1, period="day")
+    # A raw retention that has pruned everything before now: the booking's start too.
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "RAW_RETENTION": timedelta(0)}
     holding = AllocationGpu.objects.get(allocation=allocation)
     start = holding.starts_at
     first_minute = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
@@ -87,3 +91,20 @@ def test_the_conversion_keeps_edges_from_the_former_minute_rows_then_empties_the
     call_command("holding_edges_convert", "--truncate", stdout=StringIO())
     assert HoldingEdge.objects.count() == 1  # kept once
     assert not GpuRollup.objects.exists()
+
+
+def test_an_edge_is_kept_when_the_samples_begin_after_the_holding(catalog, alice):
+    """Polling that began after the booking (the first samples after its start) still has
+    every raw sample of the edge: the edge is kept from them."""
+    allocation = book(alice, model="h100", count=1, period="day")
+    holding = AllocationGpu.objects.get(allocation=allocation)
+    start = holding.starts_at
+    GpuSample.objects.bulk_create(
+        GpuSample(gpu_id=holding.gpu_id, at=start + timedelta(seconds=1 + 15 * i),
+                  utilization=50.0)
+        for i in range(3)
+    )  # fmt: skip
+    hour_end = start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    telemetry_rollup(now=hour_end + timedelta(minutes=1))
+    assert holding_edges_close() == 1
+    assert HoldingEdge.objects.get().samples == 3
