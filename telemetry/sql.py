@@ -524,11 +524,13 @@ GROUP BY at
 """
 
 # A chart's minute points from raw samples, and its hourly points from GPU hours (the
-# averages their sums make), in time order.
+# averages their sums make), in time order. The averages add up in time order, so the same
+# samples give the same points to the last bit however they were written (polled, or
+# ingested from an engine).
 MINUTE_POINTS = """
 SELECT gpu_id, date_bin(interval '1 minute', at, timestamptz '2000-01-01 00:00:00+00') AS at,
-       avg(utilization), max(memory_used_mib), max(memory_total_mib), avg(power_w),
-       max(temperature_c)
+       avg(utilization ORDER BY at), max(memory_used_mib), max(memory_total_mib),
+       avg(power_w ORDER BY at), max(temperature_c)
 FROM telemetry_gpusample
 WHERE gpu_id = ANY(%(gpu_ids)s) AND at >= %(start)s AND at < %(end)s
 GROUP BY 1, 2
