@@ -2,12 +2,14 @@
 issued under the user's current password)."""
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from rest_framework import authentication, exceptions
 
+from accounts import sql
 from accounts.models import ApiToken, token_hash
 from core.authentication import authorization_credential
 
@@ -22,16 +24,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if raw is None:
             return None
         now = timezone.now()
-        token = (
-            ApiToken.objects.select_related("user", "team")
-            .filter(
-                key_hash=token_hash(raw),
-                revoked_at__isnull=True,
-                expires_at__gt=now,
-                user__is_active=True,
-            )
-            .first()
-        )
+        with connection.cursor() as cursor:  # live, by its hash, with its user and team
+            cursor.execute(sql.TOKEN, {"hash": token_hash(raw), "now": now})
+            row = cursor.fetchone()
+        token = None if row is None else sql.TOKEN_ROW.build(row)
         if token is None:
             raise exceptions.AuthenticationFailed(_("Invalid, expired or revoked token."))
         if not _stamp_holds(token):

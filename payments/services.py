@@ -23,12 +23,12 @@ import stripe
 from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils.translation import gettext as _
 from stripe.params import PaymentIntentCreateParams
 
-from accounts.models import BillingMode, Team, TeamCreditLimit
+from accounts.models import BillingMode, Team
 from accounts.roles import Acting, Action
 from core.db import db_now
 from core.errors import as_invalid
@@ -36,6 +36,7 @@ from core.money import amount_check
 from invoices.models import Invoice, InvoiceKind, InvoicePayment, PaymentSource
 from invoices.selectors import invoice_owed, invoice_today, with_payment_facts
 from payments import processor
+from payments import sql as payments_sql
 from payments.errors import (
     CardInvalid,
     CardMissing,
@@ -340,7 +341,8 @@ def purchase_check(*, acting: Acting, quote: Quote, payment: object, at: datetim
                 )
             )
         return
-    overdue = invoices_overdue(team=team, at=at)
+    credit_limit, any_overdue = _invoiced_terms(team=team, currency=quote.currency)
+    overdue = invoices_overdue(team=team, at=at) if any_overdue else []
     if overdue:
         raise InvoiceOverdue(
             _(
@@ -354,20 +356,33 @@ def purchase_check(*, acting: Acting, quote: Quote, payment: object, at: datetim
             },
             extra={"invoices": [i.display_number for i in overdue]},
         )
-    limit = TeamCreditLimit.objects.filter(team=team, currency=quote.currency).first()
-    if limit is None:
+    if credit_limit is None:
         return
     Team.objects.select_for_update().filter(pk=team.pk).first()  # one purchase at a time
     owed = team_owed(team=team, currency=quote.currency)
-    if owed + quote.total > limit.amount:
+    if owed + quote.total > credit_limit:
         raise CreditLimitExceeded(
             _(
                 "This would take the team's unpaid invoices to %(total)s %(currency)s, over its "
                 "credit limit of %(limit)s %(currency)s. Pay an invoice or ask us to raise it."
             )
-            % {"total": owed + quote.total, "limit": limit.amount, "currency": quote.currency},
-            extra={"owed": str(owed), "limit": str(limit.amount), "currency": quote.currency},
+            % {"total": owed + quote.total, "limit": credit_limit, "currency": quote.currency},
+            extra={"owed": str(owed), "limit": str(credit_limit), "currency": quote.currency},
         )
+
+
+def _invoiced_terms(*, team: Team, currency: str) -> tuple[Decimal | None, bool]:
+    """(the team's credit limit in `currency` or None, whether an invoice is overdue), in one
+    statement (`payments.sql.INVOICED_TERMS`); overdue as `invoices_overdue` counts it."""
+    cutoff = invoice_today() - timedelta(days=team.grace_days)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            payments_sql.INVOICED_TERMS,
+            {"team": team.pk, "currency": currency, "cutoff": cutoff,
+             "invoice": InvoiceKind.INVOICE, "credit_note": InvoiceKind.CREDIT_NOTE},
+        )  # fmt: skip
+        credit_limit, overdue = cursor.fetchone()
+    return credit_limit, overdue
 
 
 def team_owed(*, team: Team, currency: str) -> Decimal:

@@ -76,10 +76,10 @@ class Engine:
             headers=headers, auth=auth, verify=verify, timeout=conf.get("TIMEOUT", 10.0)
         )
 
-    def __enter__(self):
+    def __enter__(self) -> "Engine":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.client.close()
 
     def _get_json(self, response) -> dict:
@@ -131,6 +131,33 @@ class Engine:
             if points:
                 found.append(Series(item.get("metric") or {}, points))
         return found
+
+    def range_query(
+        self, query: str, *, start: datetime, end: datetime, step: timedelta
+    ) -> list[Series]:
+        """`query` evaluated at start, start + step, … up to end (`/api/v1/query_range`),
+        sent as a form; VictoriaMetrics is told not to move `start` onto a multiple of
+        `step` (it does so only to cache the answer)."""
+        data = self._call(
+            "POST",
+            "/api/v1/query_range",
+            data={
+                "query": query,
+                "start": f"{ms_of(start) / 1000:.3f}",
+                "end": f"{ms_of(end) / 1000:.3f}",
+                "step": f"{step.total_seconds():g}",
+                "nocache": "1",
+            },
+        )
+        if data.get("resultType") != "matrix":
+            raise EngineError(f"expected a matrix, got {data.get('resultType')!r}")
+        return [
+            Series(
+                item.get("metric") or {},
+                [(round(float(ts) * 1000), value) for ts, value in item.get("values") or []],
+            )
+            for item in data.get("result") or []
+        ]
 
     def targets(self) -> list[Target] | None:
         """The engine's active scrape targets, or None where it serves no targets API (a

@@ -13,12 +13,14 @@ from django.utils import timezone
 from catalog.models import Gpu, Node, NodeState
 from core.db import read_rows, reads_cursor
 from telemetry import sql
+from telemetry.engine_series import engine_gpu_series, engine_series_response
 from telemetry.models import Flag, FlagKind, GpuSample, RollupBucket, Severity
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 RAW_MAX_SPAN = timedelta(hours=6)
 MINUTE_MAX_SPAN = timedelta(days=7)
+ENGINE_STEP = timedelta(minutes=1)
 
 N = TypeVar("N", int, float)
 Part = tuple[str, datetime, datetime]  # (source: "raw" or a rollup bucket, from, to)
@@ -44,7 +46,7 @@ def _raw_rows(*, gpu_ids: list[int], start: datetime, end: datetime) -> list[tup
 
 def _minute_rows(*, gpu_ids: list[int], start: datetime, end: datetime) -> list[tuple[Any, ...]]:
     """Minute points of [start, end): computed from the raw samples (no minute is stored).
-    Where another source keeps minutes (the operator's engine), it is chosen here."""
+    The operator's engine's minutes, where it is the source, are chosen before (`gpu_series`)."""
     return _tuples(sql.MINUTE_POINTS, {"gpu_ids": gpu_ids, "start": start, "end": end})
 
 
@@ -53,16 +55,34 @@ def _hour_rows(*, gpu_ids: list[int], start: datetime, end: datetime) -> list[tu
 
 
 def gpu_series(
-    *, gpus: list[Gpu], start: datetime, end: datetime, now: datetime | None = None
+    *,
+    gpus: list[Gpu],
+    start: datetime,
+    end: datetime,
+    engine: bool = True,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """Per-GPU series for the charts: raw samples up to RAW_MAX_SPAN; up to MINUTE_MAX_SPAN,
     minute points while the range's raw samples are kept (RAW_RETENTION); otherwise hourly
     points from GPU hours, then minute points after the newest closed hour, so the line
-    reaches now. `source` says which ("raw", "minute" or "hour": the page shows "hourly
-    points")."""
+    reaches now. `source` says which ("raw", "minute" or "hour", which the page says). With
+    the operator's engine as the source, its minutes where raw samples do not serve the
+    range (`source`: engine); where it gives none, the database's points and
+    `engine_fallback` saying why (telemetry/engine_series.py)."""
     by_pk = {gpu.pk: gpu for gpu in gpus}
     ids = list(by_pk)
     span = end - start
+    fallback = None
+    if engine and _engine_minutes_wanted(start=start, end=end):
+        found = engine_gpu_series(gpus=gpus, start=start, end=end, step=ENGINE_STEP)
+        if found.points is not None and found.since is not None:
+            before = (  # the engine's first minutes are missing (its retention): ours
+                gpu_series(gpus=gpus, start=start, end=found.since, engine=False, now=now)
+                if found.since >= start + ENGINE_STEP
+                else None
+            )
+            return engine_series_response(found, gpus=gpus, start=start, end=end, before=before)
+        fallback = {"reason": found.reason}
     raw_kept_from = (now or timezone.now()) - settings.ANCHORGPU["RAW_RETENTION"]
     rows: list[tuple[Any, ...]]
     if span <= RAW_MAX_SPAN:
@@ -89,7 +109,18 @@ def gpu_series(
             {"uuid": by_pk[g].uuid, "index": by_pk[g].index, "points": series[g]}
             for g in sorted(by_pk, key=lambda g: by_pk[g].index)
         ],
+        **({"engine_fallback": fallback} if fallback else {}),
     }
+
+
+def _engine_minutes_wanted(*, start: datetime, end: datetime) -> bool:
+    """With TELEMETRY_SOURCE=prometheus the engine's minutes draw what raw samples do not:
+    a range longer than raw points are drawn for, or one older than PostgreSQL keeps raw
+    samples; up to a week of minutes (longer ranges read the hourly rows)."""
+    conf = settings.ANCHORGPU
+    if conf["TELEMETRY_SOURCE"] != "prometheus" or end - start > MINUTE_MAX_SPAN:
+        return False
+    return end - start > RAW_MAX_SPAN or start < timezone.now() - conf["RAW_RETENTION"]
 
 
 @dataclass

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from anchorgpu.celery import app
 from tests import dbtemplate
+from tests.support.browser import chromium_path
 from tests.support.factories.accounts import person
 from tests.support.factories.catalog import catalog_setup
 from tests.support.factories.invoices import pln_rates_create
@@ -42,8 +43,29 @@ NOT_IN_MARKED_PASSES = "tests/test_schema_fuzz.py"
 MARKED_PASSES = ("slow", "engines")
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects what is marked
+# The modules whose tests take longest (tens of seconds of CPU each: browsers, the migration
+# graph, the scale generator, the fuzzing), run first. pytest-xdist hands each worker a run
+# of tests in collection order and lets an idle one steal from the other's end, so with
+# these first the pass ends on short tests; in file order a browser walk of twenty seconds
+# could start last and leave the other core idle meanwhile. Whole modules move, in their
+# own order, so module-scoped fixtures are still built once.
+FIRST = (
+    "tests/e2e/test_every_page.py",
+    "tests/anchorgpu/test_migrations.py",
+    "tests/test_schema_fuzz.py",
+    "tests/anchorgpu/test_scale.py",
+    "tests/e2e/",
+    "tests/cli/",
+)
+
+
+def _first(item) -> int:
+    return next((i for i, prefix in enumerate(FIRST) if item.nodeid.startswith(prefix)), len(FIRST))
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
+    # Before -m deselects what is marked: the check sees every test.
     for item in items:
         marked = [m for m in MARKED_PASSES if item.get_closest_marker(m)]
         if item.nodeid.startswith(NOT_IN_MARKED_PASSES) and marked:
@@ -51,6 +73,9 @@ def pytest_collection_modifyitems(config, items):
                 f"{item.nodeid} is marked {marked[0]}, but make test's {marked[0]} pass "
                 f"does not collect {NOT_IN_MARKED_PASSES} (Makefile)"
             )
+    yield
+    # After every other plugin's order (pytest-django's puts transactional tests last).
+    items.sort(key=_first)  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")
@@ -169,3 +194,29 @@ def worker():
         queues=settings.WORKER_QUEUES,
     ) as w:  # fmt: skip
         yield w
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One chromium per test process (Playwright's sync API runs one loop in a thread: a
+    second `sync_playwright()` beside it fails), for the browser tests and the CLI's pictures."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the tests' ORM calls beside it
+    # are synchronous code all the same.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium_path(),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()

@@ -216,7 +216,9 @@ def extension_quote_response(request, allocation):
 
 class AllocationTelemetryApi(APIView):
     """Series per GPU: raw samples up to 6 h; minute points (from raw samples, while they are
-    kept) up to 7 days; otherwise hourly points, `source` "hour"."""
+    kept) up to 7 days; otherwise hourly points, `source` "hour". With
+    TELEMETRY_SOURCE=prometheus the minutes from the engine (`source`: engine), or the stored
+    points and `engine_fallback` saying why not."""
 
     @extend_schema(
         parameters=[

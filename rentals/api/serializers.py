@@ -434,6 +434,15 @@ class BookingSerializer(serializers.Serializer):
     amount = MoneyAmountField()
     currency = serializers.CharField()
 
+    def to_representation(self, instance):
+        # `allocation` is `allocations`' first: rendered once (half the booking answer's CPU).
+        lead, members = instance["allocation"], instance["allocations"]
+        if not members or members[0] is not lead:
+            return super().to_representation(instance)
+        data = super().to_representation({**instance, "allocation": None})
+        data["allocation"] = data["allocations"][0]
+        return data
+
 
 class ClusterSerializer(serializers.Serializer):
     """Whole nodes of one network group booked together: one paid period, one charge."""

@@ -4,14 +4,16 @@ exactly instead (slower, never wrong). What is read here is advisory: pages say 
 and booking checks again."""
 
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django.db import connection
 from django.db.models import Max, Sum
 from django.utils import timezone
 
 from catalog.models import GpuModel
 from catalog.software import NO_REQUIRES, Requires
-from rentals.models import BookedAheadDay, CapacityDay, CapacityNode, CapacitySummary
+from rentals.models import BookedAheadDay, CapacityDay, CapacitySummary
+from rentals.sql import summary as summary_sql
 
 if TYPE_CHECKING:  # availability imports this module
     from rentals.selectors.availability import AvailabilityDay
@@ -115,13 +117,14 @@ def capacity_nodes_fullest(
     fewest free over it. Empty where the summary cannot guess: rows too old or missing
     (each row carries its `as_of`), or a window ending past their horizon. One query."""
     now = now or timezone.now()
-    found = CapacityNode.objects.filter(gpu_model_id=gpu_model.pk, as_of__gte=now - FRESH)
     if starts_at <= now + FRESH:
-        found = found.filter(free_now__gte=gpu_count).order_by("free_now", "node_id")
+        statement = summary_sql.NODES_FULLEST_NOW, summary_sql.NODES_FULLEST_NOW_IN_REGION
     else:
-        found = found.filter(
-            min_free_30d__gte=gpu_count, as_of__gte=ends_at - NODE_HORIZON
-        ).order_by("min_free_30d", "node_id")
-    if region_id is not None:
-        found = found.filter(region_id=region_id)
-    return list(found.values_list("node_id", flat=True)[:limit])
+        statement = summary_sql.NODES_FULLEST_AHEAD, summary_sql.NODES_FULLEST_AHEAD_IN_REGION
+    params: dict[str, Any] = {
+        "model": gpu_model.pk, "fresh": now - FRESH, "count": gpu_count,
+        "horizon": ends_at - NODE_HORIZON, "region": region_id, "limit": limit,
+    }  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(statement[region_id is not None], params)
+        return [node_id for (node_id,) in cursor.fetchall()]

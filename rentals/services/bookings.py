@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from uuid import UUID
 
 from django.db import IntegrityError, connection
-from django.db.models import Exists, Model, OuterRef
+from django.db.models import Model
 from django.utils.translation import gettext as _
 
 from accounts.models import SshKey
 from accounts.roles import Acting, Action
-from accounts.selectors import email_unverified, email_unverified_error, require_verified_email
-from core.db import db_clock, prefetched, retried_transaction, savepoint
+from accounts.selectors import email_unverified_error, require_verified_email
+from core.db import prefetched, retried_transaction, savepoint
 from rentals.errors import NoCapacity, QuoteExpired, QuoteMissing, QuoteUsed
 from rentals.models import (
     Allocation,
@@ -128,23 +128,21 @@ def allocation_book(
 
 def _quote_locked(acting: Acting, quote: Quote | UUID) -> "LockedQuote":
     """The team's booking quote, row-locked, if it was not booked yet and the person may
-    buy. One statement: the quote with its model, period and team (its spend limit), the
-    database's clock (`clock`), whether it was booked already and whether the person still
-    has to confirm an e-mail address."""
-    locked = (
-        Quote.objects.select_for_update(of=("self",))
-        .select_related("gpu_model", "period", "team", "region")
-        .annotate(
-            clock=db_clock(),
-            booked=Exists(Allocation.objects.filter(quote=OuterRef("pk"))),
-            unverified=email_unverified(acting.user),
-        )
-        .filter(pk=getattr(quote, "pk", quote), team=acting.team, kind=QuoteKind.BOOKING)
-        .first()
-    )
-    if locked is None:
+    buy. One statement (`rentals.sql.booking.QUOTE_LOCKED`): the quote with its model, period,
+    team (its spend limit) and region, the database's clock (`clock`), whether it was booked
+    already and whether the person still has to confirm an e-mail address."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            booking_sql.QUOTE_LOCKED,
+            {"quote": quote.pk if isinstance(quote, Quote) else quote, "team": acting.team.pk,
+             "kind": QuoteKind.BOOKING, "user": acting.user.pk},
+        )  # fmt: skip
+        row = cursor.fetchone()
+    if row is None:
         require_verified_email(user=acting.user)  # that refusal first, as for a found quote
         raise QuoteMissing(_("No such quote."), field="quote")
+    locked = cast("LockedQuote", booking_sql.QUOTE_LOCKED_ROW.build(row))
+    locked.clock, locked.booked, locked.unverified = row[-3:]
     if locked.unverified:
         raise email_unverified_error()
     if locked.booked:

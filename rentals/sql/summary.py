@@ -1,7 +1,7 @@
 """The capacity read model's refresh (rentals.models.summary): one statement per GPU model
 that reads the model's live holdings once and rewrites its rows in every summary table."""
 
-from psycopg.sql import SQL
+from psycopg.sql import SQL, Identifier
 
 from rentals.sql.capacity import BUSY_BY_DAY
 from rentals.sql.holdings import holding_overlaps
@@ -134,3 +134,35 @@ REFRESH = _REFRESH.format(
 
 # Single-flight: one refresh of a model at a time, across every worker (transaction-scoped).
 LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('rentals_capacity_summary', %(model)s))"
+
+
+# Placement's first guess (`rentals.selectors.summary.capacity_nodes_fullest`): at most
+# `%(limit)s` of the model's nodes that the summary, fresh since `%(fresh)s`, says have
+# `%(count)s` GPUs free for the window, fullest first; by the GPUs free now for a window
+# starting now (`NODES_FULLEST_NOW`), by the fewest free over the horizon for a later one
+# (`NODES_FULLEST_AHEAD`, rows whose horizon reaches `%(horizon)s`); with `_IN_REGION`, of
+# `%(region)s` only. Each booking asks one: written by hand, as the ORM's compile cost
+# more CPU than the statement did.
+def _nodes_fullest(free: str, *, ahead: bool, in_region: bool) -> str:
+    return (
+        SQL(
+            """
+SELECT c.node_id FROM rentals_capacitynode c
+WHERE c.gpu_model_id = %(model)s AND c.as_of >= %(fresh)s AND c.{free} >= %(count)s{ahead}{region}
+ORDER BY c.{free}, c.node_id
+LIMIT %(limit)s
+"""
+        )
+        .format(
+            free=Identifier(free),
+            ahead=SQL(" AND c.as_of >= %(horizon)s" if ahead else ""),
+            region=SQL(" AND c.region_id = %(region)s" if in_region else ""),
+        )
+        .as_string()
+    )
+
+
+NODES_FULLEST_NOW = _nodes_fullest("free_now", ahead=False, in_region=False)
+NODES_FULLEST_NOW_IN_REGION = _nodes_fullest("free_now", ahead=False, in_region=True)
+NODES_FULLEST_AHEAD = _nodes_fullest("min_free_30d", ahead=True, in_region=False)
+NODES_FULLEST_AHEAD_IN_REGION = _nodes_fullest("min_free_30d", ahead=True, in_region=True)

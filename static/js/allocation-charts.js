@@ -51,12 +51,28 @@
       charts[id].data.datasets = datasets;
       charts[id].update();
     }
-    // Past the raw samples' retention a range is drawn from hourly points: the page says so.
-    const hourly = document.getElementById("charts-hourly");
-    if (hourly) hourly.hidden = data.source !== "hour";
     root.dataset.points = String(data.gpus.reduce((n, g) => n + g.points.length, 0));
+    root.dataset.source = data.source;
+    // Which data the lines are drawn from, and why the engine's are not, where it is the source.
+    const note = document.getElementById("chart-source");
+    if (note) {
+      const words = [note.dataset[data.source] || ""];
+      if (data.engine_from) words.push(note.dataset.engineBefore);
+      if (data.engine_fallback) {
+        const unreachable = data.engine_fallback.reason === "unreachable";
+        words.unshift(unreachable ? note.dataset.fallbackUnreachable : note.dataset.fallbackNoData);
+      }
+      note.textContent = words.join(" ");
+    }
   }
   refresh();
-  setInterval(refresh, 15000);
+  // Raw samples arrive every scrape; minute and hourly points (read from the engine, or
+  // rolled up) gain one a minute at most, so a long range is read again once a minute.
+  let readAt = Date.now();
+  setInterval(() => {
+    if (root.dataset.source !== "raw" && Date.now() - readAt < 60000) return;
+    readAt = Date.now();
+    refresh();
+  }, 15000);
   window.addEventListener("anchorgpu:refresh", refresh);
 })();

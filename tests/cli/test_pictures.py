@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.text import Text
 
 from tests.cli.conftest import AGPU
-from tests.e2e.conftest import chromium_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "cli"
@@ -65,7 +64,7 @@ def picture(page, name: str, command: str, shown: str) -> Path:
 
 
 @pytest.mark.parametrize("language", ["en", "pl"])
-def test_pictures_of_book_and_ls(agpu, alice, catalog, language):
+def test_pictures_of_book_and_ls(agpu, alice, catalog, language, browser):
     agpu.login()
     command = ["book", "h100", "--gpus", "2", "--period", "week", "--option", "nvme-scratch=2"]
     code, booked = in_terminal(agpu, *command, answer="y\n", env={"AGPU_LANG": language})
@@ -76,14 +75,12 @@ def test_pictures_of_book_and_ls(agpu, alice, catalog, language):
     assert agpu("book", "h100", "--nodes", "2", "--period", "day", "--yes").code == 0
     code, listed = in_terminal(agpu, "ls", env={"AGPU_LANG": language})
     assert code == 0 and listed.count("\n") >= 6
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1500, "height": 400})
+    page = browser.new_page(viewport={"width": 1500, "height": 400})
+    try:
         for name, words, shown in (
             (f"agpu-book-{language}", " ".join(["agpu", *command]), booked),
             (f"agpu-ls-{language}", "agpu ls", listed),
         ):
             assert picture(page, name, words, shown).stat().st_size > 10_000
-        browser.close()
+    finally:
+        page.close()

@@ -1,7 +1,5 @@
-"""Browser tests: Playwright driving Debian's chromium against a live server."""
+"""Browser tests: Playwright driving Debian's chromium-headless-shell against a live server."""
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -10,35 +8,6 @@ from tests import dbtemplate
 from tests.support.walk import every_page_world_build
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
-
-
-def chromium_path():
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
-
-
-@pytest.fixture(scope="session")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium_path(),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -84,3 +84,27 @@ def test_reminders_before_and_after_the_due_date_once_each(catalog, alice, alice
         assert payment_reminders_send() == 1
     assert [m.subject.split()[-1] for m in mailoutbox][-1] == "overdue"
     assert len(mailoutbox) == 2
+
+
+def test_a_partly_paid_overdue_invoice_still_blocks_and_paying_the_rest_unblocks(
+    catalog, alice, alice_api
+):
+    """The booking's one-statement check (`payments.sql.INVOICED_TERMS`) counts "owed" as the
+    invoices' own payment status does: gross, less credit notes and what was applied."""
+    from payments.services import cash_apply, invoices_overdue  # noqa: PLC0415
+
+    team = invoiced(alice, terms=7)
+    book(alice_api, quote(alice_api, period="month")["id"])
+    invoice = Invoice.objects.get(kind=InvoiceKind.INVOICE)
+    pay = {"team_id": team.pk, "currency": invoice.currency, "invoices": [invoice],
+           "source": "manual", "reference": "test"}  # fmt: skip
+    with time_machine.travel(timezone.now() + timedelta(days=8, hours=1), tick=False):
+        assert [i.pk for i in invoices_overdue(team=team)] == [invoice.pk]
+        cash_apply(amount=invoice.gross - Decimal("0.01"), at=timezone.now(), **pay)
+        refused = book(alice_api, quote(alice_api, gpu_count=1)["id"])
+        assert refused.status_code == 402 and refused.json()["code"] == "invoice_overdue"
+        assert refused.json()["invoices"] == [invoice.display_number]
+        assert Allocation.objects.filter(team=team).count() == 1
+        cash_apply(amount=Decimal("0.01"), at=timezone.now(), **pay)
+        assert invoices_overdue(team=team) == []
+        assert book(alice_api, quote(alice_api, gpu_count=1)["id"]).status_code == 201

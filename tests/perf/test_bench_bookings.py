@@ -105,14 +105,15 @@ def test_bookings_per_second(django_user_model):
             "pgbench TPC-B (scale 4, 8 clients)": {"tps": tps},
         },
     )
-    # The booking floors: the booking rules stay in Python services, and these must not
-    # regress (HTTP as before: gunicorn with 2 workers of 4 threads).
+    # The booking floors, held 20 % above issue 32's (0.035× and 0.012×): the booking rules
+    # stay in Python services, and these must not regress (HTTP as before: gunicorn with 2
+    # workers of 4 threads).
     target(
         "bookings_service_to_pgbench",
         service_bps / tps,
         baseline="pgbench tps",
-        at_least=0.035,
+        at_least=0.042,
         unit="×",
     )
     target("bookings_http_to_pgbench", http_bps[2] / tps, baseline="pgbench tps",
-           at_least=0.012, unit="×")  # fmt: skip
+           at_least=0.0144, unit="×")  # fmt: skip

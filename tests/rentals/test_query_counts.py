@@ -35,9 +35,10 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     assert statements == 7
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
     # 9, the booker's SSH keys (none here: nothing to attach), the invoice, the invoiced
-    # team's terms under its lock (an overdue invoice, its credit limit), and the capacity
-    # read model's candidate nodes for placement (none fresh here: the full read follows)
-    assert statements == 14
+    # team's terms under its lock (an overdue invoice and its credit limit, one statement),
+    # and the capacity read model's candidate nodes for placement (none fresh here: the full
+    # read follows)
+    assert statements == 13
 
 
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
@@ -53,8 +54,9 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
         )  # fmt: skip
     )
     # 15, the booker's SSH keys, the node's agent for `access`, the invoice, the invoiced
-    # team's terms (an overdue invoice, its credit limit), and placement's candidate nodes
-    assert statements == 21
+    # team's terms (an overdue invoice and its credit limit, one statement), and placement's
+    # candidate nodes
+    assert statements == 20
     allocation = Allocation.objects.select_related("node__region").get()
     answered = booking.json()["allocation"]
     assert (answered["node"], answered["region"]) == (

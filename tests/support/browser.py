@@ -1,7 +1,12 @@
 """Browser helpers shared by the e2e tests: a quote asked for through the booking form, and
 the in-page check for what pokes out, what money is cut off and which charts are flat."""
 
+import os
 import re
+import shutil
+from pathlib import Path
+
+import pytest
 
 # In the page: what pokes out, what money is cut off, which charts are flat. A scroll
 # container "says so" when it is a labelled, focusable region (role=region, aria-label,
@@ -72,3 +77,19 @@ def get_quote(page, live_server, model="l4", gpus="2"):
     page.get_by_label("NVMe scratch (TB)").fill("1")
     page.get_by_role("button", name="Get a quote").click()
     page.wait_for_url(re.compile(r"/quotes/"))
+
+
+def chromium_path():
+    """The headless shell where it is installed (`make test` installs it), else a full
+    chromium in headless mode; CHROMIUM names another."""
+    for candidate in (
+        os.environ.get("CHROMIUM"),
+        shutil.which("chromium-headless-shell"),
+        shutil.which("chromium"),
+    ):
+        if candidate and Path(candidate).exists():
+            return candidate
+    pytest.fail(
+        "Debian's chromium-headless-shell is missing: `make test` installs it"
+        " (apt-get install chromium-headless-shell)"
+    )

@@ -139,14 +139,15 @@ def prometheus(sd_url: str | None, *, openmetrics: Path | None = None, **config)
 
 
 @contextlib.contextmanager
-def victoria_metrics(sd_url: str | None, **config):
+def victoria_metrics(sd_url: str | None, *, retention: str = "1d", **config):
     """VictoriaMetrics single-node, scraping itself when `sd_url` is given (else it only
-    takes remote writes). The newest samples are searchable after 1 s, not the default 30 s."""
+    takes remote writes), keeping samples for `retention`. The newest samples are
+    searchable after 1 s, not the default 30 s."""
     folder = Path(tempfile.mkdtemp(prefix="anchorgpu-victoria-"))
     port = free_port()
     args = [
         _require("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}",
-        f"-storageDataPath={folder / 'data'}", "-retentionPeriod=1d",
+        f"-storageDataPath={folder / 'data'}", f"-retentionPeriod={retention}",
         "-search.latencyOffset=1s", "-loggerLevel=WARN",
     ]  # fmt: skip
     if sd_url:

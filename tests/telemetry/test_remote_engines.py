@@ -11,6 +11,9 @@ endpoint, and AnchorGPU reads them (telemetry/remote.py).
   documented difference (VictoriaMetrics keeps what it could read of a bad body).
 - A two-minute outage of the engine marks no node, flags the engine, and once it answers
   the minutes are ingested with nothing lost or doubled.
+- The charts' minutes read from each engine (`query_range`) are the embedded path's minute
+  figures of the same samples; a range the engine holds nothing of falls back to the
+  database's points and says so.
 
 The three need real minutes of real scrapes, so they share one run of the engines on one
 clock (`run`, once per module): Prometheus and a VictoriaMetrics scrape every node through
@@ -38,6 +41,7 @@ from django.urls import reverse
 
 from catalog.models import ExporterKind, Gpu, Node, NodeHealth
 from telemetry import sql
+from telemetry.engine_series import engine_gpu_series
 from telemetry.models import (
     Flag,
     FlagKind,
@@ -55,7 +59,7 @@ from telemetry.poll import Fetched, poll_nodes, store_polls
 from telemetry.promapi import Engine, label_value, ms_of, regex_alternatives
 from telemetry.remote import Shard, remote_poll_nodes, telemetry_ingest
 from telemetry.rollup import telemetry_rollup
-from telemetry.selectors import gpu_totals_by_gpu
+from telemetry.selectors import gpu_series, gpu_totals_by_gpu
 from telemetry.simulator import Simulator
 from telemetry.tasks import nodes_poll_task
 from tests.support import engines
@@ -200,6 +204,23 @@ def _figures(nodes, served, engine, *, start, end):
     assert _embedded_from_bodies(nodes, served, engine_rows) == len(engine_rows)
     telemetry_rollup(now=end + MINUTE)
     return remote, _rollups(start, end), remote_samples
+
+
+def _charts(nodes, engine, *, start, end):
+    """What the charts read from `engine` for the figure nodes' GPUs: the minutes [start, end)
+    (by GPU UUID), the chart of the seven hours to `end` (the engine's minutes, the database's
+    points before its first), and a day before the run, of which the engine holds nothing."""
+    _source(engine)
+    gpus = [g for node in nodes for g in node.gpus.order_by("index")]
+    minutes = engine_gpu_series(gpus=gpus, start=start, end=end, step=MINUTE)
+    uuid_of = {g.pk: g.uuid for g in gpus}
+    return {
+        "minutes": {uuid_of[pk]: points for pk, points in (minutes.points or {}).items()},
+        "chart": gpu_series(gpus=gpus, start=end - timedelta(hours=7), end=end),
+        "before_run": gpu_series(
+            gpus=gpus, start=start - timedelta(days=2), end=start - timedelta(days=1)
+        ),
+    }
 
 
 # --- Faults: node health and flags ----------------------------------------------------------
@@ -427,6 +448,11 @@ def _the_run(sim, sd_url, phases) -> dict:
             for engine in (prom, vm)
         }
         phases.append(("figures", _now()))
+        run["charts"] = {
+            engine.name: _charts(figure_nodes, engine, start=start, end=end)
+            for engine in (prom, vm)
+        }
+        phases.append(("charts", _now()))
     return run
 
 
@@ -468,6 +494,46 @@ def test_each_engine_gives_the_embedded_figures_for_the_same_samples(run):
         # The minute of the reset (the second) counts the rise since the reset, not a negative
         # one, and not the counter's value before it: about a whole minute's, as the third's.
         assert energy[1] < energy[2] * 1.5, (name, energy)
+
+
+def test_each_engine_draws_the_embedded_minutes_of_the_same_samples(run):
+    """The charts' minutes read from each engine (`query_range`) are the minute figures the
+    embedded path stores for the same samples: average utilisation and power (to the last
+    bits of a float: the engine sums in another order), highest memory and temperature,
+    memory total, for NVIDIA and AMD GPUs alike."""
+    start, end = run["window"]
+    for name, charts in run["charts"].items():
+        _remote, embedded, _samples = run["figures"][name]
+        expected = {(r[0], r[1].isoformat()): (r[3], r[5], r[6], r[7], r[8]) for r in embedded}
+        drawn = {
+            (uuid, p["t"]): (p["util"], p["mem"], p["mem_total"], p["power"], p["temp"])
+            for uuid, points in charts["minutes"].items()
+            for p in points
+        }
+        assert len(expected) == 18 and drawn.keys() == expected.keys(), (name, sorted(drawn))
+        for key, figures in expected.items():
+            assert None not in figures, (name, key, figures)
+            assert drawn[key] == pytest.approx(figures, rel=1e-12, abs=0), (name, key)
+
+        # A chart longer than raw points are drawn for: the engine's minutes, from its first
+        # (a few minutes before the run's window: its retention, as far as the chart is
+        # concerned), the database's points before it; the same minutes as above.
+        chart = charts["chart"]
+        assert chart["source"] == "engine" and "engine_fallback" not in chart, (name, chart)
+        engine_from = datetime.fromisoformat(chart["engine_from"])
+        assert end - timedelta(hours=7) < engine_from <= start, (name, engine_from)
+        assert chart["source_before"] in ("raw", "minute", "hour"), name
+        for gpu in chart["gpus"]:
+            ats = [datetime.fromisoformat(p["t"]) for p in gpu["points"]]
+            assert ats == sorted(ats) and ats[0] >= engine_from, (name, gpu["uuid"])
+            within = [p for p, at in zip(gpu["points"], ats, strict=True) if start <= at < end]
+            assert within == charts["minutes"][gpu["uuid"]], (name, gpu["uuid"])
+
+        # A range the engine holds nothing of: the database's points, and why.
+        before = charts["before_run"]
+        assert before["source"] != "engine", name
+        assert before["engine_fallback"]["reason"] == "no_data", (name, before)
+        assert all(gpu["points"] == [] for gpu in before["gpus"]), name
 
 
 def test_each_fault_gives_the_embedded_health_and_flags_or_the_documented_difference(run):
