@@ -16,11 +16,11 @@ What is generated:
 - `days` of allocations ending up to 30 days ahead: day, week and month periods, extensions,
   cancellations before the start (refunded), stops and starts, clusters; their quotes and
   lines, holdings, events, ledger rows and notices (receipts, expiry warnings);
-- daily GPU rollups for every day, hourly GPU rollups for the last `hourly_days`, fleet
-  rollups (hour and day) and fleet sizes for every hour, raw samples and polls for the last
-  `raw_hours`, open and closed flags. With `minutes_rolled` (the default) the rollup task
-  then runs once, as beat runs it every minute: minute rollups (GPUs' and the fleet's) up
-  to the last complete minute and the hours they close, so the deployment looks like one
+- GPU days for every day, GPU hours for the last `hourly_days` (each month in its
+  partition), fleet rollups (hour and day) and fleet sizes for every hour, raw samples and
+  polls for the last `raw_hours`, open and closed flags. With `minutes_rolled` (the
+  default) the rollup task then runs once, as beat runs it every minute: the fleet's minutes
+  up to the last complete minute and the GPU hours that closed, so the deployment looks like one
   whose rollup ran every minute; without it the raw samples wait for the next rollup (what
   the hourly rollup's benchmark measures). The dashboard's closed hours and days are then
   written as their task writes them every minute.
@@ -62,7 +62,12 @@ from rentals.models import (
 from reports.services import allocated_steps_close
 from telemetry.models import SEVERITY as FLAG_SEVERITY
 from telemetry.models import FlagKind, PollOutcome, RollupBucket
-from telemetry.partitions import sample_partitions_ensure
+from telemetry.partitions import (
+    MONTHLY,
+    month_partition_create,
+    month_partitions_ensure,
+    sample_partitions_ensure,
+)
 from telemetry.rollup import telemetry_rollup
 from telemetry.sql import copy_binary
 
@@ -670,8 +675,8 @@ def generate_scale(
             cursor.execute(sql.sequence_reset(table), [table])
     counts.update(_telemetry(now, days, hourly_days, raw_hours, step))
     if minutes_rolled:
-        counts["minute rollups"] = telemetry_rollup(now=now)["minute"]
-        step(f"minute rollups ({counts['minute rollups']} rows, the rollup task once)")
+        counts["fleet minutes"] = telemetry_rollup(now=now)["fleet_minute"]
+        step(f"fleet minutes ({counts['fleet minutes']} rows, the rollup task once)")
     # The dashboard's closed hours and days, as the task every minute has written them.
     counts["closed steps"] = sum(allocated_steps_close(now=now).values())
     step(f"closed dashboard steps ({counts['closed steps']} rows, the task once)")
@@ -683,7 +688,7 @@ def generate_scale(
     # caller inside one gets the statistics only.
     vacuum = not connection.in_atomic_block
     with connection.cursor() as cursor:
-        for table in (*COLUMNS, "telemetry_gpurollup", "telemetry_fleetrollup"):
+        for table in (*COLUMNS, "telemetry_gpuhour", "telemetry_gpuday", "telemetry_fleetrollup"):
             cursor.execute(sql.vacuum_analyze(table) if vacuum else sql.analyze(table))
         for table in ("telemetry_gpusample", "telemetry_poll"):
             cursor.execute(sql.analyze(table))
@@ -700,12 +705,18 @@ def _telemetry(now, days, hourly_days, raw_hours, step) -> dict:
     raw_from = hour - timedelta(hours=math.ceil(raw_hours))
     counts = {}
     fills = [
-        ("day rollups", sql.ROLLUPS_FILL, RollupBucket.DAY, today - timedelta(days=days), today, timedelta(days=1)),
-        ("hour rollups", sql.ROLLUPS_FILL, RollupBucket.HOUR, raw_from - timedelta(days=hourly_days), raw_from, timedelta(hours=1)),
+        ("GPU days", sql.hours_fill("telemetry_gpuday"), RollupBucket.DAY, today - timedelta(days=days), today, timedelta(days=1)),
+        ("GPU hours", sql.hours_fill("telemetry_gpuhour"), RollupBucket.HOUR, raw_from - timedelta(days=hourly_days), raw_from, timedelta(hours=1)),
         ("fleet day rollups", sql.FLEET_FILL, RollupBucket.DAY, today - timedelta(days=days), today, timedelta(days=1)),
         ("fleet hour rollups", sql.FLEET_FILL, RollupBucket.HOUR, today - timedelta(days=days), raw_from, timedelta(hours=1)),
     ]  # fmt: skip
     sample_partitions_ensure(now=now)
+    month_partitions_ensure(now=now)
+    month = (today - timedelta(days=days)).replace(day=1)
+    while month <= today:  # the months of GPU hours and days, as beat kept them ahead
+        for table in MONTHLY:
+            month_partition_create(table, month.date())
+        month = (month + timedelta(days=32)).replace(day=1)
     with transaction.atomic(), connection.cursor() as cursor:
         for name, statement, bucket, since, until, size in fills:
             seconds = size.total_seconds()

@@ -58,6 +58,12 @@ def beat_schedule():
             "schedule": timedelta(minutes=1),
             "options": {"expires": 60},
         },
+        # The holdings' partial first and last hours, once the rollup has closed them.
+        "close-holding-edges": {
+            "task": "rentals.tasks.holding_edges_close_task",
+            "schedule": timedelta(minutes=1),
+            "options": {"expires": 60},
+        },
         # The fleet report's hours and days once they close (reports.models.AllocatedStep).
         "close-fleet-report-steps": {
             "task": "reports.tasks.allocated_steps_close_task",

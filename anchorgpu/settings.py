@@ -442,6 +442,9 @@ ANCHORGPU = {
         else timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7))
     ),
     "PARTITIONS_AHEAD_DAYS": _read("TELEMETRY_PARTITIONS_AHEAD_DAYS", "int", default=3),
+    # GPU ids per shard of the rollup: each shard's raw samples are read in one statement,
+    # in its own transaction (GPU ids, not GPUs: ids a shard never had count too).
+    "ROLLUP_SHARD_SIZE": _read("TELEMETRY_ROLLUP_SHARD_SIZE", "int", default=25000),
     "ROLLUP_RETENTION": timedelta(
         days=_read("TELEMETRY_ROLLUP_RETENTION_DAYS", "int", default=400)
     ),

@@ -13,7 +13,8 @@ TABLES = (
     "rentals_allocationgpu", "rentals_impairedspan", "rentals_allocation", "rentals_cluster",
     "rentals_quoteline", "rentals_quote", "rentals_idempotencykey", "rentals_allocatedstep",
     "rentals_ledgerday", "telemetry_flag",
-    "telemetry_gpurollup", "telemetry_gpubusy", "telemetry_fleetrollup", "telemetry_fleetsize",
+    "telemetry_gpuhour", "telemetry_gpuday", "telemetry_rollupmark", "telemetry_gpubusy",
+    "telemetry_fleetrollup", "telemetry_fleetsize",
     "telemetry_poll", "telemetry_gpusample", "catalog_gpu", "catalog_node", "accounts_membership",
     "accounts_team",
 )  # fmt: skip
@@ -59,24 +60,28 @@ _UTIL = """least(100, greatest(0,
         + 10 * sin(extract(epoch FROM h) / 13751.0 + g.id)
     ))"""
 
-# Hour and day rollups for every GPU of the fleet over [from, until).
-ROLLUPS_FILL = (
-    SQL(
-        """
-INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
-    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j,
-    covered_s, busy_s)
-SELECT g.id, %(bucket)s, h, %(samples)s, u.util, least(100, u.util + 12), 60000, 81559,
-       80 + 6 * u.util, 45 + u.util / 3, (80 + 6 * u.util) * %(seconds)s, %(seconds)s,
+
+@cache
+def hours_fill(table: str) -> str:
+    """GPU hours (days) in `table` for every GPU of the fleet over [from, until)."""
+    return (
+        SQL(
+            """
+INSERT INTO {table} (gpu_id, at, samples, util_sum, util_samples, util_max, mem_max_mib,
+    mem_total_mib, power_sum, power_samples, temp_max_c, energy_j, covered_s, busy_s)
+SELECT g.id, h, %(samples)s, u.util * %(samples)s, %(samples)s, least(100, u.util + 12), 60000,
+       81559, (80 + 6 * u.util) * %(samples)s, %(samples)s, 45 + u.util / 3,
+       (80 + 6 * u.util) * %(seconds)s, %(seconds)s,
        CASE WHEN u.util > %(threshold)s THEN %(seconds)s ELSE 0 END
 FROM catalog_gpu g
 CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
 CROSS JOIN LATERAL (SELECT {util} AS util) u
 """
+        )
+        .format(table=Identifier(table), util=SQL(_UTIL))
+        .as_string()
     )
-    .format(util=SQL(_UTIL))
-    .as_string()
-)
+
 
 # Raw samples every poll interval over [from, until), as the poller stores them.
 SAMPLES_FILL = (
@@ -106,9 +111,9 @@ CROSS JOIN generate_series(%(from)s, %(until)s - %(step)s, %(step)s) AS h
 # The fleet rollups per GPU model and region for every bucket of [from, until): what the
 # staff dashboard's long ranges read (for the years the per-GPU hours were not generated).
 FLEET_FILL = """
-INSERT INTO telemetry_fleetrollup (bucket, at, gpu_model_id, region_id, gpus, busy_gpus,
+INSERT INTO telemetry_fleetrollup (bucket, at, gpu_model_id, region_id, shard, gpus, busy_gpus,
     samples, util_sum, util_samples, covered_s, busy_s, energy_j)
-SELECT %(bucket)s, h, f.gpu_model_id, f.region_id, f.gpus,
+SELECT %(bucket)s, h, f.gpu_model_id, f.region_id, 0, f.gpus,
        (f.gpus * (0.55 + 0.2 * sin(extract(epoch FROM h) / 13751.0)))::int,
        f.gpus * %(samples)s, f.gpus * %(samples)s * 48.0, f.gpus * %(samples)s,
        f.gpus * %(seconds)s, f.gpus * %(seconds)s * 0.6, f.gpus * 300.0 * %(seconds)s

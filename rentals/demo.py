@@ -20,8 +20,8 @@ from catalog.models import Gpu, NodeState
 from core.errors import DomainError
 from rentals.models import Allocation, Notice
 from rentals.services import allocation_book, allocations_enforce, quote_create
-from telemetry.models import FleetSize, GpuRollup, RollupBucket
-from telemetry.rollup import fleet_rollups_refresh, rollups_copy
+from telemetry.models import FleetSize, GpuHour
+from telemetry.rollup import fleet_rollups_refresh, hours_copy
 
 
 def seed_demo_keys(folder: Path) -> list[Path]:
@@ -114,12 +114,13 @@ HISTORY = [
 
 def seed_history(*, days: int = 30, now=None) -> bool:
     """A believable past for a new demo: bookings over the last 30 days (their charges,
-    receipts, the ended ones expired), hourly and daily telemetry rollups that follow what
+    receipts, the ended ones expired), GPU hours (and the days and fleet rollups from them)
+    that follow what
     was rented (busy by day, quieter at night, idle when free) and the fleet's size per
     hour. Runs once, on a database with no history yet; demo mode only. (The fleet report's
     closed steps are forgotten by `reports.demo.seed_history`, which calls this.)"""
     now = now or timezone.now()
-    if GpuRollup.objects.exists() or FleetSize.objects.exists():
+    if GpuHour.objects.exists() or FleetSize.objects.exists():
         return False
     User = get_user_model()
     users = {u.username: u for u in User.objects.filter(username__in=["alice", "bob"])}
@@ -152,8 +153,8 @@ def seed_history(*, days: int = 30, now=None) -> bool:
     Notice.objects.filter(allocation__in=booked).update(
         read_at=F("created_at"), sent_at=F("created_at")
     )
-    _rollups_backfill(start=start, end=this_hour, busy_of=busy_of)
-    fleet_rollups_refresh()
+    _hours_backfill(start=start, end=this_hour, busy_of=busy_of)
+    fleet_rollups_refresh()  # the GPU days and the fleet's hours and days from the hours
     gpus = Gpu.objects.filter(node__state=NodeState.ACTIVE).count()
     FleetSize.objects.bulk_create(  # every GPU answered: each has its rollups above
         FleetSize(at=start + i * hour, gpus=gpus, reporting=gpus) for i in range(days * 24)
@@ -161,15 +162,14 @@ def seed_history(*, days: int = 30, now=None) -> bool:
     return True
 
 
-def _rollups_backfill(*, start, end, busy_of) -> None:
-    """Hour and day rollups for every GPU from `start` to `end`, as the rollup job would
-    have written them from 15-second samples (written with COPY: 80,000 rows for 30 days
-    of the demo fleet)."""
+def _hours_backfill(*, start, end, busy_of) -> None:
+    """GPU hours for every GPU from `start` to `end`, as the rollup job would have written
+    them from 15-second samples (written with COPY: 80,000 rows for 30 days of the demo
+    fleet)."""
     rng = random.Random(20261130)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     gpus = list(Gpu.objects.select_related("node__gpu_model"))
-    hours: list[tuple[Any, ...]] = []  # rows in the order of telemetry.sql.ROLLUP_COLUMNS
-    days: dict[tuple[int, datetime], list[tuple[Any, ...]]] = {}
+    hours: list[tuple[Any, ...]] = []  # gpu_id, at and telemetry.sql.FIGURES in order
     h = start
     while h < end:
         for gpu in gpus:
@@ -183,24 +183,10 @@ def _rollups_backfill(*, start, end, busy_of) -> None:
                 util = max(0.0, min(100.0, share * 100 * daytime + rng.uniform(-6, 6)))
                 memory = total * min(0.95, 0.3 + share * 0.6)
             power = 60 + util * 5.5
-            row = (
-                gpu.pk, RollupBucket.HOUR, h, 240, util, min(100.0, util * 1.15 + 2), memory,
-                total, power, 32 + util * 0.45, power * 3600, 3600.0,
+            hours.append((
+                gpu.pk, h, 240, util * 240, 240, min(100.0, util * 1.15 + 2), memory, total,
+                power * 240, 240, 32 + util * 0.45, power * 3600, 3600.0,
                 3600.0 if util > threshold else 0.0,
-            )  # fmt: skip
-            hours.append(row)
-            days.setdefault((gpu.pk, h.replace(hour=0)), []).append(row)
+            ))  # fmt: skip
         h += timedelta(hours=1)
-    complete = end.replace(hour=0)
-    daily = [
-        (
-            gpu_id, RollupBucket.DAY, day, sum(r[3] for r in rows),
-            sum(r[4] for r in rows) / len(rows), max(r[5] for r in rows),
-            max(r[6] for r in rows), rows[0][7], sum(r[8] for r in rows) / len(rows),
-            max(r[9] for r in rows), sum(r[10] for r in rows), sum(r[11] for r in rows),
-            sum(r[12] for r in rows),
-        )
-        for (gpu_id, day), rows in days.items()
-        if day < complete and len(rows) == 24
-    ]  # fmt: skip
-    rollups_copy([*hours, *daily])
+    hours_copy("telemetry_gpuhour", hours)

@@ -5,7 +5,7 @@ from celery import shared_task
 from django.conf import settings
 
 from rentals import idempotency, services
-from rentals.services import exports, impairments, summary
+from rentals.services import edges, exports, impairments, summary
 
 NOTICE_RETRIES = 12  # with the doubling backoff below (capped at 4 h), about a day of tries
 
@@ -111,3 +111,9 @@ def statement_exports_resume_task():
 def statement_exports_prune_task():
     """Drop the files of expired statement exports."""
     return exports.statement_exports_prune()
+
+
+@shared_task
+def holding_edges_close_task():
+    """Every minute, after the rollup: the holdings' partial hours that closed."""
+    return edges.holding_edges_close()

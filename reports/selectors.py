@@ -25,7 +25,7 @@ from rentals.models import AllocationState, LedgerKind, impaired_minimum
 from rentals.selectors.summary import booked_ahead_summary
 from reports import sql
 from reports.models import AllocatedStep, Step
-from telemetry.models import FleetRollup, FleetSize, GpuRollup, RollupBucket
+from telemetry.models import FleetSize, RollupBucket
 from telemetry.rollup import STEP, bucket_floor
 from telemetry.selectors import (
     fleet_busy_by_bucket,
@@ -84,7 +84,7 @@ def fleet_over_time(
     busy: dict[datetime, int | None] = dict(
         fleet_busy_by_bucket(bucket=bucket, start=min(allocated, default=start), end=end)
     )
-    rolled = rolled_until(bucket, FleetRollup) or start
+    rolled = rolled_until(bucket, "fleet") or start
     as_of: dict[datetime, str | None] = {}
     for h in allocated:
         if h + step > rolled:
@@ -270,10 +270,11 @@ def _held_ahead_exact(
 
 
 def idle_window(*, now: datetime, hours: float = 2) -> tuple[datetime, datetime]:
-    """The `hours` of minute rollups that idleness is judged on: up to the end of the
-    newest minute rolled up (the fleet's: written with the GPUs' in one transaction, and a
-    few rows a minute), or `now`'s minute where none is; not the raw samples."""
-    until = rolled_until(GpuRollup.Bucket.MINUTE, FleetRollup)
+    """The `hours` of rolled-up minutes that idleness is judged on: up to the end of the
+    newest minute every shard of the rollup has rolled (the fleet's minutes, written with
+    each shard's busy minutes in one transaction), or `now`'s minute where none is; not the
+    raw samples."""
+    until = rolled_until(RollupBucket.MINUTE, "fleet")
     until = until or now.replace(second=0, microsecond=0)
     until = min(until, now)
     return until - timedelta(hours=hours), until

@@ -33,7 +33,7 @@ from sizing.estimator import (
     weights_bytes,
 )
 from sizing.presets import PRESETS
-from telemetry.models import GpuRollup
+from telemetry.selectors import memory_total_by_model
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -94,12 +94,7 @@ def device_memory() -> dict[int, tuple[int, bool]]:
     fleet's exporters reported in the last 30 days; without it, the catalog's figure of
     what the driver reports (never the marketing number)."""
     since = timezone.now() - MEASURED_WITHIN
-    measured = dict(
-        GpuRollup.objects.filter(bucket=GpuRollup.Bucket.HOUR, at__gte=since)
-        .values_list("gpu__node__gpu_model_id")
-        .annotate(mib=Max("memory_total_mib"))
-        .values_list("gpu__node__gpu_model_id", "mib")
-    )
+    measured = memory_total_by_model(since=since)
     memory = {}
     for model in GpuModel.objects.filter(is_active=True):
         mib = measured.get(model.pk)

@@ -66,7 +66,10 @@ class RollupBucket(models.TextChoices):
 
 
 class GpuRollup(models.Model):
-    """Averages and peaks per GPU per minute, hour or day; what long ranges and dashboards read."""
+    """The former per-GPU rollups (averages per minute, hour or day). Neither written nor read
+    any more: their hours and days became `GpuHour` and `GpuDay` rows when migrated; the
+    minute rows stay only until they are converted (a past holding's partial first and
+    last hour), then the table goes."""
 
     Bucket = RollupBucket
 
@@ -100,6 +103,82 @@ class GpuRollup(models.Model):
         return f"{self.gpu_id} {self.bucket} {self.at}"
 
 
+class GpuHourFigures(models.Model):
+    """Sums and peaks of one GPU over one bucket, so a longer range adds them up exactly:
+    the average is `util_sum / util_samples`, never an average of averages. Energy and
+    time come from deltas between consecutive samples, the later one's bucket taking the
+    interval (so bucket edges lose nothing), as `telemetry.sql.samples_with_deltas` counts
+    them. `gpu_id` is a plain number, no foreign key: a rollup outlives nothing it checks,
+    and a key's check at commit cost more than the row (100,000 GPUs write 100,000 an hour).
+    """
+
+    gpu_id = models.BigIntegerField()
+    at = models.DateTimeField()
+    samples = models.IntegerField()
+    util_sum = models.FloatField()  # utilisation × samples that reported it
+    util_samples = models.IntegerField()
+    util_max = models.FloatField(null=True)
+    mem_max_mib = models.FloatField(null=True)
+    mem_total_mib = models.FloatField(null=True)
+    power_sum = models.FloatField()  # power × samples that reported it
+    power_samples = models.IntegerField()
+    temp_max_c = models.FloatField(null=True)
+    energy_j = models.FloatField(null=True)
+    covered_s = models.FloatField()
+    busy_s = models.FloatField()
+
+    class Meta:
+        abstract = True
+
+    def __str__(self):
+        return f"{self.gpu_id} at {self.at}"
+
+    @property
+    def util_avg(self) -> float | None:
+        return self.util_sum / self.util_samples if self.util_samples else None
+
+    @property
+    def power_avg_w(self) -> float | None:
+        return self.power_sum / self.power_samples if self.power_samples else None
+
+
+class GpuHour(GpuHourFigures):
+    """One GPU's closed hour, written by the rollup when the hour has closed (never the
+    open one). The table is partitioned by month (`telemetry.partitions`), so retention
+    drops whole months."""
+
+    pk = models.CompositePrimaryKey("gpu_id", "at")
+
+    class Meta:
+        # A partition's key must be in every unique index: the primary key holds `at`.
+        indexes = [models.Index(fields=["at"], name="telemetry_gpuhour_at")]
+
+
+class GpuDay(GpuHourFigures):
+    """One GPU's closed day, summed from its hours. Partitioned by month too, so one
+    retention rule drops both (a day row is 1/24 of the hours': 3 million rows a month at
+    100,000 GPUs, where deleting them row by row would still mean a month's vacuum)."""
+
+    pk = models.CompositePrimaryKey("gpu_id", "at")
+
+    class Meta:
+        indexes = [models.Index(fields=["at"], name="telemetry_gpuday_at")]
+
+
+class RollupMark(models.Model):
+    """How far one shard of GPUs (`gpu_id // ROLLUP_SHARD_SIZE`) is rolled up: its minutes
+    (fleet minutes, busy minutes) until `minutes_until`, its hours until `hours_until`.
+    Moved by the shard's own transaction, so a run that stops between shards resumes each
+    where it stood."""
+
+    shard = models.IntegerField(primary_key=True)
+    minutes_until = models.DateTimeField()
+    hours_until = models.DateTimeField()
+
+    def __str__(self):
+        return f"shard {self.shard}: minutes until {self.minutes_until}"
+
+
 class GpuBusy(models.Model):
     """Each GPU's newest minute rolled up in which a sample was over the active threshold
     (`ACTIVE_UTILISATION_PCT` when it was rolled up, as a rollup's `busy_s`), written by the
@@ -116,10 +195,13 @@ class GpuBusy(models.Model):
 class FleetRollup(models.Model):
     """The hour and day rollups summed per GPU model and region: a handful of rows per
     bucket where the GPU rollups have hundreds, so the staff dashboard's long ranges read
-    these. Written with the GPU rollups (`telemetry.rollup.fleet_rollups_refresh`); `busy_gpus`
-    counts GPUs whose average utilisation in the bucket was over the active threshold."""
+    these. Minutes are written by each shard's pass over the raw samples, a row per shard
+    (`shard`; readers sum them); hours and days from the GPU hours and days, shard 0.
+    `busy_gpus` counts GPUs whose average utilisation in the bucket was over the active
+    threshold."""
 
     bucket = models.CharField(max_length=6, choices=RollupBucket.choices)
+    shard = models.IntegerField(default=0)
     at = models.DateTimeField()
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.CASCADE, related_name="+")
     region = models.ForeignKey(Region, on_delete=models.CASCADE, related_name="+")
@@ -135,7 +217,8 @@ class FleetRollup(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["bucket", "at", "gpu_model", "region"], name="telemetry_fleetrollup_once"
+                fields=["bucket", "at", "gpu_model", "region", "shard"],
+                name="telemetry_fleetrollup_once",
             ),
             choices_check("bucket", RollupBucket, name="telemetry_fleetrollup_bucket_valid"),
             models.CheckConstraint(

@@ -6,6 +6,10 @@ Partitions are created ahead by a beat task (`sample_partitions_ensure`). A defa
 partition catches rows no day partition takes (the task did not run, a node's clock is
 off), so a poll is never refused for want of a partition; when the day's partition is
 created later, its rows move out of the default one first.
+
+GPU hours and days (`telemetry_gpuhour`, `telemetry_gpuday`) are partitioned the same way
+by month (`telemetry_gpuhour_YYYYMM`), created ahead by the same task; rollup retention
+drops whole months.
 """
 
 import re
@@ -20,6 +24,7 @@ from telemetry import sql
 TABLE = "telemetry_gpusample"
 DEFAULT = f"{TABLE}_default"
 _DAY_NAME = re.compile(rf"^{TABLE}_(\d{{8}})$")
+MONTHLY = ("telemetry_gpuhour", "telemetry_gpuday")
 
 
 def _midnight(day: date) -> datetime:
@@ -61,6 +66,70 @@ def sample_partitions_ensure(*, now: datetime | None = None) -> int:
     today = (now or db_now()).astimezone(UTC).date()
     ahead = settings.ANCHORGPU["PARTITIONS_AHEAD_DAYS"]
     return sum(sample_partition_create(today + timedelta(days=i)) for i in range(-1, ahead + 1))
+
+
+def month_partitions_ensure(*, now: datetime | None = None) -> int:
+    """The month partitions of GPU hours and days from last month to the month after this
+    one; how many were new."""
+    this = (now or db_now()).astimezone(UTC).date().replace(day=1)
+    months = (_month_after(this, -1), this, _month_after(this))
+    return sum(month_partition_create(table, month) for table in MONTHLY for month in months)
+
+
+def _month_after(month: date, step: int = 1) -> date:
+    """The first day of the month `step` months after `month`'s."""
+    index = month.year * 12 + month.month - 1 + step
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def month_partition_name(table: str, month: date) -> str:
+    return f"{table}_{month:%Y%m}"
+
+
+def month_partitions(table: str) -> list[date]:
+    """The months of `table` that have a partition, oldest first."""
+    pattern = re.compile(rf"^{table}_(\d{{4}})(\d{{2}})$")
+    with connection.cursor() as cursor:
+        cursor.execute(sql.PARTITIONS, [table])
+        names = [name for (name,) in cursor.fetchall()]
+    return sorted(date(int(m[1]), int(m[2]), 1) for name in names if (m := pattern.match(name)))
+
+
+@transaction.atomic
+def month_partition_create(table: str, month: date) -> bool:
+    """`month`'s partition of `table` unless it exists, its rows moved out of the default
+    partition first (as `sample_partition_create`)."""
+    name = month_partition_name(table, month)
+    start, end = _midnight(month), _midnight(_month_after(month))
+    with connection.cursor() as cursor:
+        cursor.execute(sql.table_lock(f"{table}_default"))
+        cursor.execute(sql.TABLE_EXISTS, [name])
+        if cursor.fetchone()[0]:
+            return False
+        cursor.execute(sql.partition_create(name, like=table))
+        cursor.execute(sql.partition_autovacuum(name))
+        fill = sql.partition_fill(name, default=f"{table}_default")
+        cursor.execute(fill, {"start": start, "end": end})
+        cursor.execute(sql.partition_attach(name, to=table), [start, end])
+    return True
+
+
+@transaction.atomic
+def months_prune(*, before: datetime) -> dict[str, int]:
+    """Drop the month partitions of GPU hours and days wholly before `before`, and delete
+    the default partitions' older rows; the month `before` falls in is kept whole (rollups
+    are kept up to a month past their retention, never less). Returns the partitions dropped
+    and the default partitions' rows deleted."""
+    dropped = deleted = 0
+    with connection.cursor() as cursor:
+        for table in MONTHLY:
+            for month in month_partitions(table):
+                if _midnight(_month_after(month)) <= before:
+                    cursor.execute(sql.table_drop(month_partition_name(table, month)))
+                    dropped += 1
+            cursor.execute(sql.rows_before_delete(f"{table}_default"), [before])
+            deleted += cursor.rowcount
+    return {"month_partitions_dropped": dropped, "rollups": deleted}
 
 
 @transaction.atomic

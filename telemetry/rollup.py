@@ -1,11 +1,14 @@
-"""Per-minute, per-hour and per-day rollups of the raw samples, and retention.
+"""Rollups of the raw samples: per-GPU hours and days that hold sums, the fleet's minutes,
+hours and days per model and region, each GPU's newest busy minute; and retention.
 
-Each run recomputes from the last bucket it wrote, so a run after an outage catches up and
-a repeated run rewrites the same rows (ON CONFLICT … DO UPDATE): idempotent. Hours and days
-are aggregated again only where a minute (an hour) under them was written or changed.
+No per-GPU minute is stored. Each shard of GPUs (`gpu_id // ROLLUP_SHARD_SIZE`) is read
+once per run, in its own short transaction, by one statement (`sql.SHARD_ROLLUP`) that
+keeps the GPU-minutes inside itself and writes the closed GPU hours, the shard's fleet
+minutes and busy minutes, and the shard's mark (`RollupMark`). Then the GPU days and the
+fleet's hours and days are summed from the hours. Every row is upserted: a repeated run
+rewrites the same rows, and a run after an outage is the same statement over the backlog.
 """
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,143 +17,206 @@ from django.db import connection, transaction
 
 from core.db import db_now
 from telemetry import sql
-from telemetry.models import FleetRollup, GpuRollup, GpuSample, Poll, RollupBucket
-from telemetry.partitions import samples_prune
+from telemetry.models import FleetRollup, GpuRollup, GpuSample, Poll, RollupBucket, RollupMark
+from telemetry.partitions import months_prune, samples_prune
 
-
-def _newest(bucket):
-    return (
-        GpuRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()
-    )
-
-
-def _oldest(bucket):
-    return (
-        GpuRollup.objects.filter(bucket=bucket).order_by("at").values_list("at", flat=True).first()
-    )
-
-
-# Hours from minutes, days from hours: each from the start of the first unrolled bucket.
-COARSER = (
-    (RollupBucket.HOUR, RollupBucket.MINUTE, lambda at: at.replace(minute=0, second=0, microsecond=0)),
-    (RollupBucket.DAY, RollupBucket.HOUR, lambda at: at.replace(hour=0, minute=0, second=0, microsecond=0)),
-)  # fmt: skip
-
-
-BUCKET_START: dict[str, Callable[[datetime], datetime]] = {
-    bucket: start for bucket, _source, start in COARSER
-}
-
-# Each bucket's length: `date_bin` by it from midnight UTC is its start (sql._BUCKET_OF_AT).
-STEP = {
+# Each bucket's length: `date_bin` by it from midnight UTC is its start.
+STEP: dict[str, timedelta] = {
     RollupBucket.MINUTE: timedelta(minutes=1),
     RollupBucket.HOUR: timedelta(hours=1),
     RollupBucket.DAY: timedelta(days=1),
 }
 
 
-def _earliest(*ats):
+def bucket_floor(at: datetime, bucket: str) -> datetime:
+    """The start of `at`'s bucket (minute, hour or day, from midnight UTC)."""
+    at = at.astimezone(UTC).replace(second=0, microsecond=0)
+    if bucket == RollupBucket.HOUR:
+        return at.replace(minute=0)
+    if bucket == RollupBucket.DAY:
+        return at.replace(hour=0, minute=0)
+    return at
+
+
+def _earliest(*ats: datetime | None) -> datetime | None:
     present = [at for at in ats if at is not None]
     return min(present) if present else None
 
 
-def bucket_floor(at: datetime, bucket: str) -> datetime:
-    """The start of `at`'s bucket (minute, hour or day, from midnight UTC)."""
-    at = at.astimezone(UTC).replace(second=0, microsecond=0)
-    if bucket == RollupBucket.MINUTE:
-        return at
-    return BUCKET_START[bucket](at)
+def _one(statement: str, params: Any = None) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchone()[0]
+
+
+def _shards() -> list[int]:
+    size = settings.ANCHORGPU["ROLLUP_SHARD_SIZE"]
+    with connection.cursor() as cursor:
+        cursor.execute(sql.ROLLUP_SHARDS, [size])
+        return [shard for (shard,) in cursor.fetchall()]
 
 
 @transaction.atomic
-def telemetry_rollup(*, now: datetime | None = None) -> dict[str, int]:
-    """Minutes from the newest one rolled up on, or from the earliest minute an ingest
-    rewrote since the last run (`SamplesRewritten`: the remote source re-pulls minutes
-    late). Each coarser bucket is aggregated again only where it holds a finer one this run
-    wrote (or changed), or where it was never written: a run that changes no minute of a
-    closed hour leaves its hour and day alone."""
-    now = now or db_now()
+def _take_rewritten(shards: list[int]) -> None:
+    """Marks moved back to the earliest minute an ingest rewrote since the last run
+    (`SamplesRewritten`: the remote source re-pulls minutes late); marks of shards that no
+    longer have GPUs dropped (they would hold the fleet's hours back)."""
+    RollupMark.objects.exclude(shard__in=shards).delete()
     with connection.cursor() as cursor:
-        cursor.execute(sql.ROLLUP_LOCK)
-        if not cursor.fetchone()[0]:
-            return {"minute": 0, "hour": 0, "day": 0, "skipped": True}
         cursor.execute(sql.REWRITTEN_TAKE)
         rewritten = cursor.fetchone()[0]
-        counts: dict[str, int] = {}
-        written: dict[str, datetime | None] = {}  # per bucket, the earliest one this run wrote
-        newest = _newest(RollupBucket.MINUTE)
-        first = newest
-        if first is None:  # a first run: from the oldest sample
-            first = GpuSample.objects.order_by("at").values_list("at", flat=True).first()
-        since = _earliest(first, rewritten)
-        counts["minute"], written[RollupBucket.MINUTE] = 0, None
-        if since is not None:
-            since = bucket_floor(since, RollupBucket.MINUTE)  # a minute is rolled whole
-            threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-            # The samples come out of their window sorted per GPU, and a minute's are
-            # grouped as they come (an incremental sort). The planner cannot count the
-            # GPU-minutes of a union (each GPU's sample before `since` joins the range's),
-            # guesses 40,000 and would hash them: at 100,000 GPUs an hour's catch-up has
-            # 6 million, and the hash spilled to disk for a third longer.
-            cursor.execute("SET LOCAL enable_hashagg = off")
-            minutes: dict[str, Any] = {  # Any: the stubs' parameter types leave out timedelta
-                "bucket": RollupBucket.MINUTE, "step": STEP[RollupBucket.MINUTE],
-                "since": since, "newest": newest, "now": now, "threshold": threshold,
-            }  # fmt: skip
-            cursor.execute(sql.ROLLUP_MINUTES, minutes)
-            counts["minute"], written[RollupBucket.MINUTE] = cursor.fetchone()
-            cursor.execute("RESET enable_hashagg")
-        for bucket, source, start in COARSER:
-            # The buckets after the newest one (never written yet; from the first source
-            # bucket on a first run), and those holding a source bucket written now.
-            last = _newest(bucket)
-            pending = last + STEP[bucket] if last is not None else _oldest(source)
-            since = _earliest(pending, written[source])
-            counts[bucket], written[bucket] = 0, None
-            if since is not None and start(since) < bucket_floor(now, bucket):
-                coarser: dict[str, Any] = {  # Any: as `minutes` above
-                    "bucket": bucket, "source": source, "step": STEP[bucket],
-                    "since": start(since), "now": now,
-                }  # fmt: skip
-                cursor.execute(sql.ROLLUP_COARSER, coarser)
-                counts[bucket], written[bucket] = cursor.fetchone()
-    counts.update(fleet_rollups_refresh(rewritten=rewritten, written=written))
+    if rewritten is not None:
+        minute, hour = bucket_floor(rewritten, "minute"), bucket_floor(rewritten, "hour")
+        RollupMark.objects.filter(minutes_until__gt=minute).update(minutes_until=minute)
+        RollupMark.objects.filter(hours_until__gt=hour).update(hours_until=hour)
+
+
+Marks = tuple[datetime | None, datetime | None]  # (minutes until, hours until)
+
+
+def _marks_at_start() -> Marks:
+    """Where a shard without a mark of its own starts (a new shard of GPUs, a changed
+    shard size), taken when the run begins: where the shards stood (the least of each);
+    before any mark, after the newest fleet minute and GPU hour (rows kept from before the
+    marks); None where neither is: the shard's oldest raw sample (`shard_rollup`)."""
+    marks = RollupMark.objects.order_by("minutes_until").first()
+    if marks is not None:
+        hours = RollupMark.objects.order_by("hours_until").first()
+        return marks.minutes_until, hours.hours_until if hours else marks.hours_until
+    minute = (
+        FleetRollup.objects.filter(bucket=RollupBucket.MINUTE)
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    hour = _one(sql.newest("telemetry_gpuhour"))
+    return (
+        minute + STEP["minute"] if minute else None,
+        hour + STEP["hour"] if hour else None,
+    )
+
+
+@transaction.atomic
+def shard_rollup(
+    *, shard: int, now: datetime, default: Marks = (None, None)
+) -> dict[str, Any] | None:
+    """One shard's pass over its raw samples since its mark (`sql.SHARD_ROLLUP`), in its own
+    transaction. The newest minute rolled is rolled again (a poll's samples may commit
+    after the minute closed), and an hour closes once its last minute was rolled twice. A
+    shard without a mark starts at `default` (`_marks_at_start`), else at its oldest raw
+    sample, else (nothing to read) now. None: another run holds the shard."""
+    if not _one(sql.ROLLUP_LOCK, [shard]):
+        return None
+    size = settings.ANCHORGPU["ROLLUP_SHARD_SIZE"]
+    gpu_lo, gpu_hi = shard * size, (shard + 1) * size
+    minute_end = bucket_floor(now, "minute")
+    hour_end = bucket_floor(minute_end - STEP["minute"], "hour")
+    mark = RollupMark.objects.filter(shard=shard).first()
+    if mark is not None:
+        minutes_until, hours_until = mark.minutes_until, mark.hours_until
+    else:
+        oldest = None
+        if None in default:
+            oldest = (
+                GpuSample.objects.filter(gpu_id__gte=gpu_lo, gpu_id__lt=gpu_hi)
+                .order_by("at")
+                .values_list("at", flat=True)
+                .first()
+            )
+        minutes_until = bucket_floor(default[0] or oldest or minute_end, "minute")
+        hours_until = bucket_floor(default[1] or oldest or minute_end, "hour")
+    # The newest minute rolled is rolled again: late samples land in it.
+    again = STEP["minute"] if mark is not None else timedelta(0)
+    minutes_from = min(minutes_until - again, minute_end)
+    hours_from = min(hours_until, hour_end)
+    read_from = min(minutes_from, hours_from) if hours_from < hour_end else minutes_from
+    with connection.cursor() as cursor:
+        # The samples come out of their window sorted per GPU and are grouped as they come;
+        # the planner cannot count the GPU-minutes of the union (each GPU's sample before
+        # the range joins it) and would hash them, spilling to disk at scale.
+        cursor.execute("SET LOCAL enable_hashagg = off")
+        params: dict[str, Any] = {  # Any: the stubs' parameter types leave out timedelta
+            "shard": shard, "gpu_lo": gpu_lo, "gpu_hi": gpu_hi, "read_from": read_from,
+            "minutes_from": minutes_from, "minute_end": minute_end, "hours_from": hours_from,
+            "hour_end": hour_end, "minute": RollupBucket.MINUTE,
+            "threshold": settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"],
+        }  # fmt: skip
+        cursor.execute(sql.SHARD_ROLLUP, params)
+        hours, first_hour, fleet_minutes = cursor.fetchone()
+        cursor.execute("RESET enable_hashagg")
+    return {"hours": hours, "first_hour": first_hour, "fleet_minutes": fleet_minutes}
+
+
+def telemetry_rollup(*, now: datetime | None = None) -> dict[str, Any]:
+    """Every shard's pass (`shard_rollup`), then the GPU days and the fleet's hours and days
+    from the hours every shard has closed."""
+    now = now or db_now()
+    shards = _shards()
+    _take_rewritten(shards)
+    default = _marks_at_start()
+    counts: dict[str, Any] = {"hour": 0, "fleet_minute": 0, "skipped": 0}
+    first_hour: datetime | None = None
+    for shard in shards:
+        done = shard_rollup(shard=shard, now=now, default=default)
+        if done is None:
+            counts["skipped"] += 1
+            continue
+        counts["hour"] += done["hours"]
+        counts["fleet_minute"] += done["fleet_minutes"]
+        first_hour = _earliest(first_hour, done["first_hour"])
+    counts.update(fleet_rollups_refresh(written_hour=first_hour))
     return counts
 
 
-_FLEET_BUCKETS = (RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY)
+def hours_closed() -> datetime | None:
+    """The end of the hours every shard has closed (None: no shard has run yet)."""
+    mark = RollupMark.objects.order_by("hours_until").first()
+    if mark is not None:
+        return mark.hours_until
+    newest = _one(sql.newest("telemetry_gpuhour"))
+    return newest + STEP["hour"] if newest else None
 
 
 @transaction.atomic
-def fleet_rollups_refresh(
-    *, rewritten: datetime | None = None, written: dict[str, datetime | None] | None = None
-) -> dict[str, int]:
-    """Bring the per model and region rollups (minute, hour, day) up to the GPU rollups.
-    With `written` (the rollup run: per bucket, the earliest GPU rollup it wrote, None:
-    none), each from the bucket after their newest one, or from the earliest written where
-    that is earlier. Without it (whatever writes GPU rollups itself, the demo): from the
-    newest bucket they hold (GPU rollups rewrite their newest bucket too), or from
-    `rewritten` where that is earlier, or, on a first run, the oldest GPU rollup."""
+def fleet_rollups_refresh(*, written_hour: datetime | None = None) -> dict[str, int]:
+    """GPU days from GPU hours, and the fleet's hours and days (per model and region) from
+    the GPU hours and days, up to the hours every shard has closed: each from the bucket
+    after its newest one, or from the earliest hour written now (`written_hour`) where that
+    is earlier; on a first run, from the oldest GPU hour. Also what writes GPU hours itself
+    (the demo) calls."""
+    counts = {"day": 0, "fleet_hour": 0, "fleet_day": 0}
+    if not _one(sql.ROLLUP_LOCK, [-1]):  # the sums after the shards
+        return counts
+    closed = hours_closed()
+    oldest = _one(sql.OLDEST_HOUR)
+    if closed is None or oldest is None:
+        return counts
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
-    counts = {}
-    with connection.cursor() as cursor:
-        for bucket in _FLEET_BUCKETS:
-            counts[f"fleet_{bucket}"] = 0
-            last = FleetRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()  # fmt: skip
-            if written is not None and last is not None:
-                since = _earliest(last + STEP[bucket], written[bucket])
-                newest_gpu = _newest(bucket)
-                if newest_gpu is None or since > newest_gpu:
-                    continue  # nothing new below
-            else:
-                since = last or _oldest(bucket)
-                if since is not None and rewritten is not None:
-                    since = min(since, bucket_floor(rewritten, bucket))
-            if since is None:
-                continue
-            FleetRollup.objects.filter(bucket=bucket, at__gte=since).delete()
+    newest_day = _one(sql.newest("telemetry_gpuday"))
+    since = _earliest(newest_day + STEP["day"] if newest_day else oldest, written_hour)
+    until = bucket_floor(closed, "day")
+    written_day = None
+    assert since is not None
+    if bucket_floor(since, "day") < until:
+        params = {"since": bucket_floor(since, "day"), "until": until}
+        with connection.cursor() as cursor:
+            cursor.execute(sql.GPU_DAYS, params)
+            counts["day"], written_day = cursor.fetchone()
+    for bucket, table, written, end in (
+        (RollupBucket.HOUR, "telemetry_gpuhour", written_hour, closed),
+        (RollupBucket.DAY, "telemetry_gpuday", written_day, until),
+    ):
+        last = FleetRollup.objects.filter(bucket=bucket).order_by("-at").values_list("at", flat=True).first()  # fmt: skip
+        start = _earliest(last + STEP[bucket] if last else oldest, written)
+        assert start is not None
+        start = bucket_floor(start, bucket)
+        if start >= end:
+            continue
+        FleetRollup.objects.filter(bucket=bucket, at__gte=start, at__lt=end).delete()
+        with connection.cursor() as cursor:
             cursor.execute(
-                sql.FLEET_ROLLUP, {"bucket": bucket, "since": since, "threshold": threshold}
+                sql.fleet_rollup(table),
+                {"bucket": bucket, "since": start, "until": end, "threshold": threshold},
             )
             counts[f"fleet_{bucket}"] = cursor.rowcount
     return counts
@@ -162,18 +228,20 @@ def telemetry_prune(*, now: datetime | None = None) -> dict:
     raw_cutoff = now - conf["RAW_RETENTION"]
     samples = samples_prune(before=raw_cutoff)
     polls, _ = Poll.objects.filter(at__lt=raw_cutoff).delete()
-    # Per bucket, so each is a range of the (bucket, at) index: `at` alone is no index's
-    # first column, and the rows past the retention were found by reading the whole table
-    # (docs/operations.md has the figures at 100,000 GPUs).
-    cutoff = {"bucket__in": RollupBucket.values, "at__lt": now - conf["ROLLUP_RETENTION"]}
-    rollups, _ = GpuRollup.objects.filter(**cutoff).delete()
-    FleetRollup.objects.filter(**cutoff).delete()
-    return {**samples, "polls": polls, "rollups": rollups}
+    # GPU hours and days by the month; the fleet's rows per bucket, so each is a range of
+    # the (bucket, at, …) index: `at` alone is no index's first column.
+    before = now - conf["ROLLUP_RETENTION"]
+    rollups = months_prune(before=before)
+    FleetRollup.objects.filter(bucket__in=RollupBucket.values, at__lt=before).delete()
+    GpuRollup.objects.filter(bucket__in=RollupBucket.values, at__lt=before).delete()
+    return {**samples, "polls": polls, **rollups}
 
 
 @transaction.atomic
-def rollups_copy(rows) -> None:
-    """Write rollup rows (tuples in `sql.ROLLUP_COLUMNS`' order) with COPY."""
-    with connection.cursor() as cursor, cursor.cursor.copy(sql.ROLLUPS_COPY) as copy:
+def hours_copy(table: str, rows) -> None:
+    """Write GPU hour (day) rows (tuples of gpu_id, at and `sql.FIGURES` in order) with COPY
+    into `table` (telemetry_gpuhour or telemetry_gpuday)."""
+    statement = sql.copy_text(table, ("gpu_id", "at", *sql.FIGURES))
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
         for row in rows:
             copy.write_row(row)

@@ -7,14 +7,14 @@ from typing import Any, SupportsFloat, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from catalog.models import Gpu, Node, NodeState
 from core.db import read_rows, reads_cursor
 from telemetry import sql
 from telemetry.engine_series import engine_gpu_series, engine_series_response
-from telemetry.models import Flag, FlagKind, FleetRollup, GpuRollup, GpuSample, Severity
+from telemetry.models import Flag, FlagKind, GpuSample, RollupBucket, Severity
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -24,74 +24,83 @@ ENGINE_STEP = timedelta(minutes=1)
 
 N = TypeVar("N", int, float)
 Part = tuple[str, datetime, datetime]  # (source: "raw" or a rollup bucket, from, to)
+Source = str  # "gpu": GPU hours and days; "fleet": the fleet rollups
 Level = tuple[str, timedelta, datetime | None]  # (bucket, its unit, end of its newest rollup)
 
 
 _RAW_COLUMNS = ("gpu_id", "at", "utilization", "memory_used_mib", "memory_total_mib",
                 "power_w", "temperature_c")  # fmt: skip
-_ROLLUP_COLUMNS = ("gpu_id", "at", "utilization_avg", "memory_used_max_mib", "memory_total_mib",
-                   "power_avg_w", "temperature_max_c")  # fmt: skip
+
+
+def _tuples(statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with reads_cursor() as cursor:
+        cursor.execute(statement, params)
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
+
+
+def _raw_rows(*, gpu_ids: list[int], start: datetime, end: datetime) -> list[tuple[Any, ...]]:
+    raw = GpuSample.objects.filter(gpu_id__in=gpu_ids, at__gte=start, at__lte=end)
+    return list(raw.order_by("at").values_list(*_RAW_COLUMNS))
+
+
+def _minute_rows(*, gpu_ids: list[int], start: datetime, end: datetime) -> list[tuple[Any, ...]]:
+    """Minute points of [start, end): computed from the raw samples (no minute is stored).
+    The operator's engine's minutes, where it is the source, are chosen before (`gpu_series`)."""
+    return _tuples(sql.MINUTE_POINTS, {"gpu_ids": gpu_ids, "start": start, "end": end})
+
+
+def _hour_rows(*, gpu_ids: list[int], start: datetime, end: datetime) -> list[tuple[Any, ...]]:
+    return _tuples(sql.HOUR_POINTS, {"gpu_ids": gpu_ids, "start": start, "end": end})
 
 
 def gpu_series(
-    *, gpus: list[Gpu], start: datetime, end: datetime, engine: bool = True
+    *,
+    gpus: list[Gpu],
+    start: datetime,
+    end: datetime,
+    engine: bool = True,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
-    """Per-GPU series for the charts: raw samples for short ranges, rollups for long ones,
-    and, after the newest rollup, the finer data that is not rolled up yet, so the line
-    reaches now. With the operator's engine as the source, its minutes where raw samples
-    do not serve the range (`source`: engine); where it gives none, the database's points
-    and `engine_fallback` saying why (telemetry/engine_series.py)."""
+    """Per-GPU series for the charts: raw samples up to RAW_MAX_SPAN; up to MINUTE_MAX_SPAN,
+    minute points while the range's raw samples are kept (RAW_RETENTION); otherwise hourly
+    points from GPU hours, then minute points after the newest closed hour, so the line
+    reaches now. `source` says which ("raw", "minute" or "hour", which the page says). With
+    the operator's engine as the source, its minutes where raw samples do not serve the
+    range (`source`: engine); where it gives none, the database's points and
+    `engine_fallback` saying why (telemetry/engine_series.py)."""
     by_pk = {gpu.pk: gpu for gpu in gpus}
+    ids = list(by_pk)
     span = end - start
     fallback = None
     if engine and _engine_minutes_wanted(start=start, end=end):
         found = engine_gpu_series(gpus=gpus, start=start, end=end, step=ENGINE_STEP)
         if found.points is not None and found.since is not None:
             before = (  # the engine's first minutes are missing (its retention): ours
-                gpu_series(gpus=gpus, start=start, end=found.since, engine=False)
+                gpu_series(gpus=gpus, start=start, end=found.since, engine=False, now=now)
                 if found.since >= start + ENGINE_STEP
                 else None
             )
             return engine_series_response(found, gpus=gpus, start=start, end=end, before=before)
         fallback = {"reason": found.reason}
-    parts: list[Part]
+    raw_kept_from = (now or timezone.now()) - settings.ANCHORGPU["RAW_RETENTION"]
+    rows: list[tuple[Any, ...]]
     if span <= RAW_MAX_SPAN:
-        source, parts = "raw", [("raw", start, end)]
+        source, rows = "raw", _raw_rows(gpu_ids=ids, start=start, end=end)
+    elif span <= MINUTE_MAX_SPAN and start >= raw_kept_from:
+        source, rows = "minute", _minute_rows(gpu_ids=ids, start=start, end=end)
     else:
-        source = GpuRollup.Bucket.MINUTE if span <= MINUTE_MAX_SPAN else GpuRollup.Bucket.HOUR
-        # The finer rollups may not reach back to `start` (a backfilled demo, a shorter
-        # retention): hourly ones fill in before the first minute rollup.
-        first_minute = (
-            GpuRollup.objects.filter(bucket="minute", gpu_id__in=by_pk, at__gte=start, at__lt=end)
-            .order_by("at")
-            .values_list("at", flat=True)
-            .first()
-        )
-        hours_until = min(end, rolled_until("hour") or start)
-        if source == GpuRollup.Bucket.MINUTE:
-            hours_until = min(hours_until, first_minute or hours_until)
-        parts, minutes_from = [("hour", start, hours_until)], max(start, hours_until)
-        minutes_until = min(end, rolled_until("minute") or minutes_from)
-        parts += [
-            ("minute", minutes_from, minutes_until),
-            ("raw", max(minutes_from, minutes_until), end),
-        ]
+        source = "hour"
+        hours_until = min(end, max(start, rolled_until("hour") or start))
+        rows = _hour_rows(gpu_ids=ids, start=start, end=hours_until)
+        if hours_until < end:
+            rows += _minute_rows(gpu_ids=ids, start=hours_until, end=end)
     series: dict[int, list[dict[str, Any]]] = {gpu_id: [] for gpu_id in by_pk}
-    for kind, a, b in parts:
-        if b <= a:
-            continue
-        rows: QuerySet[Any, tuple[Any, ...]]
-        if kind == "raw":
-            raw = GpuSample.objects.filter(gpu_id__in=by_pk, at__gte=a, at__lte=b)
-            rows = raw.order_by("at").values_list(*_RAW_COLUMNS)
-        else:
-            rolled = GpuRollup.objects.filter(gpu_id__in=by_pk, bucket=kind, at__gte=a, at__lt=b)
-            rows = rolled.order_by("at").values_list(*_ROLLUP_COLUMNS)
-        for gpu_id, at, util, mem, mem_total, power, temp in rows:
-            series[gpu_id].append(
-                {"t": at.isoformat(), "util": util, "mem": mem, "mem_total": mem_total,
-                 "power": power, "temp": temp}
-            )  # fmt: skip
+    for gpu_id, at, util, mem, mem_total, power, temp in rows:
+        series[gpu_id].append(
+            {"t": at.isoformat(), "util": util, "mem": mem, "mem_total": mem_total,
+             "power": power, "temp": temp}
+        )  # fmt: skip
     return {
         "from": start.isoformat(),
         "to": end.isoformat(),
@@ -168,10 +177,10 @@ def _ceil(at: datetime, unit: timedelta) -> datetime:
     return floor if floor == at else floor + unit
 
 
-def rolled_until(bucket: str, model: type[Model] = GpuRollup) -> datetime | None:
-    """The end of the newest `bucket` rollup (of GPUs, or of the fleet): what comes after
-    is only in finer data."""
-    return _levels({bucket: model})[0][2]
+def rolled_until(bucket: str, source: Source = "gpu") -> datetime | None:
+    """The end of the newest `bucket` rollup (GPU hours or days, or the fleet's): what
+    comes after is only in finer data."""
+    return _levels({bucket: source})[0][2]
 
 
 _LEVELS = (
@@ -196,36 +205,37 @@ def _plan(start: datetime, end: datetime, levels: list[Level]) -> list[Part]:
     return [*_plan(start, a, finer), (bucket, a, b), *_plan(b, end, finer)]
 
 
-_GPU_LEVELS = {"day": GpuRollup, "hour": GpuRollup, "minute": GpuRollup}
+# GPUs have no minute level: what no hour holds is read from raw samples.
+_GPU_LEVELS = {"day": "gpu", "hour": "gpu"}
+_FLEET_LEVELS = {"day": "fleet", "hour": "fleet", "minute": "fleet"}
 
 
-def _levels(sources: Mapping[str, type[Model]] = _GPU_LEVELS) -> list[Level]:
-    """[(bucket, unit, end of its newest rollup)], coarsest first, in one statement, for
-    each bucket of `sources` read from the rollup model given for it."""
+def _levels(sources: Mapping[str, Source] = _GPU_LEVELS) -> list[Level]:
+    """[(bucket, unit, end of what it holds)], coarsest first, in one statement, for each
+    bucket of `sources` read from the source given for it."""
     wanted = [(bucket, unit) for bucket, unit in _LEVELS if bucket in sources]
-    tables = tuple(sources[bucket]._meta.db_table for bucket, _ in wanted)
+    levels = tuple((sources[bucket], bucket) for bucket, _ in wanted)
+    params = [bucket for source, bucket in levels if source == "fleet"]
     with reads_cursor() as cursor:
-        cursor.execute(sql.newest_rollups(tables), [bucket for bucket, _ in wanted])
+        cursor.execute(sql.rolled_until(levels), params)
         ats = cursor.fetchone()
-    return [
-        (bucket, unit, at + unit if at else None)
-        for (bucket, unit), at in zip(wanted, ats, strict=True)
-    ]
+    return [(bucket, unit, at) for (bucket, unit), at in zip(wanted, ats, strict=True)]
 
 
 def gpu_totals_by_gpu(
     *, start: datetime, end: datetime, gpu_ids: list[int] | None = None
 ) -> dict[int, Totals]:
     """Per GPU, what it did in [start, end), from the coarsest data that covers each part
-    exactly (`_plan`). So a 30-day rental's figures cover all 30 days after raw samples
-    are pruned, a 90-day dashboard reads daily rows, and the newest minute counts too."""
+    exactly (`_plan`): GPU days and hours, raw samples for the edges and the open hour. So
+    a 30-day rental's whole hours count after raw samples are pruned, a 90-day dashboard
+    reads daily rows, and the newest minute counts too."""
     totals: dict[int, Totals] = {}
     if end <= start:
         return totals
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     with reads_cursor() as cursor:
         for kind, a, b in _plan(start, end, _levels()):
-            params = {"start": a, "end": b, "gpu_ids": gpu_ids, "bucket": kind}
+            params = {"start": a, "end": b, "gpu_ids": gpu_ids}
             statement = sql.part_totals(kind, by_gpus=gpu_ids is not None)
             cursor.execute(statement, {**params, "threshold": threshold})
             for gpu_id, *row in cursor.fetchall():
@@ -251,20 +261,20 @@ def busy_gpus(*, start: datetime, end: datetime) -> int:
 
 
 def fleet_totals_by_group(*, start: datetime, end: datetime) -> dict[tuple[int, int], Totals]:
-    """Per (GPU model id, region id), what the fleet did in [start, end): whole hours and
-    days from the fleet rollups (a few rows per bucket), the edges and the newest part
-    from the GPU rollups and raw samples, as `gpu_totals_by_gpu` reads them; every part in
-    one statement. Peaks are not summed up per group, so `util_max` and `memory_max_mib`
-    are unset."""
+    """Per (GPU model id, region id), what the fleet did in [start, end): whole days,
+    hours and minutes from the fleet rollups (a few rows per bucket), the seconds at the
+    edges and the newest part from raw samples, as `gpu_totals_by_gpu` reads them; every
+    part in one statement. Peaks are not summed up per group, so `util_max` and
+    `memory_max_mib` are unset."""
     totals: dict[tuple[int, int], Totals] = {}
     if end <= start:
         return totals
-    levels = _levels({"day": FleetRollup, "hour": FleetRollup, "minute": GpuRollup})
+    levels = _levels(_FLEET_LEVELS)
     threshold = settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"]
     plan = _plan(start, end, levels)
     params = sql.numbered_params({"start": a, "end": b, "bucket": kind} for kind, a, b in plan)
     statement = sql.fleet_totals_by_group(
-        tuple(kind for kind, _a, _b in plan), fleet_rolled=frozenset(("day", "hour"))
+        tuple(kind for kind, _a, _b in plan), fleet_rolled=frozenset(("day", "hour", "minute"))
     )
     with reads_cursor() as cursor:
         cursor.execute(statement, {**params, "threshold": threshold})
@@ -282,7 +292,7 @@ def fleet_totals_rolled(
     rollup holds (the part of an hour at either end, the hours after the newest rollup) are
     left out, not guessed: the span says what the figures cover (None: nothing yet)."""
     totals: dict[tuple[int, int], Totals] = {}
-    levels = _levels({"day": FleetRollup, "hour": FleetRollup})
+    levels = _levels({"day": "fleet", "hour": "fleet"})
     plan = [part for part in _plan(start, end, levels) if part[0] != "raw"]
     if not plan:
         return totals, None
@@ -318,7 +328,7 @@ def fleet_newest_minute(*, start: datetime, end: datetime) -> FleetMinute | None
     """The newest minute in [start, end) the fleet rollups hold (None: none): a few rows
     whatever the fleet's size, never raw samples."""
     params: dict[str, str | datetime] = {
-        "bucket": GpuRollup.Bucket.MINUTE,
+        "bucket": RollupBucket.MINUTE,
         "start": start,
         "end": end,
     }
@@ -340,6 +350,23 @@ def gpu_totals(*, start: datetime, end: datetime, gpu_ids: list[int]) -> Totals:
             one.energy_j, one.covered_s, one.busy_s,
         )  # fmt: skip
     return total
+
+
+def raw_samples_from(*, now: datetime) -> datetime:
+    """Raw samples are all kept from here on: the older of the oldest one kept and the raw
+    retention's cutoff (samples begin after it where polling began later; the prune may not
+    have reached it yet). A part of a range before it can no longer be read from raw
+    samples, so GPU hours cannot split its hour."""
+    oldest = GpuSample.objects.order_by("at").values_list("at", flat=True).first()
+    cutoff: datetime = now - settings.ANCHORGPU["RAW_RETENTION"]
+    return min(oldest, cutoff) if oldest is not None else cutoff
+
+
+def memory_total_by_model(*, since: datetime) -> dict[int, float]:
+    """Per GPU model id, the largest memory total its GPUs' hours since `since` report."""
+    with reads_cursor() as cursor:
+        cursor.execute(sql.MEMORY_TOTAL_BY_MODEL, {"since": since})
+        return dict(cursor.fetchall())
 
 
 def fleet_sizes(

@@ -1,13 +1,14 @@
-"""Writes staff make to telemetry: acknowledging flags."""
+"""Writes staff make to telemetry: acknowledging flags, emptying the former rollups."""
 
 from datetime import datetime
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils.translation import gettext as _
 
 from core.db import db_now
 from core.errors import Invalid
+from telemetry import sql
 from telemetry.errors import AlreadyAcknowledged
 from telemetry.models import Flag, FlagKind
 
@@ -37,3 +38,14 @@ def flag_acknowledge(
         flag.closed_at = now
     flag.save(update_fields=["acknowledged_at", "acknowledged_by", "note", "closed_at"])
     return flag
+
+
+def former_rollups_truncate() -> None:
+    """Empty the former per-GPU rollups (`GpuRollup`) at once: their hours and days became
+    GPU hours and days when migrated, and their minutes are needed only until every
+    holding's edges are kept (`manage.py holding_edges_convert`)."""
+    with connection.cursor() as cursor:
+        # Deferred foreign-key checks pending on it (a caller's transaction that wrote rows)
+        # would refuse the TRUNCATE: run them first.
+        cursor.execute(sql.CONSTRAINTS_IMMEDIATE)
+        cursor.execute(sql.FORMER_ROLLUPS_TRUNCATE)

@@ -117,8 +117,18 @@ SELECT min(at) FROM taken
 
 # --- Rollups ---------------------------------------------------------------------------
 
-# One rollup run at a time; a second one skips.
-ROLLUP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('telemetry_rollup', 0))"
+# One run at a time per shard of the rollup (the parameter; -1: the sums after the shards);
+# a second one skips it.
+ROLLUP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('telemetry_rollup', %s))"
+
+# The rollup's shards: the GPU ids divided by the shard size (the parameter).
+ROLLUP_SHARDS = "SELECT DISTINCT id / %s FROM catalog_gpu ORDER BY 1"
+
+# The former per-GPU rollups emptied at once (13.5 TB of minute rows at 100k GPUs: no DELETE).
+FORMER_ROLLUPS_TRUNCATE = "TRUNCATE telemetry_gpurollup"
+
+# The oldest GPU hour (a first run's fleet rollups start there).
+OLDEST_HOUR = "SELECT min(at) FROM telemetry_gpuhour"
 
 # Energy and time come from each sample and the one before it (looked for up to LOOKBACK
 # before the range, so a bucket's first interval is not lost): the interval belongs to the
@@ -187,143 +197,205 @@ WITH s AS (
     )
 
 
-_FIGURES = (
-    "samples", "utilization_avg", "utilization_max", "memory_used_max_mib", "memory_total_mib",
-    "power_avg_w", "temperature_max_c", "energy_j", "covered_s", "busy_s",
+# The columns of a GPU hour or day (`telemetry.models.GpuHourFigures`), in order.
+FIGURES = (
+    "samples", "util_sum", "util_samples", "util_max", "mem_max_mib", "mem_total_mib",
+    "power_sum", "power_samples", "temp_max_c", "energy_j", "covered_s", "busy_s",
 )  # fmt: skip
 
-# What a rollup row's columns become when its bucket is rewritten, and only where a figure
-# changed: a row rewritten with the same figures is not returned as written, so the coarser
-# buckets above it are not aggregated again for nothing.
-_REWRITE = SQL("{} WHERE ({}) IS DISTINCT FROM ({})").format(
-    SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in _FIGURES),
-    SQL(", ").join(SQL("telemetry_gpurollup.{}").format(Identifier(c)) for c in _FIGURES),
-    SQL(", ").join(SQL("EXCLUDED.{}").format(Identifier(c)) for c in _FIGURES),
-)
+# How each figure adds up across buckets.
+_ADD = {
+    "samples": "sum", "util_sum": "sum", "util_samples": "sum", "util_max": "max",
+    "mem_max_mib": "max", "mem_total_mib": "max", "power_sum": "sum", "power_samples": "sum",
+    "temp_max_c": "max", "energy_j": "sum", "covered_s": "sum", "busy_s": "sum",
+}  # fmt: skip
+_NOT_NULL = {"util_sum", "power_sum", "covered_s", "busy_s"}  # sums of nothing are 0
 
-# A bucket's start: `date_bin` by its length (`step`) from midnight UTC, as date_trunc in
-# UTC gives it, at a fraction of date_trunc's cost per row.
-_BUCKET_OF_AT = SQL("date_bin(%(step)s, at, timestamptz '2000-01-01 00:00:00+00')")
-_BUCKET_OF_NOW = SQL(
-    "date_bin(%(step)s, %(now)s::timestamptz, timestamptz '2000-01-01 00:00:00+00')"
-)
 
-_ROLLUP_INSERT = SQL(
-    "INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg,"
-    " utilization_max, memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c,"
-    " energy_j, covered_s, busy_s)"
-)
+def _added(figure: str, table: str = "") -> Composable:
+    """`figure` added up over a group of rows (of `table`, an alias, where given)."""
+    column = (
+        SQL("{}.{}").format(Identifier(table), Identifier(figure)) if table else Identifier(figure)
+    )
+    added = SQL("{}({})").format(SQL(_ADD[figure]), column)
+    return SQL("coalesce({}, 0)").format(added) if figure in _NOT_NULL else added
 
-# Raw samples into minute rollups (`bucket`, `step` its length), from `since` to the start
-# of `now`'s minute, in one pass over the samples. Rows after the newest minute rolled up
-# (`newest`; NULL: none yet) cannot exist and are plainly inserted; only those at or before
-# it (its rewrite, or a rewritten range) take the costlier ON CONFLICT … DO UPDATE, and are
-# written only where a figure changed. Returns the rows written and the earliest of their
-# minutes (NULL: none), from which the coarser buckets are aggregated again.
-ROLLUP_MINUTES = (
+
+def _upsert(table: str, rows: Composable) -> Composed:
+    """`INSERT INTO table (gpu_id, at, figures…) rows` that rewrites a row already there."""
+    columns = SQL(", ").join(map(Identifier, ("gpu_id", "at", *FIGURES)))
+    update = SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in FIGURES)
+    return SQL("INSERT INTO {} ({}) {} ON CONFLICT (gpu_id, at) DO UPDATE SET {}").format(
+        Identifier(table), columns, rows, update
+    )
+
+
+_EPOCH = SQL("timestamptz '2000-01-01 00:00:00+00'")
+
+# One pass over one shard's raw samples (GPU ids in [gpu_lo, gpu_hi)) from `read_from` to
+# the start of the current minute (`minute_end`), with every GPU-minute kept inside the
+# statement (never stored), yielding:
+# - the GPU hours in [hours_from, hour_end): only hours that have closed (the caller's
+#   rule: an hour closes once its last minute was rolled twice, late samples included);
+# - the fleet's minutes from `minutes_from` on, summed per model and region for this shard
+#   (`shard`: readers sum the shards);
+# - each GPU's newest busy minute (GpuBusy), never moved back;
+# - the shard's mark (`telemetry_rollupmark`), moved in the same transaction.
+# Every row is upserted, so a rerun over the same samples rewrites the same rows, and a
+# catch-up after an outage is this statement over the backlog. Sums run in time order per
+# GPU (the minutes come out of the window sorted), so a rerun gives the same figures to the
+# last bit. Returns the GPU hours written, the earliest of them (NULL: none) and the fleet
+# minutes written.
+SHARD_ROLLUP = (
     SQL(
         """{samples}, m AS MATERIALIZED (
-    SELECT gpu_id, {bucket_of_at} AS at, count(*) AS samples, avg(utilization) AS util_avg,
-        max(utilization) AS util_max, max(memory_used_mib) AS mem_max,
-        max(memory_total_mib) AS mem_total, avg(power_w) AS power_avg,
-        max(temperature_c) AS temp_max, sum(energy_rise) AS energy, sum(covered) AS covered,
-        sum(covered) FILTER (WHERE utilization > %(threshold)s) AS busy
+    SELECT gpu_id, date_bin(interval '1 minute', at, {epoch}) AS at, count(*) AS samples,
+        coalesce(sum(utilization), 0) AS util_sum, count(utilization) AS util_samples,
+        max(utilization) AS util_max, max(memory_used_mib) AS mem_max_mib,
+        max(memory_total_mib) AS mem_total_mib, coalesce(sum(power_w), 0) AS power_sum,
+        count(power_w) AS power_samples, max(temperature_c) AS temp_max_c,
+        sum(energy_rise) AS energy_j, coalesce(sum(covered), 0) AS covered_s,
+        coalesce(sum(covered) FILTER (WHERE utilization > %(threshold)s), 0) AS busy_s
     FROM d
-    GROUP BY gpu_id, {bucket_of_at}
-), rewritten AS (
-    {insert}
-    SELECT gpu_id, %(bucket)s, at, samples, util_avg, util_max, mem_max, mem_total, power_avg,
-        temp_max, energy, covered, busy
-    FROM m WHERE at <= %(newest)s
-    ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
+    GROUP BY gpu_id, date_bin(interval '1 minute', at, {epoch})
+), hours AS (
+    {hour_upsert}
     RETURNING at
-), added AS (
-    {insert}
-    SELECT gpu_id, %(bucket)s, at, samples, util_avg, util_max, mem_max, mem_total, power_avg,
-        temp_max, energy, covered, busy
-    FROM m WHERE %(newest)s::timestamptz IS NULL OR at > %(newest)s
-    RETURNING at
+), fleet AS (
+    INSERT INTO telemetry_fleetrollup AS f (bucket, at, gpu_model_id, region_id, shard, gpus,
+        busy_gpus, samples, util_sum, util_samples, covered_s, busy_s, energy_j)
+    SELECT %(minute)s, m.at, n.gpu_model_id, n.region_id, %(shard)s, count(*),
+        count(*) FILTER (WHERE m.util_sum / nullif(m.util_samples, 0) > %(threshold)s),
+        sum(m.samples), sum(m.util_sum), sum(m.util_samples), sum(m.covered_s),
+        sum(m.busy_s), sum(m.energy_j)
+    FROM m
+    JOIN catalog_gpu g ON g.id = m.gpu_id
+    JOIN catalog_node n ON n.id = g.node_id
+    WHERE m.at >= %(minutes_from)s
+    GROUP BY m.at, n.gpu_model_id, n.region_id
+    ON CONFLICT (bucket, at, gpu_model_id, region_id, shard) DO UPDATE
+        SET gpus = excluded.gpus, busy_gpus = excluded.busy_gpus, samples = excluded.samples,
+            util_sum = excluded.util_sum, util_samples = excluded.util_samples,
+            covered_s = excluded.covered_s, busy_s = excluded.busy_s, energy_j = excluded.energy_j
+    RETURNING 1
 ), busy AS (  -- run whether read or not, as every data-modifying WITH is
     INSERT INTO telemetry_gpubusy AS b (gpu_id, at)
-    SELECT gpu_id, max(at) FROM m WHERE util_max > %(threshold)s GROUP BY gpu_id
+    SELECT gpu_id, max(at) FROM m
+    WHERE at >= %(minutes_from)s AND util_max > %(threshold)s GROUP BY gpu_id
     ON CONFLICT (gpu_id) DO UPDATE SET at = excluded.at WHERE b.at < excluded.at
+), mark AS (
+    INSERT INTO telemetry_rollupmark AS k (shard, minutes_until, hours_until)
+    VALUES (%(shard)s, %(minute_end)s, greatest(%(hours_from)s, %(hour_end)s))
+    ON CONFLICT (shard) DO UPDATE
+        SET minutes_until = excluded.minutes_until, hours_until = excluded.hours_until
 )
-SELECT (SELECT count(*) FROM rewritten) + (SELECT count(*) FROM added),
-       least((SELECT min(at) FROM rewritten), (SELECT min(at) FROM added))
+SELECT (SELECT count(*) FROM hours), (SELECT min(at) FROM hours), (SELECT count(*) FROM fleet)
 """
     )
     .format(
-        samples=samples_with_deltas(since=SQL("%(since)s::timestamptz"), until=_BUCKET_OF_NOW),
-        bucket_of_at=_BUCKET_OF_AT,
-        insert=_ROLLUP_INSERT,
-        rewrite=_REWRITE,
+        samples=samples_with_deltas(
+            since=SQL("%(read_from)s::timestamptz"),
+            until=SQL("%(minute_end)s::timestamptz"),
+            where=SQL("AND gpu_id >= %(gpu_lo)s AND gpu_id < %(gpu_hi)s"),
+        ),
+        epoch=_EPOCH,
+        hour_upsert=_upsert(
+            "telemetry_gpuhour",
+            SQL(
+                "SELECT gpu_id, date_bin(interval '1 hour', at, {epoch}), {figures}"
+                " FROM (SELECT * FROM m WHERE at >= %(hours_from)s AND at < %(hour_end)s"
+                " ORDER BY gpu_id, at) AS closed"
+                " GROUP BY gpu_id, date_bin(interval '1 hour', at, {epoch})"
+            ).format(epoch=_EPOCH, figures=SQL(", ").join(_added(f) for f in FIGURES)),
+        ),
     )
     .as_string()
 )
 
-# `source` buckets rolled up into `bucket` buckets (minute → hour, hour → day; `step` the
-# bucket's length), from `since` up to the start of `now`'s `bucket`. Summed in time order,
-# so a rerun over the same rows gives the same figures to the last bit, whatever order they
-# lie in (and a bucket whose figures did not change is not written). Returns the rows
-# written and the earliest of their buckets (NULL: none).
-ROLLUP_COARSER = (
+# GPU days from GPU hours, for the days in [since, until) (whole days), rewritten where
+# they are already there; summed in time order, as the hours are. Returns the days written
+# and the earliest of them (NULL: none).
+GPU_DAYS = (
     SQL(
         """WITH written AS (
-{insert}
-SELECT gpu_id, %(bucket)s, {bucket_of_at}, sum(samples),
-    sum(utilization_avg * samples) / nullif(sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), 0),
-    max(utilization_max), max(memory_used_max_mib), max(memory_total_mib), avg(power_avg_w),
-    max(temperature_max_c), sum(energy_j), sum(covered_s), sum(busy_s)
-FROM (SELECT * FROM telemetry_gpurollup
-      WHERE bucket = %(source)s AND at >= %(since)s AND at < {bucket_of_now}
-      ORDER BY gpu_id, {bucket_of_at}, at) AS source
-GROUP BY gpu_id, {bucket_of_at}
-ON CONFLICT (gpu_id, bucket, at) DO UPDATE SET {rewrite}
-RETURNING at
+    {upsert}
+    RETURNING at
 )
 SELECT count(*), min(at) FROM written
 """
     )
     .format(
-        insert=_ROLLUP_INSERT,
-        bucket_of_at=_BUCKET_OF_AT,
-        bucket_of_now=_BUCKET_OF_NOW,
-        rewrite=_REWRITE,
+        upsert=_upsert(
+            "telemetry_gpuday",
+            SQL(
+                "SELECT gpu_id, date_bin(interval '1 day', at, {epoch}), {figures}"
+                " FROM (SELECT * FROM telemetry_gpuhour WHERE at >= %(since)s AND at < %(until)s"
+                " ORDER BY gpu_id, at) AS hours"
+                " GROUP BY gpu_id, date_bin(interval '1 day', at, {epoch})"
+            ).format(epoch=_EPOCH, figures=SQL(", ").join(_added(f) for f in FIGURES)),
+        )
     )
     .as_string()
 )
 
-# Sums of the GPU rollups per model and region; the figures add up exactly as the per-GPU
-# reads add them (`telemetry.selectors.Totals`), so either source gives the same answer.
-FLEET_ROLLUP = """
-INSERT INTO telemetry_fleetrollup (bucket, at, gpu_model_id, region_id, gpus, busy_gpus, samples,
-    util_sum, util_samples, covered_s, busy_s, energy_j)
-SELECT r.bucket, r.at, n.gpu_model_id, n.region_id, count(*),
-    count(*) FILTER (WHERE r.utilization_avg > %(threshold)s), sum(r.samples),
-    coalesce(sum(r.utilization_avg * r.samples), 0),
-    coalesce(sum(r.samples) FILTER (WHERE r.utilization_avg IS NOT NULL), 0),
-    coalesce(sum(r.covered_s), 0), coalesce(sum(r.busy_s), 0), sum(r.energy_j)
-FROM telemetry_gpurollup r
+
+@cache
+def fleet_rollup(table: str) -> str:
+    """The fleet's hours (days) from the GPU hours (days) `table` in [since, until), summed
+    per model and region (shard 0); the figures add up exactly as the per-GPU reads add
+    them (`telemetry.selectors.Totals`), so either source gives the same answer."""
+    return (
+        SQL(
+            """
+INSERT INTO telemetry_fleetrollup (bucket, at, gpu_model_id, region_id, shard, gpus, busy_gpus,
+    samples, util_sum, util_samples, covered_s, busy_s, energy_j)
+SELECT %(bucket)s, r.at, n.gpu_model_id, n.region_id, 0, count(*),
+    count(*) FILTER (WHERE r.util_sum / nullif(r.util_samples, 0) > %(threshold)s),
+    sum(r.samples), sum(r.util_sum), sum(r.util_samples), sum(r.covered_s), sum(r.busy_s),
+    sum(r.energy_j)
+FROM {table} r
 JOIN catalog_gpu g ON g.id = r.gpu_id
 JOIN catalog_node n ON n.id = g.node_id
-WHERE r.bucket = %(bucket)s AND r.at >= %(since)s
-GROUP BY r.bucket, r.at, n.gpu_model_id, n.region_id
+WHERE r.at >= %(since)s AND r.at < %(until)s
+GROUP BY r.at, n.gpu_model_id, n.region_id
 """
+        )
+        .format(table=Identifier(table))
+        .as_string()
+    )
+
+
+# The end of the newest GPU hour or day.
+@cache
+def newest(table: str) -> str:
+    return SQL("SELECT max(at) FROM {}").format(Identifier(table)).as_string()
 
 
 # --- Reads over parts of a time range (`telemetry.selectors._plan`) ----------------------
 
 
+# The end of what each level holds, per (source, bucket): a GPU day or a fleet row's end
+# after the newest; GPU hours up to where every shard has closed them (the marks; before
+# any mark, after the newest hour); the fleet's minutes up to where every shard has rolled
+# them. One `%s` per fleet level for its bucket.
+_ROLLED_UNTIL = {
+    ("gpu", "day"): "(SELECT max(at) + interval '1 day' FROM telemetry_gpuday)",
+    ("gpu", "hour"): "coalesce((SELECT min(hours_until) FROM telemetry_rollupmark),"
+    " (SELECT max(at) + interval '1 hour' FROM telemetry_gpuhour))",
+    ("fleet", "day"): "(SELECT max(at) + interval '1 day' FROM telemetry_fleetrollup"
+    " WHERE bucket = %s)",
+    ("fleet", "hour"): "(SELECT max(at) + interval '1 hour' FROM telemetry_fleetrollup"
+    " WHERE bucket = %s)",
+    ("fleet", "minute"): "least((SELECT min(minutes_until) FROM telemetry_rollupmark),"
+    " (SELECT max(at) + interval '1 minute' FROM telemetry_fleetrollup WHERE bucket = %s))",
+}
+
+
 @cache
-def newest_rollups(tables: tuple[str, ...]) -> str:
-    """The newest rollup of each (table, bucket) asked for, in one statement: one `%s` per
-    table for its bucket. Each is a max over the (bucket, at) index."""
-    newest = SQL("(SELECT max(at) FROM {} WHERE bucket = %s)")
-    return (
-        SQL("SELECT {}")
-        .format(SQL(", ").join(newest.format(Identifier(table)) for table in tables))
-        .as_string()
-    )
+def rolled_until(levels: tuple[tuple[str, str], ...]) -> str:
+    """The ends of the (source, bucket) levels asked for, in one statement."""
+    ends = SQL(", ").join(SQL(_ROLLED_UNTIL[level]) for level in levels)
+    return SQL("SELECT {}").format(ends).as_string()
 
 
 # The columns of a `part_totals` row, named for queries that sum parts.
@@ -331,17 +403,17 @@ _PART_COLUMNS = SQL(
     "(gpu_id, samples, util_sum, util_samples, util_max, mem_max, energy, covered, busy)"
 )
 
-# Per GPU, what the rollups of one bucket hold in [start, end).
+# Per GPU, what its hours (days) in `table` hold in [start, end).
 _ROLLED = SQL(
     """
-SELECT gpu_id, sum(samples), sum(utilization_avg * samples),
-       sum(samples) FILTER (WHERE utilization_avg IS NOT NULL), max(utilization_max),
-       max(memory_used_max_mib), sum(energy_j), sum(covered_s), sum(busy_s)
-FROM telemetry_gpurollup
-WHERE bucket = {bucket} AND at >= {start} AND at < {end} {gpus}
+SELECT gpu_id, sum(samples)::bigint, sum(util_sum), sum(util_samples)::bigint, max(util_max),
+       max(mem_max_mib), sum(energy_j), sum(covered_s), sum(busy_s)
+FROM {table}
+WHERE at >= {start} AND at < {end} {gpus}
 GROUP BY gpu_id
 """
 )
+_GPU_TABLE = {"hour": "telemetry_gpuhour", "day": "telemetry_gpuday"}
 
 # Per GPU, what the raw samples of `samples_with_deltas` say.
 _RAW = SQL(
@@ -355,21 +427,23 @@ FROM d GROUP BY gpu_id
 
 
 def _part_totals(kind: str, names: Names = Placeholder, *, by_gpus: bool = False) -> Composed:
-    """Per GPU, the `Totals.add` columns of one part of a plan: raw samples (`kind` "raw") or
-    one bucket of rollups, over [start, end), of the GPUs in `gpu_ids` where `by_gpus`."""
+    """Per GPU, the `Totals.add` columns of one part of a plan: raw samples (`kind` "raw"),
+    GPU hours ("hour") or days ("day"), over [start, end), of the GPUs in `gpu_ids` where
+    `by_gpus`."""
     gpus = SQL("AND gpu_id = ANY({})").format(names("gpu_ids")) if by_gpus else _NOTHING
     if kind == "raw":
         deltas = samples_with_deltas(
             since=SQL("{}::timestamptz").format(names("start")), until=names("end"), where=gpus
         )
         return SQL("{}{}").format(deltas, _RAW)
-    return _ROLLED.format(bucket=names("bucket"), start=names("start"), end=names("end"), gpus=gpus)
+    table = Identifier(_GPU_TABLE[kind])
+    return _ROLLED.format(table=table, start=names("start"), end=names("end"), gpus=gpus)
 
 
 @cache
 def part_totals(kind: str, *, by_gpus: bool) -> str:
-    """`_part_totals` as a statement of its own (parameters start, end, bucket, threshold
-    and gpu_ids)."""
+    """`_part_totals` as a statement of its own (parameters start, end, threshold and
+    gpu_ids)."""
     return _part_totals(kind, by_gpus=by_gpus).as_string()
 
 
@@ -392,7 +466,7 @@ def busy_gpus(kinds: tuple[str, ...]) -> str:
 _FLEET_ROLLED = SQL(
     """
 SELECT gpu_model_id, region_id, sum(samples)::bigint, sum(util_sum), sum(util_samples)::bigint,
-       NULL, NULL, sum(energy_j), sum(covered_s), sum(busy_s)
+       NULL::float8, NULL::float8, sum(energy_j), sum(covered_s), sum(busy_s)
 FROM telemetry_fleetrollup
 WHERE bucket = {bucket} AND at >= {start} AND at < {end}
 GROUP BY gpu_model_id, region_id
@@ -416,8 +490,8 @@ GROUP BY n.gpu_model_id, n.region_id
 @cache
 def fleet_totals_by_group(kinds: tuple[str, ...], fleet_rolled: frozenset[str]) -> str:
     """Per (model, region), the parts `kinds` (their parameters `numbered`) as one
-    statement: the buckets in `fleet_rolled` from the fleet rollups, the others from the GPU
-    rollups and raw samples."""
+    statement: the buckets in `fleet_rolled` from the fleet rollups, the others from GPU
+    hours and days and raw samples."""
 
     def part(i: int, kind: str) -> Composed:
         names = numbered(i)
@@ -437,14 +511,47 @@ WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
 GROUP BY at
 """
 
-# The newest minute the fleet rollups hold in [start, end) (`bucket`: minute), with the GPUs
-# that reported in it (those with a minute rollup) and those busy in it.
+# The newest minute the fleet rollups hold in [start, end) (`bucket`: minute) that every
+# shard has rolled, with the GPUs that reported in it (those with a sample in it) and those
+# busy in it, summed over the shards.
 FLEET_NEWEST_MINUTE = """
 SELECT at, sum(busy_gpus), sum(gpus) FROM telemetry_fleetrollup
 WHERE bucket = %(bucket)s AND at = (
     SELECT max(at) FROM telemetry_fleetrollup
-    WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s)
+    WHERE bucket = %(bucket)s AND at >= %(start)s AND at < %(end)s
+      AND at < coalesce((SELECT min(minutes_until) FROM telemetry_rollupmark), 'infinity'))
 GROUP BY at
+"""
+
+# A chart's minute points from raw samples, and its hourly points from GPU hours (the
+# averages their sums make), in time order. The averages add up in time order, so the same
+# samples give the same points to the last bit however they were written (polled, or
+# ingested from an engine).
+MINUTE_POINTS = """
+SELECT gpu_id, date_bin(interval '1 minute', at, timestamptz '2000-01-01 00:00:00+00') AS at,
+       avg(utilization ORDER BY at), max(memory_used_mib), max(memory_total_mib),
+       avg(power_w ORDER BY at), max(temperature_c)
+FROM telemetry_gpusample
+WHERE gpu_id = ANY(%(gpu_ids)s) AND at >= %(start)s AND at < %(end)s
+GROUP BY 1, 2
+ORDER BY 2, 1
+"""
+HOUR_POINTS = """
+SELECT gpu_id, at, util_sum / nullif(util_samples, 0), mem_max_mib, mem_total_mib,
+       power_sum / nullif(power_samples, 0), temp_max_c
+FROM telemetry_gpuhour
+WHERE gpu_id = ANY(%(gpu_ids)s) AND at >= %(start)s AND at < %(end)s
+ORDER BY at, gpu_id
+"""
+
+# Per GPU model, the largest memory total its GPUs' hours report since `since`.
+MEMORY_TOTAL_BY_MODEL = """
+SELECT n.gpu_model_id, max(h.mem_total_mib)
+FROM telemetry_gpuhour h
+JOIN catalog_gpu g ON g.id = h.gpu_id
+JOIN catalog_node n ON n.id = g.node_id
+WHERE h.at >= %(since)s AND h.mem_total_mib IS NOT NULL
+GROUP BY n.gpu_model_id
 """
 
 # Per `unit` (hour or day), the fleet's largest size and the fewest GPUs answering.
@@ -518,6 +625,20 @@ def partition_attach(name: str, *, to: str) -> str:
     )
 
 
+def partition_autovacuum(name: str) -> str:
+    """A month of GPU hours is written an hour at a time and read by index-only scans, which
+    need its pages marked all-visible: autovacuum visits it after 1 % new rows, not 20 %
+    (a partitioned table takes no such setting: each partition does)."""
+    return (
+        SQL(
+            "ALTER TABLE {} SET (autovacuum_vacuum_insert_scale_factor = 0.01,"
+            " autovacuum_analyze_scale_factor = 0.005)"
+        )
+        .format(Identifier(name))
+        .as_string()
+    )
+
+
 def table_drop(name: str) -> str:
     return SQL("DROP TABLE {}").format(Identifier(name)).as_string()
 
@@ -527,14 +648,11 @@ def rows_before_delete(table: str) -> str:
     return SQL("DELETE FROM {} WHERE at < %s").format(Identifier(table)).as_string()
 
 
-# Rollup rows written in bulk (the demo's backfill): COPY, a fraction of INSERT's cost.
-ROLLUP_COLUMNS = (
-    "gpu_id", "bucket", "at", "samples", "utilization_avg", "utilization_max",
-    "memory_used_max_mib", "memory_total_mib", "power_avg_w", "temperature_max_c",
-    "energy_j", "covered_s", "busy_s",
-)  # fmt: skip
-ROLLUPS_COPY = (
-    SQL("COPY telemetry_gpurollup ({}) FROM STDIN")
-    .format(SQL(", ").join(Identifier(c) for c in ROLLUP_COLUMNS))
-    .as_string()
-)
+@cache
+def copy_text(table: str, columns: tuple[str, ...]) -> str:
+    """A text COPY of `columns` into `table` (the demo's backfill of hours)."""
+    return (
+        SQL("COPY {} ({}) FROM STDIN")
+        .format(Identifier(table), SQL(", ").join(map(Identifier, columns)))
+        .as_string()
+    )

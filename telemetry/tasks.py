@@ -5,7 +5,7 @@ from django.conf import settings
 
 from catalog.models import Node, NodeState
 from telemetry.agents import agents_flag_silent
-from telemetry.partitions import sample_partitions_ensure
+from telemetry.partitions import month_partitions_ensure, sample_partitions_ensure
 from telemetry.poll import fleet_size_record, nodes_mark_stale, poll_nodes
 from telemetry.remote import engine_unreachable, remote_poll_nodes, telemetry_ingest
 from telemetry.rollup import telemetry_prune, telemetry_rollup
@@ -77,4 +77,5 @@ def telemetry_prune_task():
 
 @shared_task
 def sample_partitions_ensure_task():
-    return sample_partitions_ensure()
+    """The raw samples' day partitions and the GPU hours' and days' month partitions, ahead."""
+    return {"days": sample_partitions_ensure(), "months": month_partitions_ensure()}

@@ -215,9 +215,10 @@ def extension_quote_response(request, allocation):
 
 
 class AllocationTelemetryApi(APIView):
-    """Series per GPU: raw samples up to 6 h, per-minute rollups up to 7 days, then hourly;
-    with TELEMETRY_SOURCE=prometheus the minutes from the engine (`source`: engine), or the
-    stored points and `engine_fallback` saying why not."""
+    """Series per GPU: raw samples up to 6 h; minute points (from raw samples, while they are
+    kept) up to 7 days; otherwise hourly points, `source` "hour". With
+    TELEMETRY_SOURCE=prometheus the minutes from the engine (`source`: engine), or the stored
+    points and `engine_fallback` saying why not."""
 
     @extend_schema(
         parameters=[
@@ -251,6 +252,10 @@ class AllocationUsageSerializer(serializers.Serializer):
     stopped_hours = serializers.FloatField()
     gpu_hours = serializers.FloatField()
     covered_gpu_hours = serializers.FloatField(help_text="GPU-hours telemetry saw")
+    edges_unsplit = serializers.BooleanField(
+        help_text="a partial hour at a holding's start or end could not be split (its raw"
+        " samples pruned, no edge kept): the figures leave it out"
+    )
     # A declared field: DRF's metaclass takes it off the class, `Serializer.partial` stays.
     partial = serializers.BooleanField(  # type: ignore[assignment]
         help_text="telemetry saw under 95 % of the window"

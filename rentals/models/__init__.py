@@ -8,6 +8,7 @@ from rentals.models.allocations import (
     Cluster,
     EventKind,
 )
+from rentals.models.edges import HoldingEdge
 from rentals.models.exports import IN_FLIGHT, ExportState, StatementExport, StatementExportPart
 from rentals.models.idempotency import IdempotencyKey
 from rentals.models.impairments import ImpairedSpan, impaired_minimum, span_counts
@@ -34,6 +35,7 @@ __all__ = [
     "ImpairedSpan",
     "MAINTENANCE_NOTICES",
     "Allocation",
+    "HoldingEdge",
     "AllocationEvent",
     "AllocationGpu",
     "AllocationKey",

@@ -9,9 +9,10 @@ from typing import Any, TypedDict
 from django.conf import settings
 from django.utils import timezone
 
-from rentals.models import Allocation, AllocationGpu, AllocationState
+from rentals.models import Allocation, AllocationGpu, AllocationState, HoldingEdge
+from rentals.models.edges import holding_edges, hour_floor
 from telemetry.models import GpuSample
-from telemetry.selectors import Totals, gpu_series, gpu_totals
+from telemetry.selectors import Totals, gpu_series, gpu_totals, raw_samples_from
 
 
 def _active_threshold() -> float:
@@ -58,6 +59,7 @@ Usage = TypedDict(
         "energy_kwh": float | None,
         "idle_hours": float | None,
         "idle_warning": bool,
+        "edges_unsplit": bool,
     },
 )
 
@@ -73,7 +75,9 @@ def allocation_usage(*, allocation: Allocation, now: datetime) -> Usage:
     stopped = sum(((b - a) for a, b in stopped_spans(allocation=allocation, now=now)), timedelta(0))
     held = list(allocation.held.all())
     gpu_ids = [h.gpu_id for h in held]
-    totals = _held_totals(held, start=start, end=end) if held and elapsed else None
+    totals, unsplit = (
+        _held_totals(held, start=start, end=end, now=now) if held and elapsed else (None, False)
+    )
     idle_hours = None
     if totals is not None and allocation.state == AllocationState.RUNNING:
         last_busy = (
@@ -115,6 +119,7 @@ def allocation_usage(*, allocation: Allocation, now: datetime) -> Usage:
         else None,
         "idle_hours": idle_hours,
         "idle_warning": idle_hours is not None and idle_hours >= 2,
+        "edges_unsplit": unsplit,
     }
 
 
@@ -137,19 +142,53 @@ def allocation_series(
     return series
 
 
-def _held_totals(held: list[AllocationGpu], *, start: datetime, end: datetime) -> Totals:
-    """What the allocation's GPUs did, each within [start, end) and the time it held it: one
-    read per distinct holding window (one, unless GPUs were swapped)."""
-    windows: dict[tuple[datetime, datetime], list[int]] = {}
+def _pieces(a: datetime, b: datetime) -> list[tuple[datetime, datetime]]:
+    """[a, b) as its partial first hour, its whole hours and its partial last hour."""
+    edges = holding_edges(a, b)
+    whole = (
+        edges[0][1] if edges and edges[0][0] == a else a,
+        edges[-1][0] if edges and edges[-1][1] == b else b,
+    )
+    return [*edges[:1], *([whole] if whole[0] < whole[1] else []), *edges[1:]]
+
+
+def _held_totals(
+    held: list[AllocationGpu], *, start: datetime, end: datetime, now: datetime
+) -> tuple[Totals, bool]:
+    """What the allocation's GPUs did, each within [start, end) and the time it held it, and
+    whether an hour at an edge could not be split (its raw samples pruned, no edge kept: the
+    figures leave that part out rather than guess). A holding's partial first and last
+    hour come from its kept edges (`HoldingEdge`), the rest from telemetry: one read per
+    distinct piece (one or three, unless GPUs were swapped)."""
+    kept = {
+        (edge.holding_id, edge.start, edge.end): edge
+        for edge in HoldingEdge.objects.filter(holding__in=held)
+    }
+    total = Totals()
+    pieces: dict[tuple[datetime, datetime], list[int]] = {}
     for h in held:
         a, b = max(start, h.starts_at), min(end, h.ends_at)
-        if a < b:
-            windows.setdefault((a, b), []).append(h.gpu_id)
-    total = Totals()
-    for (a, b), ids in windows.items():
+        if a >= b:
+            continue
+        for piece in _pieces(a, b):
+            if edge := kept.get((h.pk, *piece)):
+                total.add(
+                    edge.samples, edge.util_sum, edge.util_samples, edge.util_max,
+                    edge.mem_max_mib, edge.energy_j, edge.covered_s, edge.busy_s,
+                )  # fmt: skip
+            else:
+                pieces.setdefault(piece, []).append(h.gpu_id)
+    raw_from = raw_samples_from(now=now) if pieces else None
+    unsplit = False
+    for (a, b), ids in pieces.items():
+        partial = hour_floor(a) != a or hour_floor(b) != b
+        if partial and raw_from is not None and a < raw_from:
+            # Raw samples no longer reach back here: GPU hours cannot split the hour.
+            unsplit = True
+            continue
         part = gpu_totals(start=a, end=b, gpu_ids=ids)
         total.add(
             part.samples, part.util_sum, part.util_samples, part.util_max, part.memory_max_mib,
             part.energy_j, part.covered_s, part.busy_s,
         )  # fmt: skip
-    return total
+    return total, unsplit

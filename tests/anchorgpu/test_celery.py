@@ -76,6 +76,7 @@ def test_beat_schedule_has_every_periodic_job_with_an_expiry():
         "flag-gpu-activity",
         "sync-impairments",
         "rollup-telemetry",
+        "close-holding-edges",
         "prune-telemetry",
         "purge-idempotency-keys",
         "purge-expired-quotes",

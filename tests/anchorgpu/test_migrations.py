@@ -25,7 +25,7 @@ from accounts.roles import acting_as
 from core.sealed import unseal
 from rentals import selectors
 from rentals.models import IdempotencyKey, Quote
-from telemetry.models import Flag, FleetSize, GpuRollup, GpuSample, Poll
+from telemetry.models import Flag, FleetSize, GpuHour, GpuRollup, GpuSample, Poll
 from telemetry.partitions import partition_name, sample_partitions
 from tests import dbtemplate
 from webhooks.models import WebhookEndpoint
@@ -222,6 +222,11 @@ def test_old_layout_rows_survive_the_move(migrated):
     assert (sample.gpu_id, sample.utilization, sample.energy_j) == (given["gpu"], 87.5, 1.5e9)
     assert Poll.objects.get().duration_ms == 12
     assert GpuRollup.objects.get().samples == 240
+    # …and its hour a GPU hour of sums (an average × its samples).
+    hour = GpuHour.objects.get()
+    assert (hour.gpu_id, hour.samples, hour.util_sum, hour.util_samples, hour.power_samples) == (
+        given["gpu"], 240, 80.0 * 240, 240, 0,
+    )  # fmt: skip
     assert Flag.objects.get(closed_at__isnull=True).kind == "hot"
     ok, refused = (
         IdempotencyKey.objects.get(key="k-ok"),

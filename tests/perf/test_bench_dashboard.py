@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.db import connection
 
 from catalog.demo import seed_catalog
-from telemetry.models import FleetRollup, GpuRollup
+from telemetry.models import FleetRollup, GpuHour
 from telemetry.rollup import telemetry_rollup
 from tests.perf.conftest import gunicorn, h100_fleet, report, target
 from tests.support.booking import book
@@ -21,10 +21,10 @@ from tests.support.booking import book
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FILL = """
-INSERT INTO telemetry_gpurollup (gpu_id, bucket, at, samples, utilization_avg, utilization_max,
-    memory_used_max_mib, memory_total_mib, power_avg_w, temperature_max_c, energy_j)
-SELECT g.id, 'hour', h, 240, (g.id * 7 + extract(hour FROM h))::int % 100, 100, 40000, 81559,
-       350, 70, 1.2e6
+INSERT INTO telemetry_gpuhour (gpu_id, at, samples, util_sum, util_samples, util_max,
+    mem_max_mib, mem_total_mib, power_sum, power_samples, temp_max_c, energy_j, covered_s, busy_s)
+SELECT g.id, h, 240, 240 * ((g.id * 7 + extract(hour FROM h))::int % 100), 240, 100, 40000,
+       81559, 350 * 240, 240, 70, 1.2e6, 3600, 0
 FROM catalog_gpu g
 CROSS JOIN generate_series(date_trunc('hour', now()) - interval '90 days',
                            date_trunc('hour', now()) - interval '1 hour', interval '1 hour') AS h
@@ -60,8 +60,8 @@ def test_dashboard_server_time(client, django_user_model):
         cursor.execute(SIZES)
     days = telemetry_rollup()["day"]
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE telemetry_gpurollup")
-    rows = GpuRollup.objects.filter(bucket="hour").count()
+        cursor.execute("ANALYZE telemetry_gpuhour, telemetry_gpuday")
+    rows = GpuHour.objects.count()
     fleet = FleetRollup.objects.count()
     customer = django_user_model.objects.create_user("busy")
     for _ in range(50):

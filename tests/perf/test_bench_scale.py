@@ -290,7 +290,7 @@ def _measure(client, staff_client, generated, gpus):
         counts = telemetry_rollup(now=until)
         took = (time.perf_counter() - started) * 1000
         figures[name] = {"p50_ms": took, "p95_ms": took, "peak_mib": None,
-                         "rows": counts.get("minute")}  # fmt: skip
+                         "rows": counts.get("hour")}  # fmt: skip
     conf = settings.ANCHORGPU
     old = conf["ROLLUP_RETENTION"]
     conf["ROLLUP_RETENTION"] = timedelta(days=DAYS - 1)  # one day of rollups falls out
@@ -306,7 +306,7 @@ def _measure(client, staff_client, generated, gpus):
     # generator's ANALYZE saw without them; autovacuum analyzes such a change on its next
     # round (a minute apart), and the dashboard is read as it is from then on.
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE telemetry_gpurollup, telemetry_gpubusy, telemetry_fleetrollup")
+        cursor.execute("ANALYZE telemetry_gpuhour, telemetry_gpubusy, telemetry_fleetrollup")
     # Beat closes the dashboard's hours every minute too: an hour that closed since the data
     # was generated is kept, as it would be by now.
     allocated_steps_close()
@@ -319,7 +319,8 @@ def _measure(client, staff_client, generated, gpus):
 STORED = (
     "rentals_allocation", "rentals_allocationgpu", "rentals_allocationevent", "rentals_quote",
     "rentals_quoteline", "rentals_ledgerentry", "rentals_notice", "rentals_cluster",
-    "telemetry_gpurollup", "telemetry_fleetrollup", "telemetry_gpusample", "telemetry_poll",
+    "telemetry_gpuhour", "telemetry_gpuday", "telemetry_fleetrollup", "telemetry_gpusample",
+    "telemetry_poll",
     "telemetry_flag", "catalog_node", "catalog_gpu", "accounts_team", "auth_user",
 )  # fmt: skip
 

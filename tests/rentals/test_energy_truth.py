@@ -7,9 +7,11 @@ import pytest
 from django.utils import timezone
 
 from rentals.models import Allocation
+from rentals.models.edges import hour_ceil
 from rentals.selectors.allocation_usage import allocation_usage
+from rentals.services.edges import holding_edges_close
 from reports.selectors import fleet_report
-from telemetry.models import GpuRollup, GpuSample
+from telemetry.models import FleetRollup, GpuHour, GpuSample
 from telemetry.poll import Fetched, store_polls
 from telemetry.rollup import telemetry_prune, telemetry_rollup
 from telemetry.simulator import EnergyMeter, SimGpu, SimNode, render_amd, render_dcgm
@@ -65,16 +67,19 @@ def test_a_simulated_day_with_a_counter_reset_bills_the_energy_drawn(
 
     ids = [g.pk for g in gpus]
     raw = _raw_rise(ids)
-    minutes = GpuRollup.objects.filter(gpu_id__in=ids, bucket="minute")
-    hours = GpuRollup.objects.filter(gpu_id__in=ids, bucket="hour")
-    assert sum(m.energy_j or 0 for m in minutes) == pytest.approx(raw, rel=1e-9)
+    hours = GpuHour.objects.filter(gpu_id__in=ids)
+    minutes = FleetRollup.objects.filter(bucket="minute")  # the node's GPUs are the only ones
     assert sum(h.energy_j or 0 for h in hours) == pytest.approx(raw, rel=1e-9)
+    assert sum(m.energy_j or 0 for m in minutes) == pytest.approx(raw, rel=1e-9)
     assert usage["busy_hours"] == pytest.approx(2 * 24, abs=0.1)
 
 
+@pytest.mark.parametrize("edges_kept", [True, False])
 def test_a_30_day_rental_is_summed_over_all_30_days_after_raw_samples_are_pruned(
-    catalog, alice, settings
+    catalog, alice, settings, edges_kept
 ):
+    """The whole hours from GPU hours, the partial first hour from the edge kept when it
+    closed; without that edge, the figures leave the part out and say so."""
     allocation = book(alice, model="l4", count=1, period="month")
     gpu = allocation.held.get().gpu
     start, step = allocation.paid_from, timedelta(minutes=5)
@@ -87,6 +92,11 @@ def test_a_30_day_rental_is_summed_over_all_30_days_after_raw_samples_are_pruned
         for i in range(count)
     )  # fmt: skip
     end = allocation.paid_until
+    # Beat's runs: the rollup, then the edges of the hours it closed (the first one here).
+    telemetry_rollup(now=start + timedelta(hours=2))
+    if edges_kept:
+        assert holding_edges_close() == 1
+        assert holding_edges_close() == 0  # kept once
     telemetry_rollup(now=end)
     pruned = telemetry_prune(now=end)  # older than 7 days: gone, whole days dropped
     assert pruned["partitions_dropped"] > 0 and pruned["samples"] > 0
@@ -95,6 +105,12 @@ def test_a_30_day_rental_is_summed_over_all_30_days_after_raw_samples_are_pruned
 
     usage = allocation_usage(allocation=Allocation.objects.get(), now=end)
     assert usage["paid_hours"] == 720.0
+    first = (hour_ceil(start) - start).total_seconds() / 3600  # the partial first hour
+    if not edges_kept:  # its raw samples pruned: left out, and said
+        assert usage["edges_unsplit"]
+        assert usage["covered_gpu_hours"] == pytest.approx(720 - first, abs=0.2)
+        return
+    assert not usage["edges_unsplit"]
     assert usage["covered_gpu_hours"] == pytest.approx(720, abs=0.2)
     assert not usage["partial"]
     assert usage["busy_hours"] == pytest.approx(720, abs=0.2)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from telemetry.models import GpuRollup
+from telemetry.models import GpuHour
 
 pytestmark = pytest.mark.django_db
 
@@ -57,9 +57,10 @@ def test_measured_device_memory_wins_over_the_catalog(api):
     gpu = Gpu.objects.filter(node__gpu_model__slug="h200").first()
     from django.utils import timezone
 
-    GpuRollup.objects.create(
-        gpu=gpu, bucket="hour", at=timezone.now().replace(minute=0, second=0, microsecond=0),
-        samples=240, memory_total_mib=143000.0,
+    GpuHour.objects.create(
+        gpu_id=gpu.pk, at=timezone.now().replace(minute=0, second=0, microsecond=0),
+        samples=240, util_sum=0.0, util_samples=0, power_sum=0.0, power_samples=0,
+        covered_s=3600.0, busy_s=0.0, mem_total_mib=143000.0,
     )  # fmt: skip
     body = api.post(
         "/api/v1/sizing/", {**LLAMA_70B_32K, "gpu_model": "h200", "gpu_count": 2}, format="json"

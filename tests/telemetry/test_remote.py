@@ -15,7 +15,7 @@ from catalog.models import ExporterKind, Node, NodeHealth, NodeState
 from telemetry.models import (
     Flag,
     FlagKind,
-    GpuRollup,
+    FleetRollup,
     GpuSample,
     IngestMark,
     Poll,
@@ -190,7 +190,12 @@ def test_rollups_start_again_where_an_ingest_rewrote_samples(catalog):
     SamplesRewritten.objects.create(at=T0)
     telemetry_rollup(now=T0 + timedelta(minutes=5))
 
-    minutes = dict(GpuRollup.objects.filter(bucket="minute").values_list("at", "utilization_avg"))
+    minutes = {
+        at: util_sum / samples
+        for at, util_sum, samples in FleetRollup.objects.filter(bucket="minute").values_list(
+            "at", "util_sum", "util_samples"
+        )
+    }
     assert minutes == {T0: 90.0, T0 + timedelta(minutes=1): 10.0}
     assert not SamplesRewritten.objects.exists()  # taken by the run
 

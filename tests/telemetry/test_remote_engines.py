@@ -4,7 +4,8 @@ endpoint, and AnchorGPU reads them (telemetry/remote.py).
 
 - The same samples give the same per-minute figures as the embedded poller: the bodies the
   simulator served each engine are stored through the embedded path at the engine's own
-  timestamps, and both sets of minute rollups must be equal, exactly for energy, in a
+  timestamps, and both sets of per-minute figures (read from the raw samples as a
+  rental's figures and a chart's minute points are) must be equal, exactly for energy, in a
   minute with a counter reset too, for each engine.
 - Every simulator fault gives the embedded poller's node health and flags, or the
   documented difference (VictoriaMetrics keeps what it could read of a bad body).
@@ -33,19 +34,32 @@ import httpx
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.db import connection
 from django.db.models import Q
 from django.test import override_settings
 from django.urls import reverse
 
-from catalog.models import ExporterKind, Node, NodeHealth
+from catalog.models import ExporterKind, Gpu, Node, NodeHealth
+from telemetry import sql
 from telemetry.engine_series import engine_gpu_series
-from telemetry.models import Flag, FlagKind, GpuRollup, GpuSample, IngestMark, Poll
+from telemetry.models import (
+    Flag,
+    FlagKind,
+    FleetRollup,
+    GpuBusy,
+    GpuDay,
+    GpuHour,
+    GpuSample,
+    IngestMark,
+    Poll,
+    RollupMark,
+)
 from telemetry.parse import parse_exporter
 from telemetry.poll import Fetched, poll_nodes, store_polls
 from telemetry.promapi import Engine, label_value, ms_of, regex_alternatives
 from telemetry.remote import Shard, remote_poll_nodes, telemetry_ingest
 from telemetry.rollup import telemetry_rollup
-from telemetry.selectors import gpu_series
+from telemetry.selectors import gpu_series, gpu_totals_by_gpu
 from telemetry.simulator import Simulator
 from telemetry.tasks import nodes_poll_task
 from tests.support import engines
@@ -57,10 +71,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.engines]
 MINUTE = timedelta(minutes=1)
 OUTAGE = timedelta(minutes=2)
 ROUND = timedelta(seconds=15)  # a poll interval during the outage
-ROLLUP_FIELDS = (
-    "gpu__uuid", "at", "samples", "utilization_avg", "utilization_max", "memory_used_max_mib",
-    "memory_total_mib", "power_avg_w", "temperature_max_c", "energy_j", "covered_s", "busy_s",
-)  # fmt: skip
 FAULTS = ("500", "timeout", "empty", "html", "truncated", "gpu-gone", "counter-reset")
 
 
@@ -112,16 +122,33 @@ def _health(nodes) -> dict:
 
 
 def _rollups(start, end):
-    return sorted(
-        GpuRollup.objects.filter(bucket="minute", at__gte=start, at__lt=end).values_list(
-            *ROLLUP_FIELDS
-        )
-    )
+    """Per GPU and minute of [start, end): (uuid, minute, samples, utilisation average and
+    peak, memory peak and total, power average, temperature peak, energy, covered and busy
+    seconds), as a rental's figures (the counter rule) and its chart's minute points read
+    them from the raw samples."""
+    uuids = dict(Gpu.objects.values_list("pk", "uuid"))
+    rows = []
+    at = start
+    while at < end:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql.MINUTE_POINTS, {"gpu_ids": list(uuids), "start": at, "end": at + MINUTE}
+            )
+            points = {gpu_id: point for gpu_id, _at, *point in cursor.fetchall()}
+        for gpu_id, t in gpu_totals_by_gpu(start=at, end=at + MINUTE).items():
+            _util, mem, mem_total, power, temp = points[gpu_id]
+            rows.append((
+                uuids[gpu_id], at, t.samples, t.util_avg, t.util_max, mem, mem_total, power,
+                temp, t.energy_j, t.covered_s, t.busy_s,
+            ))  # fmt: skip
+        at += MINUTE
+    return sorted(rows)
 
 
 def _clear_telemetry():
     GpuSample.objects.all().delete()
-    GpuRollup.objects.all().delete()
+    for model in (GpuHour, GpuDay, FleetRollup, GpuBusy, RollupMark):
+        model.objects.all().delete()
     IngestMark.objects.all().delete()
     Poll.objects.all().delete()
     Flag.objects.all().delete()
