@@ -23,7 +23,7 @@ from telemetry import sql
 
 TABLE = "telemetry_gpusample"
 DEFAULT = f"{TABLE}_default"
-_DAY_NAME = re.compile(rf"^{TABLE}_(\d{{8}})$")
+_DAY_NAME = re.compile(rf"^{TABLE}_(\d{{4}})(\d{{2}})(\d{{2}})$")
 MONTHLY = ("telemetry_gpuhour", "telemetry_gpuday")
 
 
@@ -35,30 +35,50 @@ def partition_name(day: date) -> str:
     return f"{TABLE}_{day:%Y%m%d}"
 
 
+def _partitions(table: str, pattern: re.Pattern[str]) -> list[date]:
+    """The dates named by `table`'s partitions that match `pattern` (its groups: year, month
+    and, for days, the day), oldest first."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.PARTITIONS, [table])
+        names = [name for (name,) in cursor.fetchall()]
+    return sorted(
+        date(int(m[1]), int(m[2]), int(m[3]) if m.lastindex == 3 else 1)
+        for name in names
+        if (m := pattern.match(name))
+    )
+
+
 def sample_partitions() -> list[date]:
     """The days that have a partition, oldest first."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql.PARTITIONS, [TABLE])
-        names = [name for (name,) in cursor.fetchall()]
-    return sorted(date.fromisoformat(m[1]) for name in names if (m := _DAY_NAME.match(name)))
+    return _partitions(TABLE, _DAY_NAME)
 
 
 @transaction.atomic
-def sample_partition_create(day: date) -> bool:
-    """Create `day`'s partition unless it exists, moving that day's rows out of the default
-    partition into it (PostgreSQL refuses a partition whose rows sit in the default one)."""
-    name = partition_name(day)
-    start, end = _midnight(day), _midnight(day + timedelta(days=1))
+def _partition_create(
+    table: str, name: str, start: datetime, end: datetime, *, autovacuum: bool = False
+) -> bool:
+    """Create `table`'s partition `name` for [start, end) unless it exists, moving those rows
+    out of the default partition into it (PostgreSQL refuses a partition whose rows sit in
+    the default one); `autovacuum`: with `sql.partition_autovacuum`'s settings."""
+    default = f"{table}_default"
     with connection.cursor() as cursor:
         # Locked first: a second run waits here, then finds the partition made.
-        cursor.execute(sql.table_lock(DEFAULT))
+        cursor.execute(sql.table_lock(default))
         cursor.execute(sql.TABLE_EXISTS, [name])
         if cursor.fetchone()[0]:
             return False
-        cursor.execute(sql.partition_create(name, like=TABLE))
-        cursor.execute(sql.partition_fill(name, default=DEFAULT), {"start": start, "end": end})
-        cursor.execute(sql.partition_attach(name, to=TABLE), [start, end])
+        cursor.execute(sql.partition_create(name, like=table))
+        if autovacuum:
+            cursor.execute(sql.partition_autovacuum(name))
+        cursor.execute(sql.partition_fill(name, default=default), {"start": start, "end": end})
+        cursor.execute(sql.partition_attach(name, to=table), [start, end])
     return True
+
+
+def sample_partition_create(day: date) -> bool:
+    """`day`'s partition of the raw samples unless it exists (`_partition_create`)."""
+    start, end = _midnight(day), _midnight(day + timedelta(days=1))
+    return _partition_create(TABLE, partition_name(day), start, end)
 
 
 def sample_partitions_ensure(*, now: datetime | None = None) -> int:
@@ -88,30 +108,15 @@ def month_partition_name(table: str, month: date) -> str:
 
 def month_partitions(table: str) -> list[date]:
     """The months of `table` that have a partition, oldest first."""
-    pattern = re.compile(rf"^{table}_(\d{{4}})(\d{{2}})$")
-    with connection.cursor() as cursor:
-        cursor.execute(sql.PARTITIONS, [table])
-        names = [name for (name,) in cursor.fetchall()]
-    return sorted(date(int(m[1]), int(m[2]), 1) for name in names if (m := pattern.match(name)))
+    return _partitions(table, re.compile(rf"^{table}_(\d{{4}})(\d{{2}})$"))
 
 
-@transaction.atomic
 def month_partition_create(table: str, month: date) -> bool:
-    """`month`'s partition of `table` unless it exists, its rows moved out of the default
-    partition first (as `sample_partition_create`)."""
-    name = month_partition_name(table, month)
+    """`month`'s partition of `table` unless it exists (`_partition_create`), with its
+    autovacuum settings."""
     start, end = _midnight(month), _midnight(_month_after(month))
-    with connection.cursor() as cursor:
-        cursor.execute(sql.table_lock(f"{table}_default"))
-        cursor.execute(sql.TABLE_EXISTS, [name])
-        if cursor.fetchone()[0]:
-            return False
-        cursor.execute(sql.partition_create(name, like=table))
-        cursor.execute(sql.partition_autovacuum(name))
-        fill = sql.partition_fill(name, default=f"{table}_default")
-        cursor.execute(fill, {"start": start, "end": end})
-        cursor.execute(sql.partition_attach(name, to=table), [start, end])
-    return True
+    name = month_partition_name(table, month)
+    return _partition_create(table, name, start, end, autovacuum=True)
 
 
 @transaction.atomic
