@@ -73,7 +73,8 @@ def gpu_series(
     ids = list(by_pk)
     span = end - start
     fallback = None
-    if engine and _engine_minutes_wanted(start=start, end=end):
+    raw_kept_from = (now or timezone.now()) - settings.ANCHORGPU["RAW_RETENTION"]
+    if engine and _engine_minutes_wanted(start=start, end=end, raw_kept_from=raw_kept_from):
         found = engine_gpu_series(gpus=gpus, start=start, end=end, step=ENGINE_STEP)
         if found.points is not None and found.since is not None:
             before = (  # the engine's first minutes are missing (its retention): ours
@@ -83,7 +84,6 @@ def gpu_series(
             )
             return engine_series_response(found, gpus=gpus, start=start, end=end, before=before)
         fallback = {"reason": found.reason}
-    raw_kept_from = (now or timezone.now()) - settings.ANCHORGPU["RAW_RETENTION"]
     rows: list[tuple[Any, ...]]
     if span <= RAW_MAX_SPAN:
         source, rows = "raw", _raw_rows(gpu_ids=ids, start=start, end=end)
@@ -113,14 +113,13 @@ def gpu_series(
     }
 
 
-def _engine_minutes_wanted(*, start: datetime, end: datetime) -> bool:
+def _engine_minutes_wanted(*, start: datetime, end: datetime, raw_kept_from: datetime) -> bool:
     """With TELEMETRY_SOURCE=prometheus the engine's minutes draw what raw samples do not:
     a range longer than raw points are drawn for, or one older than PostgreSQL keeps raw
     samples; up to a week of minutes (longer ranges read the hourly rows)."""
-    conf = settings.ANCHORGPU
-    if conf["TELEMETRY_SOURCE"] != "prometheus" or end - start > MINUTE_MAX_SPAN:
+    if settings.ANCHORGPU["TELEMETRY_SOURCE"] != "prometheus" or end - start > MINUTE_MAX_SPAN:
         return False
-    return end - start > RAW_MAX_SPAN or start < timezone.now() - conf["RAW_RETENTION"]
+    return end - start > RAW_MAX_SPAN or start < raw_kept_from
 
 
 @dataclass
