@@ -6,6 +6,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from rentals.models import AllocationGpu, HoldingEdge
 from rentals.models.edges import holding_edges
@@ -63,7 +64,10 @@ def test_the_conversion_keeps_edges_from_the_former_minute_rows_then_empties_the
     """Raw samples long pruned, the former per-GPU minute rollups still there: an edge is
     kept from the whole minutes inside it (the seconds around were only ever in raw
     samples); a second run writes nothing; --truncate empties the former table."""
-    allocation = book(alice, model="h100", count=1, period="day")
+    # Booked three hours ago at 20 min 7 s past the hour, so its first hour holds whole
+    # minutes whatever the time now (at a minute to the hour it would hold none).
+    booked_at = timezone.now().replace(minute=20, second=7, microsecond=0) - timedelta(hours=3)
+    allocation = book(alice, model="h100", count=1, period="day", now=booked_at)
     # A raw retention that has pruned everything before now: the booking's start too.
     settings.ANCHORGPU = {**settings.ANCHORGPU, "RAW_RETENTION": timedelta(0)}
     holding = AllocationGpu.objects.get(allocation=allocation)
@@ -84,10 +88,11 @@ def test_the_conversion_keeps_edges_from_the_former_minute_rows_then_empties_the
     call_command("holding_edges_convert", stdout=out)
     edge = HoldingEdge.objects.get()
     whole = len(minutes) - 1
+    assert (start, whole) == (booked_at, 39)
     assert (edge.start, edge.end) == (start, hour_end)
     assert (edge.samples, edge.util_sum, edge.util_samples) == (4 * whole, 200.0 * whole, 4 * whole)
     assert (edge.energy_j, edge.covered_s, edge.util_max) == (100.0 * whole, 60.0 * whole, 60.0)
-    assert f"{1 if whole else 0} from minute rows" in out.getvalue()
+    assert "1 from minute rows" in out.getvalue()
     call_command("holding_edges_convert", "--truncate", stdout=StringIO())
     assert HoldingEdge.objects.count() == 1  # kept once
     assert not GpuRollup.objects.exists()
