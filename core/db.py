@@ -240,6 +240,16 @@ def lease_free(now: datetime, *, field: str = "claimed_until") -> Q:
     return Q(**{f"{field}__isnull": True}) | Q(**{f"{field}__lt": now})
 
 
+def streamed(rows: models.QuerySet[Any, Any], *, chunk_size: int = 2000) -> Iterator[Any]:
+    """`rows` read through a server-side cursor, in a transaction held while they stream.
+    Outside a transaction (a streamed response is read after its view has returned) Django
+    declares the cursor WITH HOLD, and PostgreSQL then computes and stores the whole result
+    before handing over its first row; inside one, rows come as the plan yields them, all
+    from one snapshot. Nested in a caller's transaction it is a savepoint."""
+    with transaction.atomic(using=rows.db):
+        yield from rows.iterator(chunk_size=chunk_size)
+
+
 # --- Reads for reports ---------------------------------------------------------------------
 # Dashboards read rollups and say when their figures are from, so they can read a replica
 # (REPORTING_DATABASE_URL); everything else, and every write, uses the primary.

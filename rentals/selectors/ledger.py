@@ -19,6 +19,7 @@ from django.db.models import (
 
 from accounts.roles import Acting, Action
 from catalog.models import RentalPeriod
+from core.db import streamed
 from core.money import DECIMAL_PLACES, MAX_DIGITS, Money, quantize
 from core.pagination import Key, SortKey, keyset_filter
 from rentals.models import (
@@ -135,7 +136,7 @@ def statement_rows(
     description written once per distinct set of facts: a million-row statement streams at
     the database's pace."""
     rows = ledger_entries(acting=acting, filters=filters).values_list(*_STATEMENT_COLUMNS)
-    return _statement_lines(rows.iterator(chunk_size=2000))
+    return _statement_lines(streamed(rows))
 
 
 def _statement_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[Any]]:

@@ -5,9 +5,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from accounts.roles import acting_as
+from core import csv
 from rentals.models import LedgerEntry, LedgerKind
 from rentals.services import allocation_cancel, allocation_stop
 from rentals.views import allocations as allocation_views
@@ -164,6 +166,26 @@ def test_a_date_range_narrows_the_page_its_net_and_the_csv(long_ledger, client, 
     assert len(csv.strip().splitlines()) == 11  # header + 10 rows
     backwards = client.get("/statement/?since=2026-02-01&until=2026-01-01")
     assert backwards.status_code == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_csv_streams_rows_as_they_are_read_not_after_the_whole_statement(
+    long_ledger, client, alice, monkeypatch
+):
+    """Read outside any transaction, as a server reads a streamed response after its view:
+    the cursor is not WITH HOLD (PostgreSQL would compute and store every row of the
+    statement before handing over the first), and the rows all come from one snapshot."""
+    monkeypatch.setattr(csv, "LINES_PER_CHUNK", 10)
+    client.force_login(alice)
+    chunks = iter(client.get("/statement.csv").streaming_content)
+    first = next(chunks)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT is_holdable FROM pg_cursors")
+        assert cursor.fetchall() == [(False,)]
+        assert connection.in_atomic_block
+    body = first + b"".join(chunks)
+    assert len(first.splitlines()) == 10 and len(body.splitlines()) == 76  # header + 75 rows
+    assert not connection.in_atomic_block
 
 
 def test_the_api_filters_the_ledger_by_range_and_kind(long_ledger, alice_api):
