@@ -73,7 +73,11 @@ def telemetry_rollup_task():
     """Every minute: the run's start here, then each shard's pass as a task of its own (the
     rollup queue), so the passes spread over the rollup workers' processes. A pass left
     waiting past the next run's start expires: that run reads the shard from its mark."""
-    now = db_now()
+    return rollup_fan_out(now=db_now())
+
+
+def rollup_fan_out(*, now: datetime) -> int:
+    """A run at `now` started here and its passes queued (also the catch-up benchmark's)."""
     shards, default = rollup_start(now=now)
     marks = [at.isoformat() if at else None for at in default]
     for shard in shards:
