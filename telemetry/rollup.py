@@ -172,7 +172,17 @@ def rollup_start(*, now: datetime) -> tuple[list[int], Marks]:
     (`_marks_at_start`), the same for every pass of the run (`now` is theirs too)."""
     shards = _shards()
     _take_rewritten(shards)
-    return shards, _marks_at_start()
+    default = _marks_at_start()
+    minutes, hours = default
+    if minutes is not None and hours is not None:
+        # A shard new to the marks gets one where the others stand, so it holds the fleet's
+        # hours back until its own pass, as theirs do: a refresh after another shard's pass
+        # would otherwise sum the hours without its GPUs (until its pass's note came).
+        RollupMark.objects.bulk_create(
+            [RollupMark(shard=shard, minutes_until=minutes, hours_until=hours) for shard in shards],
+            ignore_conflicts=True,
+        )
+    return shards, default
 
 
 def telemetry_rollup(*, now: datetime | None = None) -> dict[str, Any]:

@@ -89,8 +89,8 @@ def rollup_fan_out(*, now: datetime) -> int:
 def telemetry_rollup_shard_task(shard, now_iso, default):
     """One shard's pass of the run started at `now_iso`, then a refresh of the sums after
     the shards (it takes the hours this pass wrote, whichever refresh runs first)."""
-    marks = tuple(datetime.fromisoformat(at) if at else None for at in default)
-    done = shard_rollup(shard=shard, now=datetime.fromisoformat(now_iso), default=marks)
+    minutes, hours = (datetime.fromisoformat(at) if at else None for at in default)
+    done = shard_rollup(shard=shard, now=datetime.fromisoformat(now_iso), default=(minutes, hours))
     fleet_rollups_refresh_task.apply_async(expires=60)
     return None if done is None else {k: v for k, v in done.items() if k != "first_hour"}
 

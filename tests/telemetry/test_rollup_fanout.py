@@ -224,7 +224,8 @@ def _waiting_for_the_refresh_lock():
 
 def test_a_shard_that_has_not_run_yet_holds_the_fleets_hours_back(shards):
     """One shard's pass of a later run, before the others': its hours are written and its
-    note taken, but the fleet's hours stop where the other shards stand; their passes
+    note taken, but the fleet's hours stop where the other shards stand, a shard new to the
+    marks among them (the run's start gives it a mark where the others stand); their passes
     bring the fleet's hours on, with every shard's GPUs in them."""
     now = db_now()
     t0 = bucket_floor(now, "hour") - 4 * HOUR
@@ -235,8 +236,10 @@ def test_a_shard_that_has_not_run_yet_holds_the_fleets_hours_back(shards):
     newest = FleetRollup.objects.filter(bucket="hour").order_by("-at").values_list("at", flat=True)
     assert newest.first() == t0
 
-    _, default = rollup_start(now=now)
     first, *others = shards.ids
+    RollupMark.objects.filter(shard=others[-1]).delete()  # as if its GPUs were new
+    _, default = rollup_start(now=now)
+    assert RollupMark.objects.get(shard=others[-1]).hours_until == t0 + HOUR  # where all stand
     shard_rollup(shard=first, now=now, default=default)
     fleet_rollups_refresh()
     assert not HoursWritten.objects.exists()
