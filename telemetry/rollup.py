@@ -166,10 +166,10 @@ def shard_rollup(
     return {"hours": hours, "first_hour": first_hour, "fleet_minutes": fleet_minutes}
 
 
-def rollup_start(*, now: datetime) -> tuple[list[int], Marks]:
+def rollup_start() -> tuple[list[int], Marks]:
     """A run's start, before any shard's pass: the shards, the marks moved back where
     ingests rewrote samples (`_take_rewritten`), and where a shard without a mark starts
-    (`_marks_at_start`), the same for every pass of the run (`now` is theirs too)."""
+    (`_marks_at_start`), the same for every pass of the run (as the run's `now` is)."""
     shards = _shards()
     _take_rewritten(shards)
     default = _marks_at_start()
@@ -190,7 +190,7 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict[str, Any]:
     then the GPU days and the fleet's hours and days from the hours every shard has closed.
     Beat's task runs the same passes as tasks of their own (telemetry.tasks)."""
     now = now or db_now()
-    shards, default = rollup_start(now=now)
+    shards, default = rollup_start()
     counts: dict[str, Any] = {"hour": 0, "fleet_minute": 0, "skipped": 0}
     for shard in shards:
         done = shard_rollup(shard=shard, now=now, default=default)

@@ -78,7 +78,7 @@ def telemetry_rollup_task():
 
 def rollup_fan_out(*, now: datetime) -> int:
     """A run at `now` started here and its passes queued (also the catch-up benchmark's)."""
-    shards, default = rollup_start(now=now)
+    shards, default = rollup_start()
     marks = [at.isoformat() if at else None for at in default]
     for shard in shards:
         telemetry_rollup_shard_task.apply_async(args=[shard, now.isoformat(), marks], expires=60)

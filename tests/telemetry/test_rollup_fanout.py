@@ -240,7 +240,7 @@ def test_a_shard_that_has_not_run_yet_holds_the_fleets_hours_back(shards):
 
     first, *others = shards.ids
     RollupMark.objects.filter(shard=others[-1]).delete()  # as if its GPUs were new
-    _, default = rollup_start(now=now)
+    _, default = rollup_start()
     assert RollupMark.objects.get(shard=others[-1]).hours_until == t0 + HOUR  # where all stand
     shard_rollup(shard=first, now=now, default=default)
     fleet_rollups_refresh()
