@@ -2,6 +2,7 @@
 worker for each, /metrics measures each one's depth. No Django here (the launcher reads it
 before Django starts)."""
 
-DEFAULT = "default"  # enforcement, notices, rollups, webhooks, invoices
+DEFAULT = "default"  # enforcement, notices, the rollup's start each minute, webhooks, invoices
 POLL = "poll"  # telemetry polling and ingest: add worker processes as the fleet grows
-ALL = (DEFAULT, POLL)
+ROLLUP = "rollup"  # the rollup's shard passes and the sums after them: add processes likewise
+ALL = (DEFAULT, POLL, ROLLUP)

@@ -404,6 +404,9 @@ CELERY_TASK_ROUTES = {
         "nodes_poll_task", "nodes_poll_shard_task", "nodes_remote_poll_shard_task",
         "telemetry_ingest_task", "telemetry_ingest_shard_task",
     )
+} | {
+    f"telemetry.tasks.{name}": {"queue": queues.ROLLUP}
+    for name in ("telemetry_rollup_shard_task", "fleet_rollups_refresh_task")
 }  # fmt: skip
 WORKER_QUEUES = list(queues.ALL)
 CELERY_TASK_ALWAYS_EAGER = False

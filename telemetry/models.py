@@ -179,6 +179,18 @@ class RollupMark(models.Model):
         return f"shard {self.shard}: minutes until {self.minutes_until}"
 
 
+class HoursWritten(models.Model):
+    """A shard's pass wrote GPU hours from `at` on: the fleet's hours and days are summed
+    again from there. Inserted in the pass's own transaction and taken (deleted) by the
+    refresh after it, so an hour written while another refresh ran is not lost."""
+
+    shard = models.IntegerField()
+    at = models.DateTimeField()
+
+    def __str__(self):
+        return f"shard {self.shard}: hours written from {self.at}"
+
+
 class GpuBusy(models.Model):
     """Each GPU's newest minute rolled up in which a sample was over the active threshold
     (`ACTIVE_UTILISATION_PCT` when it was rolled up, as a rollup's `busy_s`), written by the

@@ -4,9 +4,15 @@ hours and days per model and region, each GPU's newest busy minute; and retentio
 No per-GPU minute is stored. Each shard of GPUs (`gpu_id // ROLLUP_SHARD_SIZE`) is read
 once per run, in its own short transaction, by one statement (`sql.SHARD_ROLLUP`) that
 keeps the GPU-minutes inside itself and writes the closed GPU hours, the shard's fleet
-minutes and busy minutes, and the shard's mark (`RollupMark`). Then the GPU days and the
-fleet's hours and days are summed from the hours. Every row is upserted: a repeated run
-rewrites the same rows, and a run after an outage is the same statement over the backlog.
+minutes and busy minutes, and the shard's mark (`RollupMark`), and notes the earliest hour
+it wrote (`HoursWritten`). Then the GPU days and the fleet's hours and days are summed from
+the hours (`fleet_rollups_refresh`, which takes those notes). Every row is upserted: a
+repeated run rewrites the same rows, and a run after an outage is the same statement over
+the backlog.
+
+Beat's task starts a run (`rollup_start`) and queues each shard's pass as a task of its own
+(the `rollup` queue), each followed by a refresh; `telemetry_rollup` runs the same pieces
+one after another in one process.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -17,7 +23,15 @@ from django.db import connection, transaction
 
 from core.db import db_now
 from telemetry import sql
-from telemetry.models import FleetRollup, GpuRollup, GpuSample, Poll, RollupBucket, RollupMark
+from telemetry.models import (
+    FleetRollup,
+    GpuRollup,
+    GpuSample,
+    HoursWritten,
+    Poll,
+    RollupBucket,
+    RollupMark,
+)
 from telemetry.partitions import months_prune, samples_prune
 
 # Each bucket's length: `date_bin` by it from midnight UTC is its start.
@@ -104,7 +118,8 @@ def shard_rollup(
     transaction. The newest minute rolled is rolled again (a poll's samples may commit
     after the minute closed), and an hour closes once its last minute was rolled twice. A
     shard without a mark starts at `default` (`_marks_at_start`), else at its oldest raw
-    sample, else (nothing to read) now. None: another run holds the shard."""
+    sample, else (nothing to read) now. None: another run holds the shard, or a later run
+    has passed it already (a task queued before it, taken after it)."""
     if not _one(sql.ROLLUP_LOCK, [shard]):
         return None
     size = settings.ANCHORGPU["ROLLUP_SHARD_SIZE"]
@@ -112,6 +127,8 @@ def shard_rollup(
     minute_end = bucket_floor(now, "minute")
     hour_end = bucket_floor(minute_end - STEP["minute"], "hour")
     mark = RollupMark.objects.filter(shard=shard).first()
+    if mark is not None and mark.minutes_until > minute_end:
+        return None  # its mark would move back: the minutes would be read again for nothing
     if mark is not None:
         minutes_until, hours_until = mark.minutes_until, mark.hours_until
     else:
@@ -144,18 +161,37 @@ def shard_rollup(
         cursor.execute(sql.SHARD_ROLLUP, params)
         hours, first_hour, fleet_minutes = cursor.fetchone()
         cursor.execute("RESET enable_hashagg")
+    if first_hour is not None:  # for the refresh, committed with the hours
+        HoursWritten.objects.create(shard=shard, at=first_hour)
     return {"hours": hours, "first_hour": first_hour, "fleet_minutes": fleet_minutes}
 
 
-def telemetry_rollup(*, now: datetime | None = None) -> dict[str, Any]:
-    """Every shard's pass (`shard_rollup`), then the GPU days and the fleet's hours and days
-    from the hours every shard has closed."""
-    now = now or db_now()
+def rollup_start() -> tuple[list[int], Marks]:
+    """A run's start, before any shard's pass: the shards, the marks moved back where
+    ingests rewrote samples (`_take_rewritten`), and where a shard without a mark starts
+    (`_marks_at_start`), the same for every pass of the run (as the run's `now` is)."""
     shards = _shards()
     _take_rewritten(shards)
     default = _marks_at_start()
+    minutes, hours = default
+    if minutes is not None and hours is not None:
+        # A shard new to the marks gets one where the others stand, so it holds the fleet's
+        # hours back until its own pass, as theirs do: a refresh after another shard's pass
+        # would otherwise sum the hours without its GPUs (until its pass's note came).
+        RollupMark.objects.bulk_create(
+            [RollupMark(shard=shard, minutes_until=minutes, hours_until=hours) for shard in shards],
+            ignore_conflicts=True,
+        )
+    return shards, default
+
+
+def telemetry_rollup(*, now: datetime | None = None) -> dict[str, Any]:
+    """A whole run in this process: every shard's pass (`shard_rollup`) one after another,
+    then the GPU days and the fleet's hours and days from the hours every shard has closed.
+    Beat's task runs the same passes as tasks of their own (telemetry.tasks)."""
+    now = now or db_now()
+    shards, default = rollup_start()
     counts: dict[str, Any] = {"hour": 0, "fleet_minute": 0, "skipped": 0}
-    first_hour: datetime | None = None
     for shard in shards:
         done = shard_rollup(shard=shard, now=now, default=default)
         if done is None:
@@ -163,8 +199,7 @@ def telemetry_rollup(*, now: datetime | None = None) -> dict[str, Any]:
             continue
         counts["hour"] += done["hours"]
         counts["fleet_minute"] += done["fleet_minutes"]
-        first_hour = _earliest(first_hour, done["first_hour"])
-    counts.update(fleet_rollups_refresh(written_hour=first_hour))
+    counts.update(fleet_rollups_refresh())
     return counts
 
 
@@ -181,12 +216,17 @@ def hours_closed() -> datetime | None:
 def fleet_rollups_refresh(*, written_hour: datetime | None = None) -> dict[str, int]:
     """GPU days from GPU hours, and the fleet's hours and days (per model and region) from
     the GPU hours and days, up to the hours every shard has closed: each from the bucket
-    after its newest one, or from the earliest hour written now (`written_hour`) where that
-    is earlier; on a first run, from the oldest GPU hour. Also what writes GPU hours itself
-    (the demo) calls."""
+    after its newest one, or from the earliest hour the passes wrote since the last refresh
+    (`HoursWritten`, taken here) or `written_hour` where that is earlier; on a first run,
+    from the oldest GPU hour. One at a time: a second waits for the first, then finds
+    little or nothing to do. Also what writes GPU hours itself (the demo) calls."""
     counts = {"day": 0, "fleet_hour": 0, "fleet_day": 0}
-    if not _one(sql.ROLLUP_LOCK, [-1]):  # the sums after the shards
-        return counts
+    _one(sql.ROLLUP_LOCK_WAIT, [-1])
+    # Taken before the marks are read: every pass whose note is taken here has committed
+    # its hours and its mark, so this refresh sums them. A pass that commits after the
+    # take leaves its note for the refresh it queues (a pass that commits between the take
+    # and the marks' read moves `closed` on, and its hours are read all the same).
+    written_hour = _earliest(written_hour, _one(sql.HOURS_WRITTEN_TAKE))
     closed = hours_closed()
     oldest = _one(sql.OLDEST_HOUR)
     if closed is None or oldest is None:

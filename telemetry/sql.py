@@ -117,9 +117,17 @@ SELECT min(at) FROM taken
 
 # --- Rollups ---------------------------------------------------------------------------
 
-# One run at a time per shard of the rollup (the parameter; -1: the sums after the shards);
-# a second one skips it.
+# One pass at a time per shard of the rollup (the parameter): a second one skips it.
 ROLLUP_LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('telemetry_rollup', %s))"
+# One refresh of the sums after the shards at a time (the parameter: -1), waited for: a
+# refresh queued while another runs does its own turn after it, never skips it.
+ROLLUP_LOCK_WAIT = "SELECT pg_advisory_xact_lock(hashtextextended('telemetry_rollup', %s))"
+
+# The earliest hour the shards' passes wrote since the last refresh, taken (NULL: none).
+HOURS_WRITTEN_TAKE = """
+WITH taken AS (DELETE FROM telemetry_hourswritten RETURNING at)
+SELECT min(at) FROM taken
+"""
 
 # The rollup's shards: the GPU ids divided by the shard size (the parameter).
 ROLLUP_SHARDS = "SELECT DISTINCT id / %s FROM catalog_gpu ORDER BY 1"

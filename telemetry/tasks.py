@@ -1,14 +1,17 @@
 """Celery tasks of the telemetry pipeline. Schedules: anchorgpu/schedule.py."""
 
+from datetime import datetime
+
 from celery import shared_task
 from django.conf import settings
 
 from catalog.models import Node, NodeState
+from core.db import db_now
 from telemetry.agents import agents_flag_silent
 from telemetry.partitions import month_partitions_ensure, sample_partitions_ensure
 from telemetry.poll import fleet_size_record, nodes_mark_stale, poll_nodes
 from telemetry.remote import engine_unreachable, remote_poll_nodes, telemetry_ingest
-from telemetry.rollup import telemetry_prune, telemetry_rollup
+from telemetry.rollup import fleet_rollups_refresh, rollup_start, shard_rollup, telemetry_prune
 
 
 def _remote() -> bool:
@@ -67,7 +70,34 @@ def telemetry_ingest_shard_task(node_ids):
 
 @shared_task
 def telemetry_rollup_task():
-    return telemetry_rollup()
+    """Every minute: the run's start here, then each shard's pass as a task of its own (the
+    rollup queue), so the passes spread over the rollup workers' processes. A pass left
+    waiting past the next run's start expires: that run reads the shard from its mark."""
+    return rollup_fan_out(now=db_now())
+
+
+def rollup_fan_out(*, now: datetime) -> int:
+    """A run at `now` started here and its passes queued (also the catch-up benchmark's)."""
+    shards, default = rollup_start()
+    marks = [at.isoformat() if at else None for at in default]
+    for shard in shards:
+        telemetry_rollup_shard_task.apply_async(args=[shard, now.isoformat(), marks], expires=60)
+    return len(shards)
+
+
+@shared_task
+def telemetry_rollup_shard_task(shard, now_iso, default):
+    """One shard's pass of the run started at `now_iso`, then a refresh of the sums after
+    the shards (it takes the hours this pass wrote, whichever refresh runs first)."""
+    minutes, hours = (datetime.fromisoformat(at) if at else None for at in default)
+    done = shard_rollup(shard=shard, now=datetime.fromisoformat(now_iso), default=(minutes, hours))
+    fleet_rollups_refresh_task.apply_async(expires=60)
+    return None if done is None else {k: v for k, v in done.items() if k != "first_hour"}
+
+
+@shared_task
+def fleet_rollups_refresh_task():
+    return fleet_rollups_refresh()
 
 
 @shared_task

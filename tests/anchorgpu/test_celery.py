@@ -106,12 +106,14 @@ def test_the_remote_source_ingests_every_minute_on_the_poll_queue(settings):
         assert app.amqp.router.route({}, f"telemetry.tasks.{task}")["queue"].name == "poll"
 
 
-def test_polling_has_its_own_queue_and_everything_else_the_default():
+def test_polling_and_the_rollup_passes_have_their_own_queues_and_the_rest_the_default():
     def queue(task):
         return app.amqp.router.route({}, task)["queue"].name
 
     assert queue("telemetry.tasks.nodes_poll_task") == "poll"
     assert queue("telemetry.tasks.nodes_poll_shard_task") == "poll"
+    assert queue("telemetry.tasks.telemetry_rollup_shard_task") == "rollup"
+    assert queue("telemetry.tasks.fleet_rollups_refresh_task") == "rollup"
     for task in ("rentals.tasks.allocations_enforce_task", "webhooks.tasks.webhook_deliver_task",
                  "telemetry.tasks.telemetry_rollup_task"):  # fmt: skip
         assert queue(task) == "default"

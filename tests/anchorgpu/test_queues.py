@@ -31,6 +31,10 @@ def test_every_task_goes_to_a_queue_that_workers_take():
     assert len(routed) > 20
     assert set(routed.values()) == set(queues.ALL) == set(settings.WORKER_QUEUES)
     assert routed["telemetry.tasks.nodes_poll_task"] == queues.POLL
+    assert {name for name, queue in routed.items() if queue == queues.ROLLUP} == {
+        "telemetry.tasks.telemetry_rollup_shard_task",
+        "telemetry.tasks.fleet_rollups_refresh_task",
+    }
 
 
 def test_metrics_measure_the_depth_of_every_queue_a_task_waits_in(client, staff):
@@ -38,6 +42,23 @@ def test_metrics_measure_the_depth_of_every_queue_a_task_waits_in(client, staff)
     try:
         assert _depths(client, staff) == dict.fromkeys(queues.ALL, 0)
         nodes_poll_task.delay()  # no worker runs here: it waits in its queue
-        assert _depths(client, staff) == {queues.DEFAULT: 0, queues.POLL: 1}
+        assert _depths(client, staff) == {queues.DEFAULT: 0, queues.POLL: 1, queues.ROLLUP: 0}
+    finally:
+        app.control.purge()
+
+
+def test_metrics_measure_the_rollup_queue_that_every_shard_pass_waits_in(client, staff):
+    """Every task routed to the rollup queue waits there, measured, until a worker takes it."""
+    routed = [
+        name for name in _project_tasks()
+        if app.amqp.router.route({}, name)["queue"].name == queues.ROLLUP
+    ]  # fmt: skip
+    app.control.purge()
+    try:
+        for name in routed:
+            app.send_task(name)  # no worker runs here: each waits in the rollup queue
+        assert _depths(client, staff) == {
+            queues.DEFAULT: 0, queues.POLL: 0, queues.ROLLUP: len(routed)
+        }  # fmt: skip
     finally:
         app.control.purge()
