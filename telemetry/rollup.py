@@ -8,7 +8,8 @@ minutes and busy minutes, and the shard's mark (`RollupMark`), and notes the ear
 it wrote (`HoursWritten`). Then the GPU days and the fleet's hours and days are summed from
 the hours (`fleet_rollups_refresh`, which takes those notes). Every row is upserted: a
 repeated run rewrites the same rows, and a run after an outage is the same statement over
-the backlog.
+the backlog, `ROLLUP_MAX_HOURS_PER_PASS` hours a pass (each pass inside the task's time
+limit).
 
 Beat's task starts a run (`rollup_start`) and queues each shard's pass as a task of its own
 (the `rollup` queue), each followed by a refresh; `telemetry_rollup` runs the same pieces

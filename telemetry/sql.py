@@ -251,7 +251,8 @@ _EPOCH = SQL("timestamptz '2000-01-01 00:00:00+00'")
 # - the shard's mark (`telemetry_rollupmark`: `minutes_mark`, `hours_mark`), moved in the
 #   same transaction.
 # Every row is upserted, so a rerun over the same samples rewrites the same rows, and a
-# catch-up after an outage is this statement over the backlog. Sums run in time order per
+# catch-up after an outage is this statement over the backlog, a few hours at a time (the
+# caller's cap: `minute_end` is then a minute past a whole hour). Sums run in time order per
 # GPU (the minutes come out of the window sorted), so a rerun gives the same figures to the
 # last bit. Returns the GPU hours written, the earliest of them (NULL: none) and the fleet
 # minutes written.
