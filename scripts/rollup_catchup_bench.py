@@ -25,6 +25,10 @@ of 10,000 GPUs.
 
     N=10000 RUNS=3 FANOUT=2 TELEMETRY_ROLLUP_SHARD_SIZE=2501 … (as above)
 
+`RAW_HOURS=H` generates H hours of raw samples (an outage's backlog) instead of one; with
+`TELEMETRY_ROLLUP_MAX_HOURS_PER_PASS` below H, each catch-up is several passes a shard (the
+serial run's `passes`).
+
 It empties every table `generate_scale` writes: never on a database that matters.
 """
 
@@ -75,7 +79,7 @@ generate_scale(
     gpus=N,
     days=int(os.environ.get("DAYS", "3")),
     hourly_days=1,
-    raw_hours=1.0,
+    raw_hours=float(os.environ.get("RAW_HOURS", "1")),
     reset=True,
     minutes_rolled=False,
     log=lambda line: None,
