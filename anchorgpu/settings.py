@@ -448,6 +448,12 @@ ANCHORGPU = {
     # GPU ids per shard of the rollup: each shard's raw samples are read in one statement,
     # in its own transaction (GPU ids, not GPUs: ids a shard never had count too).
     "ROLLUP_SHARD_SIZE": _read("TELEMETRY_ROLLUP_SHARD_SIZE", "int", default=25000),
+    # The most hours of a shard's backlog one pass reads (at least 1): after an outage the
+    # shard catches up this many hours a pass, each pass well inside the task's soft time
+    # limit, instead of reading the whole backlog, overrunning and rolling back every time.
+    "ROLLUP_MAX_HOURS_PER_PASS": max(
+        1, _read("TELEMETRY_ROLLUP_MAX_HOURS_PER_PASS", "int", default=2)
+    ),
     "ROLLUP_RETENTION": timedelta(
         days=_read("TELEMETRY_ROLLUP_RETENTION_DAYS", "int", default=400)
     ),

@@ -16,13 +16,18 @@ in this process (`telemetry_rollup`), then as beat's task makes it (`rollup_fan_
 run's start here, one task per shard on the rollup queue, each followed by a refresh),
 through a real Celery worker the script starts (`-Q rollup --concurrency P`, prefork). A
 fan-out run ends when every task it queued has finished (the worker's task events, counted
-here: one pass and one refresh per shard). Its CPU is the worker's processes' (Python) and
+here: one pass and one refresh per shard, two more for each pass capped by
+`TELEMETRY_ROLLUP_MAX_HOURS_PER_PASS`, which queues its shard's next pass). Its CPU is the worker's processes' (Python) and
 the PostgreSQL backends' of this database (the worker keeps its connections, where Celery
 would close them after each task: a backend's CPU is read from /proc while it lives). The
 shard size is the product's setting (`TELEMETRY_ROLLUP_SHARD_SIZE`): 2501 makes 4 shards
 of 10,000 GPUs.
 
     N=10000 RUNS=3 FANOUT=2 TELEMETRY_ROLLUP_SHARD_SIZE=2501 … (as above)
+
+`RAW_HOURS=H` generates H hours of raw samples (an outage's backlog) instead of one; with
+`TELEMETRY_ROLLUP_MAX_HOURS_PER_PASS` below H, each catch-up is several passes a shard (the
+serial run's `passes`).
 
 It empties every table `generate_scale` writes: never on a database that matters.
 """
@@ -74,7 +79,7 @@ generate_scale(
     gpus=N,
     days=int(os.environ.get("DAYS", "3")),
     hourly_days=1,
-    raw_hours=1.0,
+    raw_hours=float(os.environ.get("RAW_HOURS", "1")),
     reset=True,
     minutes_rolled=False,
     log=lambda line: None,
@@ -119,6 +124,7 @@ class Worker:
         from anchorgpu.celery import app
 
         self.app, self.finished, self.online = app, 0, threading.Event()
+        self.owed = 0  # tasks queued by the tasks themselves: a capped pass's next pass
         self.changed = threading.Condition()
         app.control.purge()
         threading.Thread(target=self._events, daemon=True).start()
@@ -144,6 +150,8 @@ class Worker:
         def done(event):
             with self.changed:
                 self.finished += 1
+                if "'capped': True" in event.get("result", ""):
+                    self.owed += 2  # it queued the shard's next pass, and that a refresh
                 self.changed.notify_all()
 
         with self.app.connection() as conn:
@@ -152,7 +160,7 @@ class Worker:
 
     def wait(self, count: int, timeout: float = 600) -> None:
         with self.changed:
-            if not self.changed.wait_for(lambda: self.finished >= count, timeout):
+            if not self.changed.wait_for(lambda: self.finished - self.owed >= count, timeout):
                 raise SystemExit(f"{self.finished} of {count} tasks finished in {timeout} s")
 
     def cpu(self) -> float:
@@ -182,9 +190,9 @@ def fanned_out(worker: Worker, until) -> dict:
     before_backends, before_worker = backends_cpu(), worker.cpu()
     b, p, t = backend_cpu(pid), time.process_time(), time.perf_counter()
     with worker.changed:
-        expected = worker.finished
+        expected = worker.finished - worker.owed
     shards = rollup_fan_out(now=until)
-    worker.wait(expected + 2 * shards)  # a pass and a refresh per shard
+    worker.wait(expected + 2 * shards)  # a pass and a refresh per shard, and per capped pass
     wall = time.perf_counter() - t
     after = backends_cpu()
     backends = sum(cpu - before_backends.get(pid_, 0.0) for pid_, cpu in after.items())

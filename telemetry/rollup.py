@@ -8,7 +8,8 @@ minutes and busy minutes, and the shard's mark (`RollupMark`), and notes the ear
 it wrote (`HoursWritten`). Then the GPU days and the fleet's hours and days are summed from
 the hours (`fleet_rollups_refresh`, which takes those notes). Every row is upserted: a
 repeated run rewrites the same rows, and a run after an outage is the same statement over
-the backlog.
+the backlog, `ROLLUP_MAX_HOURS_PER_PASS` hours a pass (each pass inside the task's time
+limit).
 
 Beat's task starts a run (`rollup_start`) and queues each shard's pass as a task of its own
 (the `rollup` queue), each followed by a refresh; `telemetry_rollup` runs the same pieces
@@ -118,8 +119,10 @@ def shard_rollup(
     transaction. The newest minute rolled is rolled again (a poll's samples may commit
     after the minute closed), and an hour closes once its last minute was rolled twice. A
     shard without a mark starts at `default` (`_marks_at_start`), else at its oldest raw
-    sample, else (nothing to read) now. None: another run holds the shard, or a later run
-    has passed it already (a task queued before it, taken after it)."""
+    sample, else (nothing to read) now. A backlog longer than `ROLLUP_MAX_HOURS_PER_PASS`
+    is read that many hours at a time ("capped": true; the next pass goes on from its
+    mark). None: another run holds the shard, or a later run has passed it already (a task
+    queued before it, taken after it)."""
     if not _one(sql.ROLLUP_LOCK, [shard]):
         return None
     size = settings.ANCHORGPU["ROLLUP_SHARD_SIZE"]
@@ -147,6 +150,22 @@ def shard_rollup(
     minutes_from = min(minutes_until - again, minute_end)
     hours_from = min(hours_until, hour_end)
     read_from = min(minutes_from, hours_from) if hours_from < hour_end else minutes_from
+    # A backlog longer than the cap (after an outage) is read a whole number of hours at a
+    # time: this pass stops a minute past the last whole hour within the cap (at least the
+    # hour after `read_from`'s), so it closes that hour by the rule above (hour_end), and
+    # the next pass starts from it, not from an hour it would have to read again.
+    cap = timedelta(hours=settings.ANCHORGPU["ROLLUP_MAX_HOURS_PER_PASS"])
+    stop = STEP["minute"] + max(
+        bucket_floor(read_from + cap, "hour"), bucket_floor(read_from, "hour") + STEP["hour"]
+    )
+    capped = stop < minute_end
+    if capped:
+        minute_end, hour_end = stop, stop - STEP["minute"]
+        minutes_from = min(minutes_from, minute_end)
+        hours_from = min(hours_until, hour_end)
+    marks = (minute_end, max(hours_from, hour_end))
+    if capped:  # a mark already past the stop (one far ahead of the other) stays
+        marks = (max(marks[0], minutes_until), max(marks[1], hours_until))
     with connection.cursor() as cursor:
         # The samples come out of their window sorted per GPU and are grouped as they come;
         # the planner cannot count the GPU-minutes of the union (each GPU's sample before
@@ -156,6 +175,7 @@ def shard_rollup(
             "shard": shard, "gpu_lo": gpu_lo, "gpu_hi": gpu_hi, "read_from": read_from,
             "minutes_from": minutes_from, "minute_end": minute_end, "hours_from": hours_from,
             "hour_end": hour_end, "minute": RollupBucket.MINUTE,
+            "minutes_mark": marks[0], "hours_mark": marks[1],
             "threshold": settings.ANCHORGPU["ACTIVE_UTILISATION_PCT"],
         }  # fmt: skip
         cursor.execute(sql.SHARD_ROLLUP, params)
@@ -163,7 +183,12 @@ def shard_rollup(
         cursor.execute("RESET enable_hashagg")
     if first_hour is not None:  # for the refresh, committed with the hours
         HoursWritten.objects.create(shard=shard, at=first_hour)
-    return {"hours": hours, "first_hour": first_hour, "fleet_minutes": fleet_minutes}
+    return {
+        "hours": hours,
+        "first_hour": first_hour,
+        "fleet_minutes": fleet_minutes,
+        "capped": capped,
+    }
 
 
 def rollup_start() -> tuple[list[int], Marks]:
@@ -186,19 +211,23 @@ def rollup_start() -> tuple[list[int], Marks]:
 
 
 def telemetry_rollup(*, now: datetime | None = None) -> dict[str, Any]:
-    """A whole run in this process: every shard's pass (`shard_rollup`) one after another,
-    then the GPU days and the fleet's hours and days from the hours every shard has closed.
-    Beat's task runs the same passes as tasks of their own (telemetry.tasks)."""
+    """A whole run in this process: every shard's passes (`shard_rollup`) one after another,
+    as many as its backlog takes (each capped at `ROLLUP_MAX_HOURS_PER_PASS`), then the GPU
+    days and the fleet's hours and days from the hours every shard has closed. Beat's task
+    runs the same passes as tasks of their own (telemetry.tasks)."""
     now = now or db_now()
     shards, default = rollup_start()
-    counts: dict[str, Any] = {"hour": 0, "fleet_minute": 0, "skipped": 0}
+    counts: dict[str, Any] = {"hour": 0, "fleet_minute": 0, "skipped": 0, "passes": 0}
     for shard in shards:
-        done = shard_rollup(shard=shard, now=now, default=default)
-        if done is None:
-            counts["skipped"] += 1
-            continue
-        counts["hour"] += done["hours"]
-        counts["fleet_minute"] += done["fleet_minutes"]
+        done: dict[str, Any] | None = {"capped": True}
+        while done is not None and done["capped"]:
+            done = shard_rollup(shard=shard, now=now, default=default)
+            if done is None:
+                counts["skipped"] += 1
+                break
+            counts["passes"] += 1
+            counts["hour"] += done["hours"]
+            counts["fleet_minute"] += done["fleet_minutes"]
     counts.update(fleet_rollups_refresh())
     return counts
 

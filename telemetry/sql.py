@@ -248,9 +248,11 @@ _EPOCH = SQL("timestamptz '2000-01-01 00:00:00+00'")
 # - the fleet's minutes from `minutes_from` on, summed per model and region for this shard
 #   (`shard`: readers sum the shards);
 # - each GPU's newest busy minute (GpuBusy), never moved back;
-# - the shard's mark (`telemetry_rollupmark`), moved in the same transaction.
+# - the shard's mark (`telemetry_rollupmark`: `minutes_mark`, `hours_mark`), moved in the
+#   same transaction.
 # Every row is upserted, so a rerun over the same samples rewrites the same rows, and a
-# catch-up after an outage is this statement over the backlog. Sums run in time order per
+# catch-up after an outage is this statement over the backlog, a few hours at a time (the
+# caller's cap: `minute_end` is then a minute past a whole hour). Sums run in time order per
 # GPU (the minutes come out of the window sorted), so a rerun gives the same figures to the
 # last bit. Returns the GPU hours written, the earliest of them (NULL: none) and the fleet
 # minutes written.
@@ -293,7 +295,7 @@ SHARD_ROLLUP = (
     ON CONFLICT (gpu_id) DO UPDATE SET at = excluded.at WHERE b.at < excluded.at
 ), mark AS (
     INSERT INTO telemetry_rollupmark AS k (shard, minutes_until, hours_until)
-    VALUES (%(shard)s, %(minute_end)s, greatest(%(hours_from)s, %(hour_end)s))
+    VALUES (%(shard)s, %(minutes_mark)s, %(hours_mark)s)
     ON CONFLICT (shard) DO UPDATE
         SET minutes_until = excluded.minutes_until, hours_until = excluded.hours_until
 )

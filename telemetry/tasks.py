@@ -88,9 +88,16 @@ def rollup_fan_out(*, now: datetime) -> int:
 @shared_task
 def telemetry_rollup_shard_task(shard, now_iso, default):
     """One shard's pass of the run started at `now_iso`, then a refresh of the sums after
-    the shards (it takes the hours this pass wrote, whichever refresh runs first)."""
+    the shards (it takes the hours this pass wrote, whichever refresh runs first). A pass
+    capped short of the run's minute (a backlog after an outage) queues the shard's next
+    pass of the same run at once, so a catch-up takes a pass per step, not a minute: a
+    second pass of the shard running meanwhile (beat's next run) holds the lock, and the
+    one that finds it held, or the shard's mark past its minute, does nothing and queues
+    nothing."""
     minutes, hours = (datetime.fromisoformat(at) if at else None for at in default)
     done = shard_rollup(shard=shard, now=datetime.fromisoformat(now_iso), default=(minutes, hours))
+    if done is not None and done["capped"]:
+        telemetry_rollup_shard_task.apply_async(args=[shard, now_iso, default], expires=60)
     fleet_rollups_refresh_task.apply_async(expires=60)
     return None if done is None else {k: v for k, v in done.items() if k != "first_hour"}
 

@@ -6,7 +6,6 @@ committed, and a shard that has not run yet holds the fleet's hours back."""
 
 import threading
 from datetime import timedelta
-from typing import NamedTuple
 
 import psycopg
 import pytest
@@ -20,8 +19,6 @@ from core.db import db_now
 from telemetry import sql
 from telemetry.models import (
     FleetRollup,
-    GpuBusy,
-    GpuDay,
     GpuHour,
     GpuSample,
     HoursWritten,
@@ -36,80 +33,34 @@ from telemetry.rollup import (
     telemetry_rollup,
 )
 from telemetry.tasks import telemetry_rollup_task
+from tests.support.rollups import (
+    HOUR,
+    Shards,
+    rollup_rows,
+    rollups_undo,
+    samples_write,
+    shards_of_a_third,
+)
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-HOUR = timedelta(hours=1)
-
-# A sample every 2 minutes on every GPU from `t0` for `hours`, utilisation varying by GPU
-# and time, an energy counter that rises (and, on one GPU, resets once).
-SAMPLES = """
-INSERT INTO telemetry_gpusample (gpu_id, at, utilization, memory_used_mib, memory_total_mib,
-    power_w, temperature_c, energy_j)
-SELECT g.id, t, (g.id * 37 + extract(epoch FROM t)::bigint / 120 * 13) %% 101, 1000, 80000, 300,
-       50, CASE WHEN g.id = %(reset_gpu)s AND t >= %(reset_at)s
-                THEN extract(epoch FROM t - %(reset_at)s) * 100
-                ELSE extract(epoch FROM t - %(t0)s) * 300 END
-FROM catalog_gpu g
-CROSS JOIN generate_series(%(t0)s::timestamptz,
-    %(t0)s::timestamptz + %(hours)s * interval '1 hour' - interval '1 second',
-    interval '2 minutes') AS t
-"""
-
-
-def _samples(t0, hours):
-    first = Gpu.objects.order_by("pk").first()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            SAMPLES, {"t0": t0, "hours": hours, "reset_gpu": first.pk, "reset_at": t0 + 5 * HOUR}
-        )
-
-
-class Shards(NamedTuple):
-    ids: list[int]
-    size: int
-
-    def of(self, gpu) -> int:
-        return gpu.pk // self.size
-
 
 @pytest.fixture
 def shards(catalog, settings) -> Shards:
-    """At least three shards of GPU ids: a shard size of a third of the fleet."""
-    ids = list(Gpu.objects.order_by("pk").values_list("pk", flat=True))
-    size = max(1, len(ids) // 3)
-    settings.ANCHORGPU = {**settings.ANCHORGPU, "ROLLUP_SHARD_SIZE": size}
-    found = Shards(sorted({pk // size for pk in ids}), size)
-    assert len(found.ids) >= 3
-    return found
+    return shards_of_a_third(settings)
 
 
-def _rows():
-    """Everything a run writes, in a fixed order."""
-    figures = ("gpu_id", "at", *sql.FIGURES)
-    fleet = ("bucket", "at", "gpu_model_id", "region_id", "shard", "gpus", "busy_gpus",
-             "samples", "util_sum", "util_samples", "covered_s", "busy_s", "energy_j")  # fmt: skip
-    return {
-        "gpu_hours": list(GpuHour.objects.order_by("gpu_id", "at").values_list(*figures)),
-        "gpu_days": list(GpuDay.objects.order_by("gpu_id", "at").values_list(*figures)),
-        "fleet": list(FleetRollup.objects.order_by(*fleet[:5]).values_list(*fleet)),
-        "busy": list(GpuBusy.objects.order_by("gpu_id").values_list("gpu_id", "at")),
-        "marks": list(RollupMark.objects.order_by("shard").values_list()),
-    }
-
-
-def _undo():
-    for model in (GpuHour, GpuDay, FleetRollup, GpuBusy, RollupMark, HoursWritten):
-        model.objects.all().delete()
-
-
-def test_the_fanned_out_run_writes_what_the_serial_run_writes(shards, django_assert_num_queries):
+def test_the_fanned_out_run_writes_what_the_serial_run_writes(
+    shards, settings, django_assert_num_queries
+):
     """Two days of samples on GPUs in three or more shards, rolled by beat's task through
     real workers (three threads: passes and refreshes run side by side), equal the serial
-    run's GPU hours, GPU days, fleet minutes, hours and days, busy minutes and marks."""
+    run's GPU hours, GPU days, fleet minutes, hours and days, busy minutes and marks. One
+    pass a shard reads the whole backlog here (a capped catch-up: test_rollup_cap.py)."""
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "ROLLUP_MAX_HOURS_PER_PASS": 100}
     now = db_now()
-    _samples(bucket_floor(now, "hour") - 50 * HOUR, hours=50)  # up to the current hour
+    samples_write(bucket_floor(now, "hour") - 50 * HOUR, hours=50)  # up to the current hour
     app.control.purge()
     with start_worker(
         app, pool="threads", concurrency=3, perform_ping_check=False, shutdown_timeout=30,
@@ -128,16 +79,16 @@ def test_the_fanned_out_run_writes_what_the_serial_run_writes(shards, django_ass
     # A refresh after the last one: the lock, the notes (none), the ends; nothing written.
     with django_assert_num_queries(9):  # BEGIN … COMMIT
         assert fleet_rollups_refresh() == {"day": 0, "fleet_hour": 0, "fleet_day": 0}
-    fanned_out = _rows()
+    fanned_out = rollup_rows()
     run_minute = RollupMark.objects.values_list("minutes_until", flat=True).distinct().get()
 
     assert {gpu_id // shards.size for gpu_id, *_ in fanned_out["gpu_hours"]} == set(shards.ids)
     assert {row[0] for row in fanned_out["fleet"]} == {"minute", "hour", "day"}
     assert len(fanned_out["gpu_days"]) >= Gpu.objects.count()
 
-    _undo()
+    rollups_undo()
     telemetry_rollup(now=run_minute)
-    assert _rows() == fanned_out
+    assert rollup_rows() == fanned_out
 
 
 def _late_sample(gpu, at, shards):
@@ -149,11 +100,11 @@ def _late_sample(gpu, at, shards):
     )
 
 
-def _fleet_hour_samples(at):
+def _fleet_hoursamples_write(at):
     return sum(FleetRollup.objects.filter(bucket="hour", at=at).values_list("samples", flat=True))
 
 
-def _gpu_hour_samples(at):
+def _gpu_hoursamples_write(at):
     return sum(GpuHour.objects.filter(at=at).values_list("samples", flat=True))
 
 
@@ -166,10 +117,10 @@ def test_hours_written_while_a_refresh_runs_are_summed_by_the_next_refresh(shard
     leaves its note for the next refresh (the one it queues), which rewrites the hour."""
     now = db_now()
     t0 = bucket_floor(now, "hour") - 4 * HOUR
-    _samples(t0, hours=3)
+    samples_write(t0, hours=3)
     telemetry_rollup(now=now)
-    before = _fleet_hour_samples(t0)
-    assert before == _gpu_hour_samples(t0) > 0
+    before = _fleet_hoursamples_write(t0)
+    assert before == _gpu_hoursamples_write(t0) > 0
 
     gpu = Gpu.objects.order_by("pk").first()
     _late_sample(gpu, t0 + timedelta(seconds=30), shards)
@@ -180,10 +131,10 @@ def test_hours_written_while_a_refresh_runs_are_summed_by_the_next_refresh(shard
         running.commit()
     # The pass's note outlived the refresh that was running.
     assert list(HoursWritten.objects.values_list("shard", "at")) == [(shards.of(gpu), t0)]
-    assert _fleet_hour_samples(t0) == before
+    assert _fleet_hoursamples_write(t0) == before
     fleet_rollups_refresh()
     assert not HoursWritten.objects.exists()
-    assert _fleet_hour_samples(t0) == _gpu_hour_samples(t0) == before + 1
+    assert _fleet_hoursamples_write(t0) == _gpu_hoursamples_write(t0) == before + 1
 
 
 def test_a_refresh_queued_while_another_runs_waits_for_it_and_does_its_turn(shards):
@@ -191,9 +142,9 @@ def test_a_refresh_queued_while_another_runs_waits_for_it_and_does_its_turn(shar
     used to return at once, and the hours its pass wrote were summed by nobody)."""
     now = db_now()
     t0 = bucket_floor(now, "hour") - 4 * HOUR
-    _samples(t0, hours=3)
+    samples_write(t0, hours=3)
     telemetry_rollup(now=now)
-    before = _fleet_hour_samples(t0)
+    before = _fleet_hoursamples_write(t0)
     gpu = Gpu.objects.order_by("pk").first()
     _late_sample(gpu, t0 + timedelta(seconds=30), shards)
     shard_rollup(shard=shards.of(gpu), now=now)
@@ -215,7 +166,7 @@ def test_a_refresh_queued_while_another_runs_waits_for_it_and_does_its_turn(shar
         running.commit()
     waiting.join(timeout=30)
     assert done["counts"]["fleet_hour"] > 0
-    assert _fleet_hour_samples(t0) == _gpu_hour_samples(t0) == before + 1
+    assert _fleet_hoursamples_write(t0) == _gpu_hoursamples_write(t0) == before + 1
 
 
 def _waiting_for_the_refresh_lock():
@@ -231,7 +182,7 @@ def test_a_shard_that_has_not_run_yet_holds_the_fleets_hours_back(shards):
     bring the fleet's hours on, with every shard's GPUs in them."""
     now = db_now()
     t0 = bucket_floor(now, "hour") - 4 * HOUR
-    _samples(t0, hours=3)
+    samples_write(t0, hours=3)
     first_run = t0 + HOUR + timedelta(minutes=1)
     telemetry_rollup(now=first_run)
     assert hours_closed() == t0 + HOUR
@@ -254,7 +205,7 @@ def test_a_shard_that_has_not_run_yet_holds_the_fleets_hours_back(shards):
     fleet_rollups_refresh()
     assert newest.first() == t0 + 2 * HOUR
     for at in (t0, t0 + HOUR, t0 + 2 * HOUR):
-        assert _fleet_hour_samples(at) == _gpu_hour_samples(at) > 0
+        assert _fleet_hoursamples_write(at) == _gpu_hoursamples_write(at) > 0
 
 
 def test_a_pass_taken_after_a_later_runs_pass_of_its_shard_changes_nothing(shards):
@@ -262,7 +213,7 @@ def test_a_pass_taken_after_a_later_runs_pass_of_its_shard_changes_nothing(shard
     It finds the mark past its minute and leaves it (moved back, the shard's minutes would
     be read again for nothing and the fleet's hours held back)."""
     now = db_now()
-    _samples(bucket_floor(now, "hour") - 2 * HOUR, hours=1)
+    samples_write(bucket_floor(now, "hour") - 2 * HOUR, hours=1)
     telemetry_rollup(now=now)
     marks = list(RollupMark.objects.order_by("shard").values_list())
     assert shard_rollup(shard=shards.ids[0], now=now - timedelta(minutes=1)) is None
