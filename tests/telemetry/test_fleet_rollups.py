@@ -5,7 +5,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from catalog.models import Gpu
 from telemetry.models import FleetRollup, GpuDay, GpuHour
@@ -16,31 +15,17 @@ from telemetry.selectors import (
     fleet_totals_by_group,
     gpu_totals_by_gpu,
 )
+from tests.support.rollups import samples_write
 
 pytestmark = pytest.mark.django_db
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
-# A sample every 2 minutes for 26 hours on every GPU, utilisation varying by GPU and time,
-# an energy counter that rises (and, on one GPU, resets once).
-SAMPLES = """
-INSERT INTO telemetry_gpusample (gpu_id, at, utilization, memory_used_mib, memory_total_mib,
-    power_w, temperature_c, energy_j)
-SELECT g.id, t, (g.id * 37 + extract(epoch FROM t)::bigint / 120 * 13) %% 101, 1000, 80000, 300,
-       50, CASE WHEN g.id = %(reset_gpu)s AND t >= %(reset_at)s
-                THEN extract(epoch FROM t - %(reset_at)s) * 100
-                ELSE extract(epoch FROM t - %(t0)s) * 300 END
-FROM catalog_gpu g
-CROSS JOIN generate_series(%(t0)s::timestamptz, %(t0)s::timestamptz + interval '26 hours' - interval '1 second', interval '2 minutes') AS t
-"""
-
 
 @pytest.fixture
 def rolled(catalog):
-    first = Gpu.objects.order_by("pk").first()
-    with connection.cursor() as cursor:
-        cursor.execute(SAMPLES, {"t0": T0, "reset_gpu": first.pk, "reset_at": T0 + 5 * HOUR})
+    samples_write(T0, 26)  # a sample every 2 minutes for 26 hours; one counter resets
     counts = telemetry_rollup(now=T0 + 26 * HOUR)
     assert counts["fleet_hour"] > 0 and counts["fleet_day"] > 0
     return counts
