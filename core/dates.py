@@ -8,6 +8,8 @@ from django.utils.dateformat import format as date_format
 from django.utils.formats import get_format
 from django.utils.translation import get_language
 
+DAY_US = 86_400_000_000  # a UTC day in microseconds: the unit of GPU time booked per day
+
 
 def when_text(value: datetime, part: str = "datetime") -> str:
     """ "Nov. 30, 2026, 11 a.m. CET" (en), "30 listopada 2026 11:00 CET" (pl); `part="date"`

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import get_language
 
 from catalog.models import NodeHealth, NodeState
+from core.dates import DAY_US
 from core.db import read_rows, reads_cursor, reporting_reads
 from core.money import quantize
 from core.words import in_language
@@ -41,7 +42,6 @@ _STARTED = [AllocationState.RUNNING, AllocationState.STOPPED]
 
 # How far back "busy now" looks for the newest minute rolled up: older is not "now".
 BUSY_NOW_WITHIN = timedelta(minutes=5)
-DAY_US = 86_400_000_000  # a day in microseconds, BOOKED_AHEAD's unit
 
 
 def _allocation_rows(which: str, **params: Any) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from catalog.models import GpuModel, NodeState
 from core.cache import breaker
+from core.dates import DAY_US
 from core.db import db_now
 from core.versions import CATALOG, bump, cache
 from rentals.models import CapacitySummary
@@ -101,7 +102,8 @@ def capacity_summary_refresh(*, gpu_model_id: int, force: bool = True) -> Refres
         cursor.execute(
             summary_sql.REFRESH,
             {"model": gpu_model_id, "active": NodeState.ACTIVE, "now": now, "first": first,
-             "days": SUMMARY_DAYS, "ahead": now + NODE_HORIZON, "version": version},
+             "days": SUMMARY_DAYS, "ahead": now + NODE_HORIZON, "version": version,
+             "day_us": DAY_US},
         )  # fmt: skip
         return (time.perf_counter() - started) * 1000
 
