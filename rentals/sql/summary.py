@@ -16,7 +16,9 @@ from rentals.sql.holdings import holding_overlaps
 # model from interleaving, which is why the tables need no unique key.
 #
 # CapacityDay is FREE_BY_DAY_IN_REGION's count (rentals.sql.capacity), for every region of
-# the model at once: its step functions are partitioned by region too. CapacityNode's
+# the model at once: its step functions are partitioned by region too, and each step's run
+# (from its day to the next change) is spread over the days it covers, rather than every
+# day crossed with every step and joined back to the changes. CapacityNode's
 # fewest free is a sweep over each node's holdings in [now, ahead): +1 where one starts, -1
 # where one ends, an end before a start at the same instant (holdings are half-open), the
 # most held at once being the running sum's maximum (one GPU's live holdings never overlap,
@@ -48,15 +50,15 @@ WITH nodes AS MATERIALIZED (
         UNION ALL SELECT k, region_id, gpus, busy, 1 FROM moves WHERE before <> busy
     ) AS changes
     GROUP BY k, region_id, gpus, busy
+), runs AS (
+    SELECT k, region_id, gpus, busy,
+           sum(delta) OVER (PARTITION BY region_id, gpus, busy ORDER BY k) AS nodes,
+           lead(k, 1, %(days)s) OVER (PARTITION BY region_id, gpus, busy ORDER BY k) AS until
+    FROM bucket_day
 ), grid AS (
-    SELECT days.k, b.region_id, b.gpus, b.busy,
-           sum(coalesce(bucket_day.delta, 0)) OVER (
-               PARTITION BY b.region_id, b.gpus, b.busy ORDER BY days.k) AS nodes
-    FROM generate_series(0, %(days)s - 1) AS days (k)
-    CROSS JOIN (SELECT DISTINCT region_id, gpus, busy FROM bucket_day) AS b
-    LEFT JOIN bucket_day
-      ON bucket_day.k = days.k AND bucket_day.region_id = b.region_id
-     AND bucket_day.gpus = b.gpus AND bucket_day.busy = b.busy
+    SELECT days.k, runs.region_id, runs.gpus, runs.busy, runs.nodes
+    FROM runs
+    CROSS JOIN LATERAL generate_series(runs.k, least(runs.until, %(days)s) - 1) AS days (k)
 ), day_rows AS (
     SELECT region_id, (%(first)s::timestamptz + k * interval '1 day')::date AS day,
            coalesce(max(gpus - busy) FILTER (WHERE nodes > 0), 0)::int AS one,
