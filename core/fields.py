@@ -1,5 +1,6 @@
 """Serializer fields every API shares."""
 
+import copy
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -45,3 +46,21 @@ class MoneyAmountField(serializers.DecimalField):
     def to_representation(self, value: tuple[Decimal | None, str]) -> str | None:  # type: ignore[override]
         amount, currency = value
         return None if amount is None else str(quantize(amount, currency))
+
+
+class FieldsBuiltOnce:
+    """For a ModelSerializer whose fields depend on its class alone (not on its context or
+    instance): DRF builds them again for every instance it renders (each model field looked
+    up and built, the declared ones deep-copied), which was most of an allocation's
+    rendering. Built once per class here; each instance gets a deep copy of them, as DRF
+    gives each instance of its declared fields."""
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        cls = type(self)
+        built: dict[str, serializers.Field[Any, Any, Any, Any]] | None = cls.__dict__.get(
+            "_fields_built"
+        )
+        if built is None:
+            built = super().get_fields()  # type: ignore[misc]  # a mixin for serializers
+            cls._fields_built = built  # type: ignore[attr-defined]
+        return copy.deepcopy(built)

@@ -6,7 +6,7 @@ from rest_framework import serializers
 from catalog.api.serializers import in_language
 from catalog.models import GpuModel, Option, Region, RentalPeriod, SoftwareStack, Vendor
 from catalog.software import version_error
-from core.fields import BoundedDateTimeField, MoneyAmountField
+from core.fields import BoundedDateTimeField, FieldsBuiltOnce, MoneyAmountField
 from core.money import DECIMAL_PLACES, MAX_DIGITS
 from rentals import limits
 from rentals.access import access_of
@@ -373,7 +373,7 @@ class AllocationListSerializer(serializers.ListSerializer):
         return super().to_representation(allocations)
 
 
-class AllocationSerializer(serializers.ModelSerializer):
+class AllocationSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     team = serializers.IntegerField(source="team_id", read_only=True)
     gpu_model: "serializers.RelatedField[GpuModel, str, str] | serializers.ManyRelatedField" = (
         serializers.SlugRelatedField(slug_field="slug", read_only=True)
