@@ -6,6 +6,8 @@ from functools import cache
 from django.contrib.auth import get_user_model
 from psycopg.sql import SQL, Identifier
 
+from rentals.sql.holdings import held_day_span
+
 # Per step, the holdings of allocations that overlap it, as a sweep: each holding is read
 # once (the live ones that end after the first step, by rentals_ag_live_ends) and becomes
 # the number of the first step it touches and of the first step after its end (step numbers
@@ -101,7 +103,9 @@ WHERE datname = current_database() AND pid <> pg_backend_pid() AND usesysid IS N
 # than a look-up per allocation. From the same pass: `held_now` counts those of each group
 # held at `now` (a moment of the first day), the report's "allocated now", and `held_open`
 # those held in [open_start, open_end) (a step of the first day: the chart's open one).
-BOOKED_AHEAD = """
+BOOKED_AHEAD = (
+    SQL(
+        """
 WITH held AS (
     SELECT ag.node_id, ag.starts_at, ag.ends_at, count(*) AS n
     FROM rentals_allocationgpu ag
@@ -109,17 +113,12 @@ WITH held AS (
       AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
     GROUP BY ag.node_id, ag.starts_at, ag.ends_at
 ), spans AS (
-    SELECT n.gpu_model_id AS model, held.n, x.s, x.e,
-           (x.s / %(day_us)s)::int AS i0, ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1,
+    SELECT n.gpu_model_id AS model, held.n, x.s, x.e, x.i0, x.i1,
            held.starts_at <= %(now)s AND held.ends_at > %(now)s AS held_now,
            held.starts_at < %(open_end)s AND held.ends_at > %(open_start)s AS held_open
     FROM held
     JOIN catalog_node n ON n.id = held.node_id
-    CROSS JOIN LATERAL (SELECT
-        round(date_part('epoch', greatest(held.starts_at, %(day0)s) - %(day0)s) * 1e6)::bigint
-            AS s,
-        round(date_part('epoch', least(held.ends_at, %(day_n)s) - %(day0)s) * 1e6)::bigint
-            AS e) AS x
+    {day_span}
 )
 SELECT model, i0, i1, sum(n * (least(e, (i0 + 1) * %(day_us)s) - s)) AS first_day_us,
        sum(n * (e - i1 * %(day_us)s)) AS last_day_us, sum(n)::bigint AS holdings,
@@ -128,6 +127,10 @@ SELECT model, i0, i1, sum(n * (least(e, (i0 + 1) * %(day_us)s) - s)) AS first_da
 FROM spans
 GROUP BY model, i0, i1
 """
+    )
+    .format(day_span=held_day_span(Identifier("held")))
+    .as_string()
+)
 
 # BOOKED_AHEAD's `held_now` and `held_open` alone, where the days come from the capacity read
 # model (rentals.models.BookedAheadDay): the allocations' live holdings at `now` and in

@@ -12,6 +12,7 @@ refresh catches up; readers fall back to the exact statements when the rows are 
 import logging
 import time
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Literal
 
 from celery import current_app
@@ -103,7 +104,7 @@ def capacity_summary_refresh(*, gpu_model_id: int, force: bool = True) -> Refres
             summary_sql.REFRESH,
             {"model": gpu_model_id, "active": NodeState.ACTIVE, "now": now, "first": first,
              "days": SUMMARY_DAYS, "ahead": now + NODE_HORIZON, "version": version,
-             "day_us": DAY_US},
+             "day0": first, "day_n": first + timedelta(days=SUMMARY_DAYS), "day_us": DAY_US},
         )  # fmt: skip
         return (time.perf_counter() - started) * 1000
 

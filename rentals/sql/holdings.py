@@ -94,3 +94,21 @@ GROUP BY m.slug, r.slug
     )
     .as_string()
 )
+
+
+def held_day_span(held: Composable) -> Composed:
+    """A LATERAL join giving each row of `held` (its starts_at and ends_at) its span in
+    whole microseconds from `%(day0)s`, clipped to [day0, day_n) (`x.s`, `x.e`: rounded
+    once, integers from there on), and the numbers of its first and last day of
+    `%(day_us)s` (`x.i0`, `x.i1`): how booked-ahead GPU time is counted per day, by the
+    fleet report (`reports.sql.BOOKED_AHEAD`) and the capacity read model alike."""
+    return SQL(
+        """CROSS JOIN LATERAL (
+        SELECT s, e, (s / %(day_us)s)::int AS i0, ((e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1
+        FROM (SELECT
+            round(date_part('epoch', greatest({held}.starts_at, %(day0)s) - %(day0)s) * 1e6)::bigint
+                AS s,
+            round(date_part('epoch', least({held}.ends_at, %(day_n)s) - %(day0)s) * 1e6)::bigint
+                AS e) AS us
+    ) AS x"""
+    ).format(held=held)

@@ -4,7 +4,7 @@ that reads the model's live holdings once and rewrites its rows in every summary
 from psycopg.sql import SQL, Identifier
 
 from rentals.sql.capacity import BUSY_BY_DAY
-from rentals.sql.holdings import holding_overlaps
+from rentals.sql.holdings import held_day_span, holding_overlaps
 
 # Parameters: `model`, `active` (NodeState.ACTIVE), `now` (the rows' as_of), `first` (now's
 # UTC midnight), `days` (days of CapacityDay and BookedAheadDay), `ahead` (now + 30 days:
@@ -86,19 +86,12 @@ WITH nodes AS MATERIALIZED (
     FROM rentals_allocationgpu ag
     JOIN catalog_node n ON n.id = ag.node_id
     WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.allocation_id IS NOT NULL
-      AND ag.ends_at > %(first)s
-      AND ag.starts_at < %(first)s::timestamptz + %(days)s * interval '1 day'
+      AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
     GROUP BY ag.starts_at, ag.ends_at
 ), booked_spans AS (
-    SELECT booked_held.n, x.s, x.e, (x.s / %(day_us)s)::int AS i0,
-           ((x.e + %(day_us)s - 1) / %(day_us)s)::int - 1 AS i1
+    SELECT booked_held.n, x.s, x.e, x.i0, x.i1
     FROM booked_held
-    CROSS JOIN LATERAL (SELECT
-        round(date_part('epoch', greatest(booked_held.starts_at, %(first)s) - %(first)s) * 1e6)::bigint
-            AS s,
-        round(date_part('epoch', least(booked_held.ends_at, %(first)s::timestamptz
-                                       + %(days)s * interval '1 day') - %(first)s) * 1e6)::bigint
-            AS e) AS x
+    {booked_day_span}
 ), booked_by_day AS (
     SELECT i0 AS i, n * (least(e, (i0 + 1) * %(day_us)s) - s) AS us, 0::bigint AS whole
     FROM booked_spans
@@ -144,6 +137,7 @@ ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = exclu
 )
 REFRESH = _REFRESH.format(
     busy_by_day=BUSY_BY_DAY,
+    booked_day_span=held_day_span(Identifier("booked_held")),
     overlaps=holding_overlaps(
         starts=SQL("%(now)s::timestamptz"),
         ends=SQL("%(first)s::timestamptz + %(days)s * interval '1 day'"),
