@@ -101,7 +101,10 @@ def test_the_conversion_keeps_edges_from_the_former_minute_rows_then_empties_the
 def test_an_edge_is_kept_when_the_samples_begin_after_the_holding(catalog, alice):
     """Polling that began after the booking (the first samples after its start) still has
     every raw sample of the edge: the edge is kept from them."""
-    allocation = book(alice, model="h100", count=1, period="day")
+    # Booked at 20 min 7 s past an hour two hours ago, so the three samples fall inside its
+    # first hour whatever the time now (a minute before the hour the last would not).
+    booked_at = timezone.now().replace(minute=20, second=7, microsecond=0) - timedelta(hours=2)
+    allocation = book(alice, model="h100", count=1, period="day", now=booked_at)
     holding = AllocationGpu.objects.get(allocation=allocation)
     start = holding.starts_at
     GpuSample.objects.bulk_create(
@@ -112,4 +115,5 @@ def test_an_edge_is_kept_when_the_samples_begin_after_the_holding(catalog, alice
     hour_end = start.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     telemetry_rollup(now=hour_end + timedelta(minutes=1))
     assert holding_edges_close() == 1
-    assert HoldingEdge.objects.get().samples == 3
+    edge = HoldingEdge.objects.get()
+    assert (start, edge.start, edge.end, edge.samples) == (booked_at, booked_at, hour_end, 3)
