@@ -1,15 +1,18 @@
 """Invoiced mode: bookings within a credit limit per currency while no invoice is overdue."""
 
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 import time_machine
+from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import BillingMode, Team, TeamCreditLimit
 from accounts.roles import personal_team
 from invoices.models import Invoice, InvoiceKind
+from invoices.selectors import invoice_today
 from rentals.models import Allocation, LedgerEntry
 from tests.payments.conftest import book, quote
 
@@ -53,9 +56,15 @@ def test_over_the_credit_limit_is_refused_in_words_and_nothing_is_booked(catalog
 def test_an_overdue_invoice_blocks_new_bookings_not_running_ones(catalog, alice, alice_api):
     invoiced(alice, terms=7, grace=2)
     running = book(alice_api, quote(alice_api, period="month")["id"]).json()
-    with time_machine.travel(timezone.now() + timedelta(days=9, hours=1), tick=False):
+    # Overdue once the due date and its grace days have passed in the invoices' time zone;
+    # noon there on the last day of grace, then on the day after (an hour-based travel from
+    # "now" would cross a Warsaw midnight when run after 22:00 UTC).
+    due_on = Invoice.objects.get(kind=InvoiceKind.INVOICE).due_on
+    noon = datetime.combine(due_on, time(12), tzinfo=ZoneInfo(settings.INVOICES["TIME_ZONE"]))
+    assert due_on == invoice_today() + timedelta(days=7)
+    with time_machine.travel(noon + timedelta(days=2), tick=False):
         assert book(alice_api, quote(alice_api, gpu_count=1)["id"]).status_code == 201  # grace
-    with time_machine.travel(timezone.now() + timedelta(days=10, hours=1), tick=False):
+    with time_machine.travel(noon + timedelta(days=3), tick=False):
         refused = book(alice_api, quote(alice_api, gpu_count=1)["id"])
         assert refused.status_code == 402 and refused.json()["code"] == "invoice_overdue"
         assert "overdue" in refused.json()["detail"]
