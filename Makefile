@@ -69,8 +69,7 @@ run: venv fonts
 # Three passes at once on the same servers: everything in parallel (pytest-xdist; each
 # worker has its own PostgreSQL and Redis database, tests/parallel.py); beside it, one at a
 # time, the tests that start servers or the whole product of their own (they mostly wait: a
-# Redis held stopped for 20 s, restarts) and the migration tests (a core's work that would
-# otherwise hold one of the parallel pass's two); and beside both the engine tests (real Prometheus
+# Redis held stopped for 20 s, restarts); and beside both the engine tests (real Prometheus
 # and VictoriaMetrics scraping for real minutes, about 4 of them, mostly asleep), with
 # databases of their own (ANCHORGPU_TEST_PASS). The other passes' output follows the
 # first's. PYTEST_ARGS goes to all three; a pass it leaves empty (pytest's status 5) is no
@@ -93,7 +92,7 @@ test: venv chromium gettext openssh engines fonts
 	    > test-artifacts/engine-tests.log 2>&1 & engines=$$!; \
 	  pass -n $(TEST_WORKERS) --maxprocesses 8 --dist worksteal -m "not perf and not slow"; parallel=$$?; \
 	  wait $$slow; serial=$$?; wait $$engines; engine=$$?; \
-	  echo; echo "== the serial pass (servers of their own, migrations from nothing)"; cat test-artifacts/slow-tests.log; \
+	  echo; echo "== the tests that start servers of their own"; cat test-artifacts/slow-tests.log; \
 	  echo; echo "== the engine tests (Prometheus, VictoriaMetrics)"; cat test-artifacts/engine-tests.log; \
 	  [ $$parallel = 0 ] && [ $$serial = 0 ] && [ $$engine = 0 ]'
 

@@ -48,12 +48,8 @@ MARKED_PASSES = ("slow", "engines")
 # of tests in collection order and lets an idle one steal from the other's end, so with
 # these first the pass ends on short tests; in file order a browser walk of twenty seconds
 # could start last and leave the other core idle meanwhile. Whole modules move, in their
-# own order, so module-scoped fixtures are still built once. In the serial pass the faults'
-# product comes first: it needs no test database, so its cold start (its own embedded
-# PostgreSQL migrated, about 20 s of CPU) runs while the first process builds the template
-# (tests/dbtemplate.py, one core) and every other waits for it.
+# own order, so module-scoped fixtures are still built once.
 FIRST = (
-    "tests/anchorgpu/test_faults.py",
     "tests/e2e/test_every_page.py",
     "tests/anchorgpu/test_migrations.py",
     "tests/test_schema_fuzz.py",

@@ -8,9 +8,7 @@ One database is taken through every old layout these tests start from, in the or
 graph allows (each later one is reached forward from the one before): at each, rows are
 made with the models as they were there. It is then migrated to the latest once, and each
 test reads what became of its own rows. Migrating the whole project forward takes about
-20 s on two busy cores, once for the module rather than once for each test. The module is
-marked slow: make test runs it in its serial pass, whose servers leave a core idle while they
-wait, rather than on a core of the parallel pass."""
+20 s on two busy cores, once for the module rather than once for each test."""
 
 import json
 from datetime import UTC, date, datetime, timedelta
@@ -49,8 +47,6 @@ BEFORE_TEAMS = [
 BEFORE_PARTITIONS = [("telemetry", "0005_fleet_rollups")]
 BEFORE_HOURLY_FLEET_SIZE = [("telemetry", "0006_samples_partitioned_by_day")]
 BEFORE_SEALED_SECRETS = [("webhooks", "0001_initial")]
-
-pytestmark = pytest.mark.slow
 
 DAY = date(2025, 3, 10)  # long before the partitions' migration made any
 NOON = datetime(2025, 3, 10, 12, tzinfo=UTC)
