@@ -19,6 +19,8 @@ import httpx
 import pytest
 from django.conf import settings
 from django.db import connection, connections
+from django.template import Template
+from django.test.utils import _TestState, instrumented_test_render
 
 from accounts.roles import acting_as
 from anchorgpu.launcher import free_port, wait_for_port
@@ -158,6 +160,26 @@ def audit_triggers_off():
         with connection.cursor() as cursor:
             for table, name in triggers:
                 cursor.execute(f'ALTER TABLE {table} ENABLE TRIGGER "{name}"')
+
+
+@contextmanager
+def templates_as_served():
+    """Templates render in the block as a web process renders them. Under pytest, Django's
+    setup_test_environment() wraps every template render to send `template_rendered`, and
+    the test client keeps a copy of each template's context for `response.context`: no
+    server does that, and a page of many small templates (the booking form's widgets) costs
+    a quarter to a third more for it. A benchmark that times pages through the test client
+    times them inside this block (`response.context` is then empty)."""
+    saved = getattr(_TestState, "saved_data", None)
+    instrumented = Template._render
+    if saved is None or instrumented is not instrumented_test_render:
+        yield  # not instrumented: nothing to take off
+        return
+    Template._render = saved.template_render
+    try:
+        yield
+    finally:
+        Template._render = instrumented
 
 
 def vacuum_analyze():
