@@ -1,7 +1,6 @@
 import os
 
 import pytest
-from _pytest import runner
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from django.core.cache import cache
@@ -77,31 +76,6 @@ def pytest_collection_modifyitems(config, items):
     yield
     # After every other plugin's order (pytest-django's puts transactional tests last).
     items.sort(key=_first)  # stable: the rest keep their order
-
-
-# CPython 3.11 keeps its frames in 16 KB chunks and frees a chunk as soon as the last frame
-# in it returns, so a loop whose calls cross a chunk's edge maps and unmaps one on every
-# crossing (cpython#142183; fixed on the 3.13 and 3.14 branches, not on 3.11). Under pytest
-# a test body runs some 60 frames deep, where Django's request and template paths cross an
-# edge often: tests/accounts made 193,000 mmap and as many munmap calls (5,900 with the
-# below), and a page at 10k GPUs took 50 ms against 35 ms at a script's top. Each test is
-# therefore run inside one frame of about 136 KB, whose chunk (256 KB) leaves about 120 KB
-# for every frame above it: no edge to cross. The frame's slots are locals of a function
-# that never assigns them.
-_ONE_CHUNK_SLOTS = 17_000
-_one_chunk_source = (
-    "def in_one_chunk(call, *args, **kwargs):\n    if False:\n        "
-    + "; ".join(f"v{i} = 0" for i in range(_ONE_CHUNK_SLOTS))
-    + "\n    return call(*args, **kwargs)\n"
-)
-_one_chunk: dict = {}
-exec(compile(_one_chunk_source, "<tests/conftest.py: one chunk>", "exec"), _one_chunk)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    """pytest's own protocol (setup, call, teardown, reports), in one frame-stack chunk."""
-    return _one_chunk["in_one_chunk"](runner.pytest_runtest_protocol, item, nextitem)
 
 
 @pytest.fixture(scope="session")
