@@ -2,12 +2,13 @@
 customers, staff and workers wait for, and how it grows.
 
 Each size is generated afresh (`anchorgpu.scale.generate_scale`, the same as
-`manage.py generate_scale`), then every figure is timed through Django's test client (the
-web process is this one: its peak is the Python memory tracemalloc saw during one request,
-on a separate pass so the timings run without it), with templates rendered as a server
-renders them (`templates_as_served`: not copying each template's context for the client). Growth ratios compare the two largest
-sizes run, measured in this one run: the machine is shared, so absolute figures are noisy
-and the ratios are what to read.
+`manage.py generate_scale`), then every figure is timed: pages and other GETs as a real
+gunicorn answers them, everything else in this process (`_Viewer`). A GET's peak is the
+Python memory tracemalloc saw while the test client made one request in this process, with
+templates rendered as a server renders them (`templates_as_served`), on a separate pass so
+the timings run without it. Growth ratios compare the two largest sizes run, measured in
+this one run: the machine is shared, so absolute figures are noisy and the ratios are what
+to read.
 
 BENCH_SCALE_GPUS: a size to add (e.g. 100000) or a comma list that replaces 1000,10000;
 BENCH_SCALE_DAYS (365), BENCH_SCALE_RUNS (5), BENCH_SCALE_HOURLY_DAYS (7).
@@ -100,8 +101,8 @@ class _Viewer:
     gunicorn with the same session: what the figures time. In this process a request runs
     some 60 frames deep under pytest, and CPython 3.11 allocates its frame stack in chunks
     it maps and unmaps as a call crosses a chunk's edge (cpython#142183, fixed on the 3.13
-    and 3.14 branches in March 2026): at 10k GPUs the book page took 50 ms there against 35 ms at the top of a
-    script, with 15 times the mmap calls. A server's request runs at a depth of its own.
+    and 3.14 branches in March 2026): at 10k GPUs the book page took 50 ms there against
+    35 ms at the top of a script, with 15 times the mmap calls. A server's request runs at a depth of its own.
     POSTs (quotes, bookings) stay in this process: the API refuses a session's POST without
     its CSRF token."""
 
