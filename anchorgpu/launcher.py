@@ -320,12 +320,7 @@ def _serve(children, env, port):
     env.setdefault("DEMO_PASSWORD", DEFAULT_DEMO_PASSWORD)
     env.setdefault("DJANGO_ALLOW_INSECURE", "true")  # plain HTTP on loopback
     sim_port = int(env.get("SIMULATOR_PORT") or free_port())
-    manage(env, "migrate", "--noinput", "-v", "0")
-    manage(env, "collectstatic", "--noinput", "-v", "0")
-    manage(env, "seed_demo", "--simulator", f"http://127.0.0.1:{sim_port}")
-    manage(env, "exchange_rates_demo")  # the demo's currencies have their PLN rates
-    manage(env, "invoices_issue_missing")  # the demo's history gets its invoices too
-    manage(env, "seed_payments")  # alice pays by card (4242 saved), bob is invoiced
+    manage(env, "prepare", "--simulator", f"http://127.0.0.1:{sim_port}")
     py = sys.executable
     children.start(
         "web",
