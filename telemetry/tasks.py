@@ -7,6 +7,7 @@ from django.conf import settings
 
 from catalog.models import Node, NodeState
 from core.db import db_now
+from core.versions import cache
 from telemetry.agents import agents_flag_silent
 from telemetry.partitions import month_partitions_ensure, sample_partitions_ensure
 from telemetry.poll import fleet_size_record, nodes_mark_stale, poll_nodes
@@ -98,8 +99,27 @@ def telemetry_rollup_shard_task(shard, now_iso, default):
     done = shard_rollup(shard=shard, now=datetime.fromisoformat(now_iso), default=(minutes, hours))
     if done is not None and done["capped"]:
         telemetry_rollup_shard_task.apply_async(args=[shard, now_iso, default], expires=60)
-    fleet_rollups_refresh_task.apply_async(expires=60)
+    fleet_rollups_refresh_queue()
     return None if done is None else {k: v for k, v in done.items() if k != "first_hour"}
+
+
+# The passes of a run finish within moments of each other: they queue one refresh between
+# them, not one each (a fleet of 400 shards queued 400, each waiting on the lock to find
+# nothing left). The first pass marks the refresh queued for this long and queues it to run
+# just after; a pass that finds the mark has committed before the refresh starts, so the
+# refresh takes its note (should a worker's clock run the refresh before the mark expires,
+# a note it missed waits for the next run's refresh). Without Redis the mark "succeeds"
+# (core.cache fails open): every pass queues its own, as before.
+REFRESH_DEBOUNCE_SECONDS = 1
+
+
+def fleet_rollups_refresh_queue() -> bool:
+    """Queue a refresh of the sums after the shards unless one is queued and has not
+    started; whether this call queued it."""
+    if not cache.add("rollup-refresh-queued", 1, timeout=REFRESH_DEBOUNCE_SECONDS):
+        return False
+    fleet_rollups_refresh_task.apply_async(countdown=REFRESH_DEBOUNCE_SECONDS + 0.2, expires=60)
+    return True
 
 
 @shared_task

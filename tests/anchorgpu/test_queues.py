@@ -1,5 +1,7 @@
 """Every queue a task is routed to has a worker in `make run` and its depth on /metrics."""
 
+import time
+
 import pytest
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
@@ -7,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from accounts.services.tokens import api_token_create
 from anchorgpu import queues
 from anchorgpu.celery import app
-from telemetry.tasks import nodes_poll_task
+from telemetry.tasks import REFRESH_DEBOUNCE_SECONDS, fleet_rollups_refresh_queue, nodes_poll_task
 
 pytestmark = pytest.mark.django_db
 
@@ -60,5 +62,21 @@ def test_metrics_measure_the_rollup_queue_that_every_shard_pass_waits_in(client,
         assert _depths(client, staff) == {
             queues.DEFAULT: 0, queues.POLL: 0, queues.ROLLUP: len(routed)
         }  # fmt: skip
+    finally:
+        app.control.purge()
+
+
+def test_shard_passes_finishing_together_queue_one_refresh(client, staff):
+    """Each shard pass asks for a refresh of the sums after the shards as it finishes: the
+    passes of a run, finishing within the debounce, queue one between them, and a pass that
+    finishes after it queues the next."""
+    app.control.purge()
+    try:
+        asked = [fleet_rollups_refresh_queue() for _ in range(5)]
+        assert asked == [True, False, False, False, False]
+        assert _depths(client, staff)[queues.ROLLUP] == 1
+        time.sleep(REFRESH_DEBOUNCE_SECONDS + 0.1)  # the first is about to run: a new one
+        assert fleet_rollups_refresh_queue()
+        assert _depths(client, staff)[queues.ROLLUP] == 2
     finally:
         app.control.purge()
