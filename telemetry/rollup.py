@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Min
 
 from core.db import db_now
 from telemetry import sql
@@ -291,11 +292,35 @@ def fleet_rollups_refresh(*, written_hour: datetime | None = None) -> dict[str, 
     return counts
 
 
+# Raw samples stay this long after the rollup has read them, whatever the retention: the
+# holdings' edges of an hour are written from them on the minute after the rollup closes it.
+ROLLED_MARGIN = timedelta(hours=1)
+
+
+def samples_needed_from() -> datetime | None:
+    """Raw samples from here on are still to be read (by the rollup, then the holdings'
+    edges): the least of every shard's marks, less ROLLED_MARGIN. None: no shard has run yet,
+    so none has been read."""
+    least = RollupMark.objects.aggregate(minutes=Min("minutes_until"), hours=Min("hours_until"))
+    if least["minutes"] is None:
+        return None
+    return min(least["minutes"], least["hours"]) - ROLLED_MARGIN
+
+
 def telemetry_prune(*, now: datetime | None = None) -> dict:
+    """Drop what is past its retention: raw samples and polls after RAW_RETENTION (never a
+    sample the rollup has not read: while it is behind, as after a workers' outage, the
+    raw samples wait for it, and where it has never run none goes), GPU hours and days and
+    the fleet's rows after ROLLUP_RETENTION."""
     now = now or db_now()
     conf = settings.ANCHORGPU
     raw_cutoff = now - conf["RAW_RETENTION"]
-    samples = samples_prune(before=raw_cutoff)
+    needed = samples_needed_from()
+    samples = (
+        samples_prune(before=min(raw_cutoff, needed))
+        if needed is not None
+        else {"partitions_dropped": 0, "samples": 0}
+    )
     polls, _ = Poll.objects.filter(at__lt=raw_cutoff).delete()
     # GPU hours and days by the month; the fleet's rows per bucket, so each is a range of
     # the (bucket, at, …) index: `at` alone is no index's first column.
