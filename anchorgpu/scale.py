@@ -59,6 +59,7 @@ from rentals.models import (
     QuoteKind,
     QuoteLineKind,
 )
+from rentals.services.summary import capacity_changed
 from reports.services import allocated_steps_close
 from telemetry.models import SEVERITY as FLAG_SEVERITY
 from telemetry.models import FlagKind, PollOutcome, RollupBucket
@@ -673,6 +674,9 @@ def generate_scale(
                       "rentals_allocationevent", "rentals_notice", "telemetry_flag", "rentals_quoteline",
                       "rentals_allocationgpu", "accounts_membership"):  # fmt: skip
             cursor.execute(sql.sequence_reset(table), [table])
+        # The holdings were written around the services: every model's capacity summary is
+        # read whole on its next refresh (no node named).
+        capacity_changed(gpu_model_ids=GpuModel.objects.values_list("pk", flat=True))
     counts.update(_telemetry(now, days, hourly_days, raw_hours, step))
     if minutes_rolled:
         counts["fleet minutes"] = telemetry_rollup(now=now)["fleet_minute"]

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 
 from catalog.models import Gpu, Node
-from rentals.models import CapacityNode
+from rentals.models import CapacityNodeDays
 from rentals.services.summary import capacity_changed
 
 # A save naming only other fields (health, polls, access details) leaves capacity as it was.
@@ -24,19 +24,24 @@ def _node_changed(sender: type[Node], instance: Node, **kwargs: Any) -> None:
     if fields is not None and not CAPACITY_FIELDS & set(fields):
         return
     # its model now, and the one the summary last counted it under (a node moved between
-    # models leaves the old one's rows too)
+    # models leaves the old one's rows too; a deleted node's share stays until then)
     models = {instance.gpu_model_id}
     models.update(
-        CapacityNode.objects.filter(node_id=instance.pk).values_list("gpu_model_id", flat=True)
+        CapacityNodeDays.objects.filter(node_id=instance.pk).values_list("gpu_model_id", flat=True)
     )
-    capacity_changed(gpu_model_ids=models)
+    capacity_changed(gpu_model_ids=models, node_ids=[instance.pk])
 
 
 def _gpu_changed(sender: type[Gpu], instance: Gpu, **kwargs: Any) -> None:
     if kwargs.get("raw") or kwargs.get("update_fields") is not None:
         return  # a fixture, or a GPU's own details: its node's GPU count is unchanged
     model = Node.objects.filter(pk=instance.node_id).values_list("gpu_model_id", flat=True)
-    capacity_changed(gpu_model_ids=list(model))
+    # Added or removed: its node's count changed. Saved whole, it may have moved from a node
+    # this does not know (the database moved its count and holdings): the model is read whole.
+    added_or_removed = kwargs.get("created", True)  # post_delete sends no `created`
+    capacity_changed(
+        gpu_model_ids=list(model), node_ids=[instance.node_id] if added_or_removed else None
+    )
 
 
 def connect() -> None:

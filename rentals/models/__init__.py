@@ -22,12 +22,23 @@ from rentals.models.notices import (
     NoticeKind,
 )
 from rentals.models.quotes import Quote, QuoteKind, QuoteLine, QuoteLineKind
-from rentals.models.summary import BookedAheadDay, CapacityDay, CapacityNode, CapacitySummary
+from rentals.models.summary import (
+    BookedAheadDay,
+    CapacityBucket,
+    CapacityChange,
+    CapacityDay,
+    CapacityNode,
+    CapacityNodeDays,
+    CapacitySummary,
+)
 
 __all__ = [
     "BookedAheadDay",
+    "CapacityBucket",
+    "CapacityChange",
     "CapacityDay",
     "CapacityNode",
+    "CapacityNodeDays",
     "CapacitySummary",
     "CREDITS",
     "LIVE_STATES",

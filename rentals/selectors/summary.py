@@ -115,7 +115,8 @@ def capacity_nodes_fullest(
     each checked exactly under its lock. A window starting within FRESH of now (a booking
     from now) asks the GPUs free now; a later one inside the summary's horizon asks the
     fewest free over it. Empty where the summary cannot guess: rows too old or missing
-    (each row carries its `as_of`), or a window ending past their horizon. One query."""
+    (the model's CapacitySummary.as_of, which its rows stand as of), or a window ending past
+    their horizon. One query."""
     now = now or timezone.now()
     if starts_at <= now + FRESH:
         statement = summary_sql.NODES_FULLEST_NOW, summary_sql.NODES_FULLEST_NOW_IN_REGION

@@ -141,8 +141,10 @@ def members_cancel(members: list[Allocation], *, actor: User | None, now: dateti
     Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
         state=AllocationState.CANCELLED
     )
-    AllocationGpu.objects.filter(allocation__in=members).update(released=True)
-    holdings_changed(gpu_model_ids=[m.gpu_model_id for m in members])
+    held = AllocationGpu.objects.filter(allocation__in=members, released=False)
+    nodes = {m.node_id for m in members} | set(held.values_list("node_id", flat=True).distinct())
+    held.update(released=True)
+    holdings_changed(gpu_model_ids=[m.gpu_model_id for m in members], node_ids=nodes)
     charged = (
         LedgerEntry.objects.filter(allocation__in=members, kind=LedgerKind.CHARGE)
         .values("allocation_id")
@@ -378,7 +380,8 @@ def _extension_write(
     except IntegrityError as exc:
         raise_if_lost_race(exc)
         raise
-    holdings_changed(gpu_model_ids=[lead.gpu_model_id])
+    # the GPUs they hold now are on their nodes now (a swap moves the allocation with them)
+    holdings_changed(gpu_model_ids=[lead.gpu_model_id], node_ids=[m.node_id for m in members])
     Allocation.objects.filter(pk__in=[m.pk for m in members]).update(
         paid_until=new_until, warned_24h_at=None, warned_1h_at=None
     )

@@ -113,7 +113,7 @@ def allocation_book(
         raise_if_lost_race(exc, _no_capacity(quote, paid_from, paid_until))
         raise
     allocation_keys_attach(allocations=allocations, keys=keys)
-    holdings_changed(gpu_model_ids=[quote.gpu_model_id])
+    holdings_changed(gpu_model_ids=[quote.gpu_model_id], node_ids=[node.pk for node, _ in placed])
     events_announce(_as_booked(allocations, placed, keys, holding_ids, event_ids, acting, now))
     ledger_announce([charge_id], charges_only=True)  # last: its invoice number is locked
     lead = allocations[0]

@@ -311,10 +311,12 @@ def maintenance_create(
     except IntegrityError as exc:
         raise_if_lost_race(exc, Conflict(_("The GPUs were just booked; look again.")))
         raise
+    nodes = {g.node_id for g in request.gpus}
     holdings_changed(
-        gpu_model_ids=Node.objects.filter(pk__in={g.node_id for g in request.gpus})
+        gpu_model_ids=Node.objects.filter(pk__in=nodes)
         .values_list("gpu_model_id", flat=True)
-        .distinct()
+        .distinct(),
+        node_ids=nodes,
     )
     _notices_record(window, outcome, now)
     done = cast("WithAnnotations[MaintenanceWindow, WindowOutcome]", window)

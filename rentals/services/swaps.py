@@ -151,7 +151,10 @@ def gpus_swap(
     if spare.whole:
         allocation.node = spare.node
         allocation.save(update_fields=["node"])
-    holdings_changed(gpu_model_ids=[old_node.gpu_model_id, spare.node.gpu_model_id])
+    holdings_changed(
+        gpu_model_ids=[old_node.gpu_model_id, spare.node.gpu_model_id],
+        node_ids=[old_node.pk, spare.node.pk, *(h.node_id for h in dropped)],
+    )
     moved = spare.whole and spare.node.pk != old_node.pk
     before = _names(old_node.hostname, [h.gpu for h in dropped], with_node=moved)
     after = _names(spare.node.hostname, spare.gpus, with_node=moved)

@@ -1,43 +1,162 @@
-"""The capacity read model's refresh (rentals.models.summary): one statement per GPU model
-that reads the model's live holdings once and rewrites its rows in every summary table."""
+"""The capacity read model's refresh (rentals.models.summary), per GPU model: a full one that
+reads the model's live holdings once and rewrites its rows in every summary table, and an
+incremental one that recomputes only some nodes' shares (CapacityNodeDays) and moves the
+model's rows by the difference between their old shares and their new ones."""
 
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from rentals.sql.capacity import BUSY_BY_DAY
 from rentals.sql.holdings import held_day_span, holding_overlaps
 
 # Parameters: `model`, `active` (NodeState.ACTIVE), `now` (the rows' as_of), `first` (now's
-# UTC midnight), `days` (days of CapacityDay and BookedAheadDay), `ahead` (now + 30 days:
-# CapacityNode's horizon), `version` (the change version read before this statement).
+# UTC midnight), `days` (days of CapacityDay and BookedAheadDay), `ahead` (now + `horizon`,
+# CapacityNode's 30 days), `version` (the change version read before this statement),
+# `day0`, `day_n`, `day_us` (BookedAheadDay's days in µs), and for the incremental refresh
+# `nodes` (the node ids to recompute).
 #
-# The rows are deleted and inserted by the same statement: its DELETEs see the rows as they
+# Each node's share, computed alike by both (`_shares`): the nodes in scope (the model's,
+# or those of them named), those counted (active, with GPUs), their live holdings, and per
+# node:
+# - its GPUs held per day (rentals.sql.capacity.BUSY_BY_DAY's step function, the rule of
+#   FREE_BY_DAY_IN_REGION), kept as its steps;
+# - its GPUs free now and the fewest free over [now, ahead): a sweep over its holdings, +1
+#   where one starts, -1 where one ends, an end before a start at the same instant
+#   (holdings are half-open), the most held at once being the running sum's maximum (one
+#   GPU's live holdings never overlap, so holdings at once are GPUs at once);
+# - `due_at`, the first instant after `now` where those change by time alone: a holding
+#   starting, one ending (it also leaves today's count, which counts from now), one's start
+#   entering the horizon. Holdings starting after the days enter the horizon after the next
+#   UTC midnight, where the summary is rewritten whole anyway;
+# - its share of BookedAheadDay, the reports' BOOKED_AHEAD rule: allocations' GPU time per
+#   day from `first`, on nodes in any state, and its arithmetic: holdings grouped by their
+#   span, each span's microseconds on its first and last day, and the days between whole
+#   through a running sum (not a row per holding and day: 68,000 of them for one model at
+#   10k GPUs took most of the full statement), kept per node as those parts per day.
+#
+# Rows are deleted and inserted by the same statement: its DELETEs see the rows as they
 # were (the snapshot), never the ones its INSERTs add, so readers see the old set or the new
 # one whole. Single-flight (an advisory lock per model, `LOCK`) keeps two refreshes of one
 # model from interleaving, which is why the tables need no unique key.
-#
-# CapacityDay is FREE_BY_DAY_IN_REGION's count (rentals.sql.capacity), for every region of
-# the model at once: its step functions are partitioned by region too, and each step's run
-# (from its day to the next change) is spread over the days it covers, rather than every
-# day crossed with every step and joined back to the changes. CapacityNode's
-# fewest free is a sweep over each node's holdings in [now, ahead): +1 where one starts, -1
-# where one ends, an end before a start at the same instant (holdings are half-open), the
-# most held at once being the running sum's maximum (one GPU's live holdings never overlap,
-# so holdings at once are GPUs at once). BookedAheadDay is the reports' BOOKED_AHEAD rule:
-# allocations' GPU time per day from `first`, on the model's nodes in any state, and its
-# arithmetic: holdings grouped by their span, each span's microseconds on its first and last
-# day, and the days between whole through a running sum (not a row per holding and day:
-# 68,000 of them for one model at 10k GPUs took most of the statement).
-_REFRESH = SQL(
-    """
-WITH nodes AS MATERIALIZED (
-    SELECT n.id, n.region_id, n.gpu_count AS gpus
+_SHARES = SQL(
+    """scope AS MATERIALIZED (
+    SELECT n.id, n.region_id, n.gpu_count AS gpus,
+           n.state = %(active)s AND n.gpu_count > 0 AS counted
     FROM catalog_node n
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0
+    WHERE n.gpu_model_id = %(model)s {only}
+), nodes AS MATERIALIZED (
+    SELECT id, region_id, gpus FROM scope WHERE counted
 ), live AS MATERIALIZED (
     SELECT ag.node_id, ag.gpu_id, ag.starts_at, ag.ends_at
     FROM rentals_allocationgpu ag
     WHERE ag.node_id IN (SELECT id FROM nodes) AND {overlaps}
-), {busy_by_day}, moves AS (
+), {busy_by_day}, node_steps AS (
+    SELECT node_id, array_agg(k ORDER BY k) AS busy_from, array_agg(busy::int ORDER BY k) AS busy
+    FROM node_busy
+    GROUP BY node_id
+), node_edges AS (
+    SELECT node_id, greatest(starts_at, %(now)s) AS at, 1 AS delta
+    FROM live WHERE starts_at < %(ahead)s
+    UNION ALL
+    SELECT node_id, ends_at, -1 FROM live WHERE starts_at < %(ahead)s AND ends_at < %(ahead)s
+), node_peak AS (
+    SELECT node_id, max(held) AS most
+    FROM (SELECT node_id, sum(delta) OVER (PARTITION BY node_id ORDER BY at, delta
+                                           ROWS UNBOUNDED PRECEDING) AS held
+          FROM node_edges) AS sweep
+    GROUP BY node_id
+), node_times AS (
+    SELECT node_id,
+           count(*) FILTER (WHERE starts_at <= %(now)s) AS held,
+           least(min(starts_at) FILTER (WHERE starts_at > %(now)s), min(ends_at),
+                 min(starts_at) FILTER (WHERE starts_at >= %(ahead)s) - %(horizon)s
+                     + interval '1 microsecond') AS due_at
+    FROM live
+    GROUP BY node_id
+), booked_held AS (
+    SELECT ag.node_id, ag.starts_at, ag.ends_at, count(*) AS n
+    FROM rentals_allocationgpu ag
+    WHERE ag.node_id IN (SELECT id FROM scope) AND NOT ag.released
+      AND ag.allocation_id IS NOT NULL AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
+    GROUP BY ag.node_id, ag.starts_at, ag.ends_at
+), booked_spans AS (
+    SELECT booked_held.node_id, booked_held.n, x.s, x.e, x.i0, x.i1
+    FROM booked_held
+    {booked_day_span}
+), booked_by_day AS (
+    SELECT node_id, i, sum(us)::bigint AS us, sum(whole)::bigint AS whole
+    FROM (
+        SELECT node_id, i0 AS i, n * (least(e, (i0 + 1) * %(day_us)s) - s) AS us,
+               0::bigint AS whole
+        FROM booked_spans
+        UNION ALL SELECT node_id, i1, n * (e - i1 * %(day_us)s), 0
+                  FROM booked_spans WHERE i1 > i0
+        UNION ALL SELECT node_id, i0 + 1, 0, n FROM booked_spans WHERE i1 > i0
+        UNION ALL SELECT node_id, i1, 0, -n FROM booked_spans WHERE i1 > i0
+    ) AS parts
+    GROUP BY node_id, i
+), node_booked AS (
+    SELECT node_id, array_agg(i ORDER BY i) AS booked_day, array_agg(us ORDER BY i) AS booked_us,
+           array_agg(whole ORDER BY i) AS booked_whole
+    FROM booked_by_day
+    GROUP BY node_id
+), shares AS MATERIALIZED (
+    SELECT scope.id AS node_id, scope.region_id, scope.gpus, scope.counted,
+           coalesce(node_steps.busy_from, '{{}}') AS busy_from,
+           coalesce(node_steps.busy, '{{}}') AS busy,
+           coalesce(node_booked.booked_day, '{{}}') AS booked_day,
+           coalesce(node_booked.booked_us, '{{}}') AS booked_us,
+           coalesce(node_booked.booked_whole, '{{}}') AS booked_whole,
+           scope.gpus - coalesce(node_times.held, 0) AS free_now,
+           scope.gpus - coalesce(node_peak.most, 0) AS min_free_30d,
+           CASE WHEN scope.counted THEN node_times.due_at END AS due_at
+    FROM scope
+    LEFT JOIN node_steps ON node_steps.node_id = scope.id
+    LEFT JOIN node_booked ON node_booked.node_id = scope.id
+    LEFT JOIN node_times ON node_times.node_id = scope.id
+    LEFT JOIN node_peak ON node_peak.node_id = scope.id
+), put_shares AS (
+    INSERT INTO rentals_capacitynodedays
+        (node_id, gpu_model_id, region_id, gpus, counted, busy_from, busy, booked_day,
+         booked_us, booked_whole, due_at, as_of)
+    SELECT node_id, %(model)s, region_id, gpus, counted, busy_from, busy, booked_day,
+           booked_us, booked_whole, due_at, %(now)s
+    FROM shares
+), put_nodes AS (
+    INSERT INTO rentals_capacitynode
+        (node_id, gpu_model_id, region_id, gpus, free_now, min_free_30d, as_of)
+    SELECT node_id, %(model)s, region_id, gpus, free_now, min_free_30d, %(now)s
+    FROM shares WHERE counted
+)"""
+)
+
+
+def _shares(only: str) -> Composed:
+    return _SHARES.format(
+        only=SQL(only),
+        busy_by_day=BUSY_BY_DAY,
+        booked_day_span=held_day_span(Identifier("booked_held")),
+        overlaps=holding_overlaps(
+            starts=SQL("%(now)s::timestamptz"),
+            ends=SQL("%(first)s::timestamptz + %(days)s * interval '1 day'"),
+        ),
+    )
+
+
+_SUMMARY = """
+INSERT INTO rentals_capacitysummary (gpu_model_id, as_of, version)
+VALUES (%(model)s, %(now)s, %(version)s)
+ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = excluded.version
+"""
+
+# The full refresh: every node's share, and the model's rows from all of them. CapacityDay
+# is FREE_BY_DAY_IN_REGION's count (rentals.sql.capacity), for every region of the model at
+# once: nodes are counted per (region, GPUs, busy) bucket, each bucket's count a step
+# function over the days (CapacityBucket keeps it per day), each step's run (from its day
+# to the next change) spread over the days it covers, rather than every day crossed with
+# every step and joined back to the changes.
+_REFRESH = SQL(
+    """
+WITH {shares}, moves AS (
     SELECT b.k, nodes.region_id, nodes.gpus, b.busy,
            lag(b.busy, 1, 0::numeric) OVER (PARTITION BY b.node_id ORDER BY b.k) AS before
     FROM node_busy b JOIN nodes ON nodes.id = b.node_id
@@ -55,94 +174,178 @@ WITH nodes AS MATERIALIZED (
            sum(delta) OVER (PARTITION BY region_id, gpus, busy ORDER BY k) AS nodes,
            lead(k, 1, %(days)s) OVER (PARTITION BY region_id, gpus, busy ORDER BY k) AS until
     FROM bucket_day
-), grid AS (
+), grid AS MATERIALIZED (
     SELECT days.k, runs.region_id, runs.gpus, runs.busy, runs.nodes
     FROM runs
     CROSS JOIN LATERAL generate_series(runs.k, least(runs.until, %(days)s) - 1) AS days (k)
+    WHERE runs.nodes > 0
 ), day_rows AS (
-    SELECT region_id, (%(first)s::timestamptz + k * interval '1 day')::date AS day,
-           coalesce(max(gpus - busy) FILTER (WHERE nodes > 0), 0)::int AS one,
+    SELECT region_id, k,
+           coalesce(max(gpus - busy), 0)::int AS one,
            coalesce(sum(nodes) FILTER (WHERE busy = 0), 0)::int AS whole,
            coalesce(sum(nodes * (gpus - busy)), 0)::int AS total
     FROM grid
     GROUP BY region_id, k
-), node_edges AS (
-    SELECT node_id, greatest(starts_at, %(now)s) AS at, 1 AS delta
-    FROM live WHERE starts_at < %(ahead)s
-    UNION ALL
-    SELECT node_id, ends_at, -1 FROM live WHERE starts_at < %(ahead)s AND ends_at < %(ahead)s
-), node_peak AS (
-    SELECT node_id, max(held) AS most
-    FROM (SELECT node_id, sum(delta) OVER (PARTITION BY node_id ORDER BY at, delta
-                                           ROWS UNBOUNDED PRECEDING) AS held
-          FROM node_edges) AS sweep
-    GROUP BY node_id
-), node_now AS (
-    SELECT node_id, count(*) AS held FROM live
-    WHERE starts_at <= %(now)s AND ends_at > %(now)s
-    GROUP BY node_id
-), booked_held AS (
-    SELECT ag.starts_at, ag.ends_at, count(*) AS n
-    FROM rentals_allocationgpu ag
-    JOIN catalog_node n ON n.id = ag.node_id
-    WHERE n.gpu_model_id = %(model)s AND NOT ag.released AND ag.allocation_id IS NOT NULL
-      AND ag.ends_at > %(day0)s AND ag.starts_at < %(day_n)s
-    GROUP BY ag.starts_at, ag.ends_at
-), booked_spans AS (
-    SELECT booked_held.n, x.s, x.e, x.i0, x.i1
-    FROM booked_held
-    {booked_day_span}
-), booked_by_day AS (
-    SELECT i0 AS i, n * (least(e, (i0 + 1) * %(day_us)s) - s) AS us, 0::bigint AS whole
-    FROM booked_spans
-    UNION ALL SELECT i1, n * (e - i1 * %(day_us)s), 0 FROM booked_spans WHERE i1 > i0
-    UNION ALL SELECT i0 + 1, 0, n FROM booked_spans WHERE i1 > i0
-    UNION ALL SELECT i1, 0, -n FROM booked_spans WHERE i1 > i0
 ), booked AS (
     SELECT d.i, sum(coalesce(h.us, 0)) + %(day_us)s * sum(sum(coalesce(h.whole, 0)))
                                                OVER (ORDER BY d.i) AS us
     FROM generate_series(0, %(days)s - 1) AS d (i)
     LEFT JOIN booked_by_day h ON h.i = d.i
     GROUP BY d.i
+), gone_shares AS (
+    DELETE FROM rentals_capacitynodedays WHERE gpu_model_id = %(model)s
+), gone_buckets AS (
+    DELETE FROM rentals_capacitybucket WHERE gpu_model_id = %(model)s
+), put_buckets AS (
+    INSERT INTO rentals_capacitybucket (gpu_model_id, region_id, day, gpus, busy, nodes)
+    SELECT %(model)s, region_id, (%(first)s::timestamptz + k * interval '1 day')::date,
+           gpus, busy::int, nodes::int
+    FROM grid
 ), gone_days AS (
     DELETE FROM rentals_capacityday WHERE gpu_model_id = %(model)s
-), new_days AS (
+), put_days AS (
     INSERT INTO rentals_capacityday
         (gpu_model_id, region_id, day, max_gpus_on_one_node, free_whole_nodes, free_gpus, as_of)
-    SELECT %(model)s, region_id, day, one, whole, total, %(now)s FROM day_rows
+    SELECT %(model)s, region_id, (%(first)s::timestamptz + k * interval '1 day')::date,
+           one, whole, total, %(now)s
+    FROM day_rows
 ), gone_nodes AS (
     DELETE FROM rentals_capacitynode WHERE gpu_model_id = %(model)s
-), new_nodes AS (
-    INSERT INTO rentals_capacitynode
-        (node_id, gpu_model_id, region_id, gpus, free_now, min_free_30d, as_of)
-    SELECT nodes.id, %(model)s, nodes.region_id, nodes.gpus,
-           nodes.gpus - coalesce(node_now.held, 0), nodes.gpus - coalesce(node_peak.most, 0),
-           %(now)s
-    FROM nodes
-    LEFT JOIN node_now ON node_now.node_id = nodes.id
-    LEFT JOIN node_peak ON node_peak.node_id = nodes.id
 ), gone_ahead AS (
     DELETE FROM rentals_bookedaheadday WHERE gpu_model_id = %(model)s
-), new_ahead AS (
+), put_ahead AS (
     INSERT INTO rentals_bookedaheadday (gpu_model_id, day, gpu_us, as_of)
     SELECT %(model)s, (%(first)s::timestamptz + d.i * interval '1 day')::date,
            coalesce(round(booked.us), 0)::bigint, %(now)s
     FROM generate_series(0, %(days)s - 1) AS d (i)
     LEFT JOIN booked ON booked.i = d.i
+){summary}"""
 )
-INSERT INTO rentals_capacitysummary (gpu_model_id, as_of, version)
-VALUES (%(model)s, %(now)s, %(version)s)
-ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = excluded.version
-"""
+REFRESH = _REFRESH.format(shares=_shares(""), summary=SQL(_SUMMARY)).as_string()
+
+# The incremental refresh: the named nodes' shares are recomputed (`shares`) and their old
+# ones taken out (`old`); the model's rows move by the difference. Each counted node's GPUs
+# busy per day, expanded from its steps (old: -1, new: +1), moves it between CapacityBucket's
+# buckets on the days where it changed; those days' CapacityDay rows are recomputed from
+# their buckets as they are after the moves (the stored ones and the moved ones: this
+# statement's writes are not visible to it). BookedAheadDay moves by the difference of the
+# parts per day, run through the same running sum. CapacityNode's rows of the named nodes
+# are replaced. A change of a node's region, size or state is a change like any other: the
+# old share leaves its old bucket, the new one enters its new one.
+_REFRESH_NODES = SQL(
+    """
+WITH {shares}, old AS MATERIALIZED (
+    DELETE FROM rentals_capacitynodedays
+    WHERE gpu_model_id = %(model)s AND node_id = ANY(%(nodes)s)
+    RETURNING region_id, gpus, counted, busy_from, busy, booked_day, booked_us, booked_whole
+), busy_days AS (
+    SELECT x.sign, x.region_id, x.gpus, d.k, s.b AS busy
+    FROM (SELECT -1 AS sign, region_id, gpus, busy_from, busy FROM old WHERE counted
+          UNION ALL
+          SELECT 1, region_id, gpus, busy_from, busy FROM shares WHERE counted) AS x
+    CROSS JOIN LATERAL (
+        SELECT s.k, s.b, lead(s.k, 1, %(days)s) OVER (ORDER BY s.j) AS until
+        FROM unnest(0 || x.busy_from, 0 || x.busy) WITH ORDINALITY AS s (k, b, j)
+    ) AS s
+    CROSS JOIN LATERAL generate_series(s.k, s.until - 1) AS d (k)
+), bucket_moves AS (
+    SELECT region_id, k, gpus, busy, sum(sign) AS delta
+    FROM busy_days
+    GROUP BY region_id, k, gpus, busy
+    HAVING sum(sign) <> 0
+), touched AS (
+    SELECT DISTINCT region_id, k FROM bucket_moves
+), day_buckets AS MATERIALIZED (
+    SELECT b.id, b.region_id, t.k, b.gpus, b.busy, b.nodes
+    FROM touched t
+    JOIN rentals_capacitybucket b
+      ON b.gpu_model_id = %(model)s AND b.region_id = t.region_id
+     AND b.day = (%(first)s::timestamptz + t.k * interval '1 day')::date
+), moved AS MATERIALIZED (
+    SELECT m.region_id, m.k, m.gpus, m.busy, b.id, coalesce(b.nodes, 0) + m.delta AS nodes
+    FROM bucket_moves m
+    LEFT JOIN day_buckets b
+      ON b.region_id = m.region_id AND b.k = m.k AND b.gpus = m.gpus AND b.busy = m.busy
+), after AS (
+    SELECT region_id, k, gpus, busy, nodes FROM day_buckets
+    WHERE id NOT IN (SELECT id FROM moved WHERE id IS NOT NULL)
+    UNION ALL
+    SELECT region_id, k, gpus, busy, nodes FROM moved WHERE nodes <> 0
+), day_rows AS (
+    SELECT region_id, k,
+           coalesce(max(gpus - busy), 0)::int AS one,
+           coalesce(sum(nodes) FILTER (WHERE busy = 0), 0)::int AS whole,
+           coalesce(sum(nodes * (gpus - busy)), 0)::int AS total
+    FROM after
+    GROUP BY region_id, k
+), gone_buckets AS (
+    DELETE FROM rentals_capacitybucket WHERE id IN (SELECT id FROM moved)
+), put_buckets AS (  -- a count below zero would be a fault: the table's check refuses it
+    INSERT INTO rentals_capacitybucket (gpu_model_id, region_id, day, gpus, busy, nodes)
+    SELECT %(model)s, region_id, (%(first)s::timestamptz + k * interval '1 day')::date,
+           gpus, busy, nodes
+    FROM moved WHERE nodes <> 0
+), gone_days AS (
+    DELETE FROM rentals_capacityday c
+    USING touched t
+    WHERE c.gpu_model_id = %(model)s AND c.region_id = t.region_id
+      AND c.day = (%(first)s::timestamptz + t.k * interval '1 day')::date
+), put_days AS (
+    INSERT INTO rentals_capacityday
+        (gpu_model_id, region_id, day, max_gpus_on_one_node, free_whole_nodes, free_gpus, as_of)
+    SELECT %(model)s, region_id, (%(first)s::timestamptz + k * interval '1 day')::date,
+           one, whole, total, %(now)s
+    FROM day_rows
+), gone_nodes AS (
+    DELETE FROM rentals_capacitynode
+    WHERE gpu_model_id = %(model)s AND node_id = ANY(%(nodes)s)
+), booked_moves AS (
+    SELECT u.i, sum(x.sign * u.us) AS us, sum(x.sign * u.whole) AS whole
+    FROM (SELECT -1 AS sign, booked_day, booked_us, booked_whole FROM old
+          UNION ALL
+          SELECT 1, booked_day, booked_us, booked_whole FROM shares) AS x
+    CROSS JOIN LATERAL unnest(x.booked_day, x.booked_us, x.booked_whole) AS u (i, us, whole)
+    GROUP BY u.i
+), booked_delta AS (
+    SELECT d.i, coalesce(m.us, 0) + %(day_us)s * sum(coalesce(m.whole, 0)) OVER (ORDER BY d.i)
+               AS us
+    FROM generate_series(0, %(days)s - 1) AS d (i)
+    LEFT JOIN booked_moves m ON m.i = d.i
+    WHERE EXISTS (SELECT 1 FROM booked_moves)
+), put_ahead AS (
+    UPDATE rentals_bookedaheadday a SET gpu_us = a.gpu_us + d.us::bigint, as_of = %(now)s
+    FROM booked_delta d
+    WHERE a.gpu_model_id = %(model)s AND d.us <> 0
+      AND a.day = (%(first)s::timestamptz + d.i * interval '1 day')::date
+){summary}"""
 )
-REFRESH = _REFRESH.format(
-    busy_by_day=BUSY_BY_DAY,
-    booked_day_span=held_day_span(Identifier("booked_held")),
-    overlaps=holding_overlaps(
-        starts=SQL("%(now)s::timestamptz"),
-        ends=SQL("%(first)s::timestamptz + %(days)s * interval '1 day'"),
-    ),
+REFRESH_NODES = _REFRESH_NODES.format(
+    shares=_shares("AND n.id = ANY(%(nodes)s)"), summary=SQL(_SUMMARY)
 ).as_string()
+
+# The nodes a refresh of the model owes a look: those changes marked (CapacityChange, taken
+# here: the marks this statement's snapshot sees are deleted, later ones wait for the next
+# refresh) and those whose figures move by time alone by `now` (CapacityNodeDays.due_at).
+# A NULL among them: every node.
+OWED = """
+WITH marks AS (
+    DELETE FROM rentals_capacitychange WHERE gpu_model_id = %(model)s RETURNING node_id
+)
+SELECT node_id FROM marks
+UNION
+SELECT node_id FROM rentals_capacitynodedays WHERE gpu_model_id = %(model)s AND due_at <= %(now)s
+"""
+
+# Nothing owed: the rows stand as they are, now as of `now`.
+STANDS = _SUMMARY
+
+# Marks for the next refresh (CapacityChange): each of `nodes` (NULL: all) of each of
+# `models`, in the changing transaction.
+MARK = """
+INSERT INTO rentals_capacitychange (gpu_model_id, node_id)
+SELECT m, n FROM unnest(%(models)s::bigint[]) AS m
+CROSS JOIN unnest(coalesce(%(nodes)s::bigint[], '{NULL}')) AS n
+"""
 
 # Single-flight: one refresh of a model at a time, across every worker (transaction-scoped).
 LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('rentals_capacity_summary', %(model)s))"
@@ -153,21 +356,24 @@ LOCK = "SELECT pg_try_advisory_xact_lock(hashtextextended('rentals_capacity_summ
 # `%(count)s` GPUs free for the window, fullest first; by the GPUs free now for a window
 # starting now (`NODES_FULLEST_NOW`), by the fewest free over the horizon for a later one
 # (`NODES_FULLEST_AHEAD`, rows whose horizon reaches `%(horizon)s`); with `_IN_REGION`, of
-# `%(region)s` only. Each booking asks one: written by hand, as the ORM's compile cost
-# more CPU than the statement did.
+# `%(region)s` only. The rows stand as of their summary's `as_of` (CapacitySummary): an
+# incremental refresh rewrites only the nodes whose figures changed, and vouches for the
+# others. Each booking asks one: written by hand, as the ORM's compile cost more CPU than
+# the statement did.
 def _nodes_fullest(free: str, *, ahead: bool, in_region: bool) -> str:
     return (
         SQL(
             """
 SELECT c.node_id FROM rentals_capacitynode c
-WHERE c.gpu_model_id = %(model)s AND c.as_of >= %(fresh)s AND c.{free} >= %(count)s{ahead}{region}
+JOIN rentals_capacitysummary s ON s.gpu_model_id = c.gpu_model_id
+WHERE c.gpu_model_id = %(model)s AND s.as_of >= %(fresh)s AND c.{free} >= %(count)s{ahead}{region}
 ORDER BY c.{free}, c.node_id
 LIMIT %(limit)s
 """
         )
         .format(
             free=Identifier(free),
-            ahead=SQL(" AND c.as_of >= %(horizon)s" if ahead else ""),
+            ahead=SQL(" AND s.as_of >= %(horizon)s" if ahead else ""),
             region=SQL(" AND c.region_id = %(region)s" if in_region else ""),
         )
         .as_string()

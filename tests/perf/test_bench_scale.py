@@ -37,7 +37,7 @@ from catalog.models import GpuModel
 from core.db import db_now
 from rentals.models import Allocation, AllocationState, CapacitySummary
 from rentals.placement import place_cluster_locked, place_locked
-from rentals.services import allocations_enforce, quote_create
+from rentals.services import allocation_book, allocations_enforce, quote_create
 from rentals.services.summary import capacity_summaries_refresh, capacity_summary_refresh
 from reports.services import allocated_steps_close
 from telemetry.models import GpuSample
@@ -74,13 +74,16 @@ STAFF_FIGURES = (
 WORKER_FIGURES = (
     "enforcement", "hourly_rollup", "minute_rollup", "retention", "placement_1",
     "placement_1_exact", "placement_8_soon", "placement_8_soon_exact", "placement_8",
-    "placement_cluster_4", "capacity_refresh", "booked_ahead_exact",
+    "placement_cluster_4", "capacity_refresh", "capacity_refresh_incremental",
+    "booked_ahead_exact",
 )  # fmt: skip
 # Naturally per fleet (the issue): their growth may follow the fleet's, within a budget.
 # The minute rollup must end well inside its minute (beat starts one every minute).
 PER_FLEET = {"dashboard_7d": 150, "dashboard_90d": 150, "metrics": 1000,
              "hourly_rollup": 60_000, "minute_rollup": 15_000, "retention": 60_000}  # fmt: skip
-BUDGET = {"enforcement": 1000, "capacity_refresh": 150}
+# The capacity read model: its full refresh (a new UTC day, a model's first), and the
+# refresh a booking queues (the booked node's share, and the nodes time made due meanwhile).
+BUDGET = {"enforcement": 1000, "capacity_refresh": 150, "capacity_refresh_incremental": 150}
 # The degraded mode: the capacity read model missing (no worker), the exact reads answer.
 DEGRADED = {"availability_exact": 150, "book_page_exact": 150, "placement_1_exact": 150,
             "placement_8_soon_exact": 150, "booked_ahead_exact": 150}  # fmt: skip
@@ -203,6 +206,9 @@ def _measure(client, staff_client, generated, gpus):
     def summary_kept():
         capacity_summary_refresh(gpu_model_id=h100.pk)  # fresh for each timed read
 
+    def booked_one():
+        allocation_book(acting=acting, quote=quote_for_booking())
+
     def summary_gone():
         CapacitySummary.objects.all().delete()  # no worker: the exact statements answer
 
@@ -258,7 +264,11 @@ def _measure(client, staff_client, generated, gpus):
             "placement_8", lambda: place_locked(
             gpu_model=GpuModel.objects.get(slug="h100-sxm"), gpu_count=8,
             starts_at=now + timedelta(days=40), ends_at=now + timedelta(days=41))),
-        "capacity_refresh": (lambda i: capacity_summary_refresh(gpu_model_id=h100.pk)),
+        "capacity_refresh": (
+            lambda i: capacity_summary_refresh(gpu_model_id=h100.pk, full=True)),
+        # after one booking (untimed, `booked_one`): the refresh it queues
+        "capacity_refresh_incremental": (
+            lambda i: capacity_summary_refresh(gpu_model_id=h100.pk)),
         "placement_cluster_4": _rolled_back(
             "placement_cluster_4", lambda: place_cluster_locked(
             gpu_model=GpuModel.objects.get(slug="h100-sxm"), node_count=4, gpus_per_node=8,
@@ -275,6 +285,8 @@ def _measure(client, staff_client, generated, gpus):
             before = capacity_summaries_refresh  # every model's, as the worker keeps them
         if name in DEGRADED:
             before = summary_gone
+        if name == "capacity_refresh_incremental":
+            before = booked_one
         if name == "booking":
             quotes[:] = [quote_for_booking().pk for _ in range(RUNS + 1)]
         if before:

@@ -14,12 +14,16 @@ from hypothesis import strategies as st
 
 from accounts.roles import acting_as
 from catalog.models import GpuModel, Node, NodeState
-from rentals.errors import NoCapacity
+from core.errors import DomainError
+from rentals.errors import ChoiceMissing, NoCapacity
 from rentals.models import (
+    Allocation,
     AllocationGpu,
     BookedAheadDay,
+    CapacityBucket,
     CapacityDay,
     CapacityNode,
+    CapacityNodeDays,
     CapacitySummary,
 )
 from rentals.selectors.availability import (
@@ -28,11 +32,14 @@ from rentals.selectors.availability import (
     availability_days_read,
 )
 from rentals.selectors.summary import SUMMARY_DAYS, capacity_days_summary
-from rentals.services import allocation_cancel, quote_create
+from rentals.services import allocation_cancel, allocation_extend, quote_create
+from rentals.services.maintenance import maintenance_create
 from rentals.services.summary import capacity_summary_refresh
 from rentals.sql import summary as summary_sql
 from tests.support.booking import book
 from tests.support.factories.catalog import NodeFactory, RegionFactory
+from tests.support.operators import operator
+from tests.support.races import statements_run
 from tests.support.waiting import wait_for
 
 DAY = timedelta(days=1)
@@ -118,30 +125,210 @@ def _summary_equals_the_exact_reads(catalog, frankfurt, alice, bookings):
                 allocation_cancel(acting=acting_as(alice), allocation=allocation)
     _refresh_all()
     for slug in ("h100", "l4", "mi300x"):
-        model = GpuModel.objects.get(slug=slug)
-        as_of = CapacitySummary.objects.get(gpu_model=model).as_of
-        for region_id in (None, catalog.nodes[0].region_id, frankfurt.pk):
-            summary = capacity_days_summary(
-                gpu_model=model, start=as_of, days=91, region_id=region_id, now=as_of
-            )
-            assert summary is not None
-            rows, seen = summary
-            assert seen == as_of
-            exact = availability_days(gpu_model=model, start=as_of, days=91, region_id=region_id)
-            assert [{**r, "free_gpus": int(r["free_gpus"])} for r in exact] == rows
-        nodes = {
-            row.node_id: (row.gpus, row.free_now, row.min_free_30d)
-            for row in CapacityNode.objects.filter(gpu_model=model)
-        }
-        assert nodes == _nodes_exact(model, as_of)
-        first = as_of.replace(hour=0, minute=0, second=0, microsecond=0)
-        booked = _booked_exact(model, first)
-        ahead = {
-            (row.day - first.date()).days: row.gpu_us
-            for row in BookedAheadDay.objects.filter(gpu_model=model)
-        }
-        assert set(ahead) == set(range(SUMMARY_DAYS))
-        assert all(abs(ahead[k] - booked[k]) <= 1 for k in ahead), (ahead, booked)
+        _equals_the_exact_reads(GpuModel.objects.get(slug=slug), catalog, frankfurt)
+
+
+def _equals_the_exact_reads(model, catalog, frankfurt):
+    """The model's summary rows equal the exact statements' answers as of its as_of."""
+    as_of = CapacitySummary.objects.get(gpu_model=model).as_of
+    for region_id in (None, catalog.nodes[0].region_id, frankfurt.pk):
+        summary = capacity_days_summary(
+            gpu_model=model, start=as_of, days=91, region_id=region_id, now=as_of
+        )
+        assert summary is not None
+        rows, seen = summary
+        assert seen == as_of
+        exact = availability_days(gpu_model=model, start=as_of, days=91, region_id=region_id)
+        assert [{**r, "free_gpus": int(r["free_gpus"])} for r in exact] == rows
+    nodes = {
+        row.node_id: (row.gpus, row.free_now, row.min_free_30d)
+        for row in CapacityNode.objects.filter(gpu_model=model)
+    }
+    assert nodes == _nodes_exact(model, as_of)
+    first = as_of.replace(hour=0, minute=0, second=0, microsecond=0)
+    booked = _booked_exact(model, first)
+    ahead = {
+        (row.day - first.date()).days: row.gpu_us
+        for row in BookedAheadDay.objects.filter(gpu_model=model)
+    }
+    assert set(ahead) == set(range(SUMMARY_DAYS))
+    assert all(abs(ahead[k] - booked[k]) <= 1 for k in ahead), (ahead, booked)
+
+
+def _rows(model):
+    """Every row the model's summary keeps, its as_of and ids aside."""
+    of = {"gpu_model": model}
+    return {
+        "days": sorted(CapacityDay.objects.filter(**of).values_list(
+            "region_id", "day", "max_gpus_on_one_node", "free_whole_nodes", "free_gpus")),
+        "nodes": sorted(CapacityNode.objects.filter(**of).values_list(
+            "node_id", "region_id", "gpus", "free_now", "min_free_30d")),
+        "ahead": sorted(BookedAheadDay.objects.filter(**of).values_list("day", "gpu_us")),
+        "buckets": sorted(CapacityBucket.objects.filter(**of).values_list(
+            "region_id", "day", "gpus", "busy", "nodes")),
+        "shares": sorted(
+            (n, r, g, c, tuple(bf), tuple(b), tuple(bd), tuple(bu), tuple(bw), due)
+            for n, r, g, c, bf, b, bd, bu, bw, due in CapacityNodeDays.objects.filter(
+                **of).values_list("node_id", "region_id", "gpus", "counted", "busy_from",
+                                  "busy", "booked_day", "booked_us", "booked_whole", "due_at")
+        ),
+    }  # fmt: skip
+
+
+def _equals_a_full_refresh(model, now):
+    """The rows an incremental refresh left equal those a full one writes at the same
+    instant (which is rolled back: the next incremental refresh starts from the first's)."""
+    kept = _rows(model)
+    with transaction.atomic():
+        assert isinstance(
+            capacity_summary_refresh(gpu_model_id=model.pk, full=True, now=now), float
+        )
+        assert _rows(model) == kept
+        transaction.set_rollback(True)
+
+
+_STEPS = st.one_of(
+    st.tuples(st.just("book"), st.sampled_from(["h100", "l4"]), st.integers(0, 40),
+              st.integers(0, 23), st.integers(1, 8), st.sampled_from(["day", "week", "month"])),
+    st.tuples(st.just("cancel"), st.integers(0, 9)),
+    st.tuples(st.just("extend"), st.integers(0, 9)),
+    st.tuples(st.just("maintain"), st.integers(0, 5), st.integers(0, 1), st.integers(0, 23),
+              st.integers(1, 40)),
+    st.tuples(st.just("node_state"), st.integers(0, 5), st.booleans()),
+    st.tuples(st.just("travel"), st.sampled_from([1, 17, 60, 61, 2 * 60, 5 * 60, 13 * 60, 26 * 60])),
+    st.tuples(st.just("refresh")),
+)  # fmt: skip
+
+
+@pytest.mark.django_db
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(steps=st.lists(_STEPS, min_size=4, max_size=16))
+def test_incremental_refreshes_equal_a_full_one_and_the_exact_reads(
+    catalog, frankfurt, alice, steps
+):
+    """Bookings, cancels, extensions, maintenance windows (moving or cancelling what is in
+    their way), nodes leaving and rejoining the active fleet, and time passing (within a UTC
+    day and across one), with refreshes between them: after each refresh every model's rows
+    equal a full refresh's at the same instant and the exact statements' answers."""
+    with transaction.atomic():  # each example from the same fleet
+        _incremental_equals_full(catalog, frankfurt, alice, [*steps, ("refresh",)])
+        transaction.set_rollback(True)
+
+
+def _incremental_equals_full(catalog, frankfurt, alice, steps):
+    ops = operator()
+    clock = connection.cursor().connection.execute("SELECT now()").fetchone()[0]
+    models = [GpuModel.objects.get(slug=slug) for slug in ("h100", "l4", "mi300x")]
+    for model in models:  # the first refresh of a model reads it whole
+        capacity_summary_refresh(gpu_model_id=model.pk, now=clock)
+    booked: list[Allocation] = []
+    nodes = list(Node.objects.filter(gpu_model__slug__in=["h100", "l4"]).order_by("pk"))
+    for step in steps:
+        kind, args = step[0], step[1:]
+        base = clock.replace(minute=0, second=0, microsecond=0)
+        if kind == "book":
+            model, days, hours, count, period = args
+            with contextlib.suppress(NoCapacity):
+                booked.append(book(
+                    alice, model=model, count=min(count, 4 if model == "l4" else 8),
+                    period=period, starts_at=base + days * DAY + timedelta(hours=hours + 1),
+                ))  # fmt: skip
+        elif kind in ("cancel", "extend") and booked:
+            allocation = Allocation.objects.get(pk=booked[args[0] % len(booked)].pk)
+            with contextlib.suppress(DomainError):
+                if kind == "cancel":
+                    allocation_cancel(acting=acting_as(alice), allocation=allocation)
+                else:
+                    allocation_extend(acting=acting_as(alice), allocation=allocation,
+                                      period_count=1)  # fmt: skip
+        elif kind == "maintain":
+            node, days, hours, length = args
+            starts = base + days * DAY + timedelta(hours=hours + 1)
+            window = {"operator": ops, "nodes": [nodes[node % len(nodes)].hostname],
+                      "starts_at": starts, "ends_at": starts + timedelta(hours=length),
+                      "reason": "test"}  # fmt: skip
+            with contextlib.suppress(DomainError):
+                try:
+                    maintenance_create(**window)
+                except ChoiceMissing as refused:
+                    choices = [{"allocation": a["allocation"], "action": a["choices"][-1]}
+                               for a in refused.affected]  # fmt: skip
+                    maintenance_create(**window, affected=choices)
+        elif kind == "node_state":
+            node = Node.objects.get(pk=nodes[args[0] % len(nodes)].pk)
+            node.state = NodeState.ACTIVE if args[1] else NodeState.MAINTENANCE
+            node.save(update_fields=["state"])
+        elif kind == "travel":
+            clock += timedelta(minutes=args[0])
+        elif kind == "refresh":
+            for model in models:
+                assert isinstance(capacity_summary_refresh(gpu_model_id=model.pk, now=clock), float)
+                _equals_a_full_refresh(model, clock)
+                _equals_the_exact_reads(model, catalog, frankfurt)
+
+
+@pytest.mark.django_db
+def test_a_refresh_after_a_booking_reads_only_its_node_and_a_new_day_reads_all(
+    catalog, frankfurt, alice
+):
+    h100 = GpuModel.objects.get(slug="h100")
+    today = connection.cursor().connection.execute("SELECT now()").fetchone()[0]
+    now = today.replace(hour=1, minute=0, second=0, microsecond=0) + DAY  # tomorrow, 01:00
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=now)  # none yet: the full refresh
+    assert summary_sql.REFRESH in ran and summary_sql.REFRESH_NODES not in ran
+    allocation = book(
+        alice, model="h100", count=2, period="day", starts_at=now + timedelta(hours=2)
+    )
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=now + timedelta(minutes=1))
+    assert summary_sql.REFRESH_NODES in ran and summary_sql.REFRESH not in ran
+    node = CapacityNode.objects.get(node=allocation.node)
+    assert node.free_now == node.gpus and node.min_free_30d == node.gpus - 2
+    assert CapacityNodeDays.objects.get(node=allocation.node).due_at == allocation.paid_from
+    # Nothing changed and nothing due: the rows stand, as of now.
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=now + timedelta(minutes=2))
+    assert summary_sql.STANDS in ran and summary_sql.REFRESH_NODES not in ran
+    assert CapacitySummary.objects.get(gpu_model=h100).as_of == now + timedelta(minutes=2)
+    # Its start passes: the node is due, and only it is read.
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=allocation.paid_from)
+    assert summary_sql.REFRESH_NODES in ran
+    assert CapacityNode.objects.get(node=allocation.node).free_now == node.gpus - 2
+    _equals_the_exact_reads(h100, catalog, frankfurt)
+    # A maintenance window on another node ends within the day: that node is due at its end
+    # (its GPUs free again now, and today's count, which counts from now, drops it).
+    other = Node.objects.filter(gpu_model=h100).exclude(pk=allocation.node_id).first()
+    window = maintenance_create(
+        operator=operator(), nodes=[other.hostname], starts_at=now + timedelta(hours=4),
+        ends_at=now + timedelta(hours=6), reason="test",
+    )  # fmt: skip
+    capacity_summary_refresh(gpu_model_id=h100.pk, now=now + timedelta(hours=5))
+    assert CapacityNode.objects.get(node=other).free_now == 0
+    assert CapacityNodeDays.objects.get(node=other).due_at == window.ends_at
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=window.ends_at)
+    assert summary_sql.REFRESH_NODES in ran
+    assert CapacityNode.objects.get(node=other).free_now == other.gpu_count
+    _equals_the_exact_reads(h100, catalog, frankfurt)
+    # A booking 30 days and a few hours on enters the fewest-free horizon within the day.
+    later = book(
+        alice, model="h100", count=8, period="day", starts_at=now + 30 * DAY + timedelta(hours=9)
+    )
+    capacity_summary_refresh(gpu_model_id=h100.pk, now=now + timedelta(hours=7))
+    assert CapacityNode.objects.get(node=later.node).min_free_30d == 8
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=now + timedelta(hours=10))
+    assert summary_sql.REFRESH_NODES in ran
+    assert CapacityNode.objects.get(node=later.node).min_free_30d == 0
+    _equals_the_exact_reads(h100, catalog, frankfurt)
+    # A new UTC day moves every day: the full refresh.
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0) + DAY
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=midnight)
+    assert summary_sql.REFRESH in ran
+    _equals_the_exact_reads(h100, catalog, frankfurt)
 
 
 @pytest.mark.django_db

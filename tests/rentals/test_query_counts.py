@@ -36,9 +36,9 @@ def test_a_quote_and_a_booking_through_the_services(catalog, alice):
     statements, _allocation = _count(lambda: allocation_book(acting=acting, quote=quote))
     # 9, the booker's SSH keys (none here: nothing to attach), the invoice, the invoiced
     # team's terms under its lock (an overdue invoice and its credit limit, one statement),
-    # and the capacity read model's candidate nodes for placement (none fresh here: the full
-    # read follows)
-    assert statements == 13
+    # the capacity read model's candidate nodes for placement (none fresh here: the full
+    # read follows), and its mark of the node whose holdings changed (the next refresh's)
+    assert statements == 14
 
 
 def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
@@ -54,9 +54,9 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
         )  # fmt: skip
     )
     # 15, the booker's SSH keys, the node's agent for `access`, the invoice, the invoiced
-    # team's terms (an overdue invoice and its credit limit, one statement), and placement's
-    # candidate nodes
-    assert statements == 20
+    # team's terms (an overdue invoice and its credit limit, one statement), placement's
+    # candidate nodes, and the capacity read model's mark of the node for its next refresh
+    assert statements == 21
     allocation = Allocation.objects.select_related("node__region").get()
     answered = booking.json()["allocation"]
     assert (answered["node"], answered["region"]) == (
