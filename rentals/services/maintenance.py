@@ -311,12 +311,12 @@ def maintenance_create(
     except IntegrityError as exc:
         raise_if_lost_race(exc, Conflict(_("The GPUs were just booked; look again.")))
         raise
-    nodes = {g.node_id for g in request.gpus}
+    node_ids = {g.node_id for g in request.gpus}
     holdings_changed(
-        gpu_model_ids=Node.objects.filter(pk__in=nodes)
+        gpu_model_ids=Node.objects.filter(pk__in=node_ids)
         .values_list("gpu_model_id", flat=True)
         .distinct(),
-        node_ids=nodes,
+        node_ids=node_ids,
     )
     _notices_record(window, outcome, now)
     done = cast("WithAnnotations[MaintenanceWindow, WindowOutcome]", window)

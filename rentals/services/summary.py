@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from celery import current_app
 from django.db import connection, transaction
@@ -126,7 +126,7 @@ def capacity_summary_refresh(
             return "current"
         now = now or db_now()
         first = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        params = {
+        params: dict[str, Any] = {
             "model": gpu_model_id, "active": NodeState.ACTIVE, "now": now, "first": first,
             "days": SUMMARY_DAYS, "ahead": now + NODE_HORIZON, "horizon": NODE_HORIZON,
             "version": version, "day0": first, "day_n": first + timedelta(days=SUMMARY_DAYS),
