@@ -148,12 +148,30 @@ VALUES (%(model)s, %(now)s, %(version)s)
 ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = excluded.version
 """
 
+
 # The full refresh: every node's share, and the model's rows from all of them. CapacityDay
 # is FREE_BY_DAY_IN_REGION's count (rentals.sql.capacity), for every region of the model at
 # once: nodes are counted per (region, GPUs, busy) bucket, each bucket's count a step
 # function over the days (CapacityBucket keeps it per day), each step's run (from its day
 # to the next change) spread over the days it covers, rather than every day crossed with
 # every step and joined back to the changes.
+# A day's CapacityDay figures from its node counts (`source`: rows of region_id, k (the
+# day's index), gpus, busy and nodes): the most GPUs free on one node, the nodes with none
+# busy and the GPUs free. The full refresh counts them from every node's steps, the
+# incremental one from the buckets after its nodes moved.
+def _day_rows(source: str) -> SQL:
+    return SQL(
+        """day_rows AS (
+    SELECT region_id, k,
+           coalesce(max(gpus - busy), 0)::int AS one,
+           coalesce(sum(nodes) FILTER (WHERE busy = 0), 0)::int AS whole,
+           coalesce(sum(nodes * (gpus - busy)), 0)::int AS total
+    FROM {source}
+    GROUP BY region_id, k
+)"""
+    ).format(source=Identifier(source))
+
+
 _REFRESH = SQL(
     """
 WITH {shares}, moves AS (
@@ -179,14 +197,7 @@ WITH {shares}, moves AS (
     FROM runs
     CROSS JOIN LATERAL generate_series(runs.k, least(runs.until, %(days)s) - 1) AS days (k)
     WHERE runs.nodes > 0
-), day_rows AS (
-    SELECT region_id, k,
-           coalesce(max(gpus - busy), 0)::int AS one,
-           coalesce(sum(nodes) FILTER (WHERE busy = 0), 0)::int AS whole,
-           coalesce(sum(nodes * (gpus - busy)), 0)::int AS total
-    FROM grid
-    GROUP BY region_id, k
-), booked AS (
+), {day_rows_from_grid}, booked AS (
     SELECT d.i, sum(coalesce(h.us, 0)) + %(day_us)s * sum(sum(coalesce(h.whole, 0)))
                                                OVER (ORDER BY d.i) AS us
     FROM generate_series(0, %(days)s - 1) AS d (i)
@@ -221,7 +232,9 @@ WITH {shares}, moves AS (
     LEFT JOIN booked ON booked.i = d.i
 ){summary}"""
 )
-REFRESH = _REFRESH.format(shares=_shares(""), summary=SQL(_SUMMARY)).as_string()
+REFRESH = _REFRESH.format(
+    shares=_shares(""), summary=SQL(_SUMMARY), day_rows_from_grid=_day_rows("grid")
+).as_string()
 
 # The incremental refresh: the named nodes' shares are recomputed (`shares`) and their old
 # ones taken out (`old`); the model's rows move by the difference. Each counted node's GPUs
@@ -271,14 +284,7 @@ WITH {shares}, old AS MATERIALIZED (
     WHERE id NOT IN (SELECT id FROM moved WHERE id IS NOT NULL)
     UNION ALL
     SELECT region_id, k, gpus, busy, nodes FROM moved WHERE nodes <> 0
-), day_rows AS (
-    SELECT region_id, k,
-           coalesce(max(gpus - busy), 0)::int AS one,
-           coalesce(sum(nodes) FILTER (WHERE busy = 0), 0)::int AS whole,
-           coalesce(sum(nodes * (gpus - busy)), 0)::int AS total
-    FROM after
-    GROUP BY region_id, k
-), gone_buckets AS (
+), {day_rows_from_after}, gone_buckets AS (
     DELETE FROM rentals_capacitybucket WHERE id IN (SELECT id FROM moved)
 ), put_buckets AS (  -- a count below zero would be a fault: the table's check refuses it
     INSERT INTO rentals_capacitybucket (gpu_model_id, region_id, day, gpus, busy, nodes)
@@ -320,7 +326,9 @@ WITH {shares}, old AS MATERIALIZED (
 ){summary}"""
 )
 REFRESH_NODES = _REFRESH_NODES.format(
-    shares=_shares("AND n.id = ANY(%(nodes)s)"), summary=SQL(_SUMMARY)
+    shares=_shares("AND n.id = ANY(%(nodes)s)"),
+    summary=SQL(_SUMMARY),
+    day_rows_from_after=_day_rows("after"),
 ).as_string()
 
 # The nodes a refresh of the model owes a look: those changes marked (CapacityChange, taken
