@@ -159,7 +159,7 @@ ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = exclu
 # day's index), gpus, busy and nodes): the most GPUs free on one node, the nodes with none
 # busy and the GPUs free. The full refresh counts them from every node's steps, the
 # incremental one from the buckets after its nodes moved.
-def _day_rows(source: str) -> SQL:
+def _day_rows(source: str) -> Composed:
     return SQL(
         """day_rows AS (
     SELECT region_id, k,
