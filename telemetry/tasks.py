@@ -7,7 +7,7 @@ from django.conf import settings
 
 from catalog.models import Node, NodeState
 from core.db import db_now
-from core.versions import cache
+from core.publish import publish_once
 from telemetry.agents import agents_flag_silent
 from telemetry.partitions import month_partitions_ensure, sample_partitions_ensure
 from telemetry.poll import fleet_size_record, nodes_mark_stale, poll_nodes
@@ -105,21 +105,17 @@ def telemetry_rollup_shard_task(shard, now_iso, default):
 
 # The passes of a run finish within moments of each other: they queue one refresh between
 # them, not one each (a fleet of 400 shards queued 400, each waiting on the lock to find
-# nothing left). The first pass marks the refresh queued for this long and queues it to run
-# just after; a pass that finds the mark has committed before the refresh starts, so the
-# refresh takes its note (should a worker's clock run the refresh before the mark expires,
-# a note it missed waits for the next run's refresh). Without Redis the mark "succeeds"
-# (core.cache fails open): every pass queues its own, as before.
+# nothing left). The refresh runs once the second is over, after every pass that found it
+# queued has committed, so it takes their notes.
 REFRESH_DEBOUNCE_SECONDS = 1
 
 
 def fleet_rollups_refresh_queue() -> bool:
     """Queue a refresh of the sums after the shards unless one is queued and has not
     started; whether this call queued it."""
-    if not cache.add("rollup-refresh-queued", 1, timeout=REFRESH_DEBOUNCE_SECONDS):
-        return False
-    fleet_rollups_refresh_task.apply_async(countdown=REFRESH_DEBOUNCE_SECONDS + 0.2, expires=60)
-    return True
+    return publish_once(
+        "telemetry.tasks.fleet_rollups_refresh_task", within=REFRESH_DEBOUNCE_SECONDS
+    )
 
 
 @shared_task
