@@ -149,12 +149,6 @@ ON CONFLICT (gpu_model_id) DO UPDATE SET as_of = excluded.as_of, version = exclu
 """
 
 
-# The full refresh: every node's share, and the model's rows from all of them. CapacityDay
-# is FREE_BY_DAY_IN_REGION's count (rentals.sql.capacity), for every region of the model at
-# once: nodes are counted per (region, GPUs, busy) bucket, each bucket's count a step
-# function over the days (CapacityBucket keeps it per day), each step's run (from its day
-# to the next change) spread over the days it covers, rather than every day crossed with
-# every step and joined back to the changes.
 # A day's CapacityDay figures from its node counts (`source`: rows of region_id, k (the
 # day's index), gpus, busy and nodes): the most GPUs free on one node, the nodes with none
 # busy and the GPUs free. The full refresh counts them from every node's steps, the
@@ -172,6 +166,12 @@ def _day_rows(source: str) -> Composed:
     ).format(source=Identifier(source))
 
 
+# The full refresh: every node's share, and the model's rows from all of them. CapacityDay
+# is FREE_BY_DAY_IN_REGION's count (rentals.sql.capacity), for every region of the model at
+# once: nodes are counted per (region, GPUs, busy) bucket, each bucket's count a step
+# function over the days (CapacityBucket keeps it per day), each step's run (from its day
+# to the next change) spread over the days it covers, rather than every day crossed with
+# every step and joined back to the changes.
 _REFRESH = SQL(
     """
 WITH {shares}, moves AS (
