@@ -8,12 +8,13 @@ from collections import defaultdict
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.roles import acting_as
 from catalog.models import GpuModel, Node, NodeState
+from core.db import db_now
 from core.errors import DomainError
 from rentals.errors import ChoiceMissing, NoCapacity
 from rentals.models import (
@@ -114,7 +115,7 @@ def test_after_a_refresh_the_summary_equals_the_exact_reads(catalog, frankfurt, 
 
 
 def _summary_equals_the_exact_reads(catalog, frankfurt, alice, bookings):
-    now0 = connection.cursor().connection.execute("SELECT now()").fetchone()[0]
+    now0 = db_now()
     base = now0.replace(minute=0, second=0, microsecond=0)
     for model, days, hours, count, period, cancel in bookings:
         with contextlib.suppress(NoCapacity):
@@ -217,7 +218,7 @@ def test_incremental_refreshes_equal_a_full_one_and_the_exact_reads(
 
 def _incremental_equals_full(catalog, frankfurt, alice, steps):
     ops = operator()
-    clock = connection.cursor().connection.execute("SELECT now()").fetchone()[0]
+    clock = db_now()
     models = [GpuModel.objects.get(slug=slug) for slug in ("h100", "l4", "mi300x")]
     for model in models:  # the first refresh of a model reads it whole
         capacity_summary_refresh(gpu_model_id=model.pk, now=clock)
@@ -272,7 +273,7 @@ def test_a_refresh_after_a_booking_reads_only_its_node_and_a_new_day_reads_all(
     catalog, frankfurt, alice
 ):
     h100 = GpuModel.objects.get(slug="h100")
-    today = connection.cursor().connection.execute("SELECT now()").fetchone()[0]
+    today = db_now()
     now = today.replace(hour=1, minute=0, second=0, microsecond=0) + DAY  # tomorrow, 01:00
     with statements_run() as ran:
         capacity_summary_refresh(gpu_model_id=h100.pk, now=now)  # none yet: the full refresh
@@ -335,7 +336,7 @@ def test_a_refresh_after_a_booking_reads_only_its_node_and_a_new_day_reads_all(
 def test_a_stale_or_missing_summary_falls_back_to_the_exact_read(catalog, alice):
     h100 = GpuModel.objects.get(slug="h100")
     book(alice, model="h100", count=3, period="week")
-    now = connection.cursor().connection.execute("SELECT now()").fetchone()[0]
+    now = db_now()
     rows, as_of = availability_days_read(gpu_model=h100, start=now, days=14)
     assert as_of is None  # no worker has written it yet
     assert rows == availability_days(gpu_model=h100, start=now, days=14)
