@@ -113,13 +113,13 @@ class CapacityNodeDays(models.Model):
     subtracts their old share and adds the new one instead of reading every holding.
 
     `counted` (active, with GPUs): the node counts in CapacityDay (through CapacityBucket)
-    and CapacityNode. Its GPUs held per day from `as_of`'s day is a step function: from day
-    `busy_from[j]` on (days from the summary's first day), `busy[j]` of them, 0 before the
-    first step. Its share of BookedAheadDay is kept as that refresh adds it up: per day
+    and CapacityNode. Its GPUs held per day from `first_day` (the UTC day of the refresh
+    that computed it: a later day's refresh reads it shifted by the days between) is a step
+    function: from day `busy_from[j]` on, `busy[j]` of them, 0 before the first step. Its share of BookedAheadDay is kept as that refresh adds it up: per day
     `booked_day[j]`, `booked_us[j]` GPU-µs of partial days, and `booked_whole[j]` GPUs held
     whole days from that day on (a running sum, times a day). `due_at`: the first instant its
     figures change by time alone (a holding starting or ending, or entering CapacityNode's
-    30-day horizon); NULL where none before the summary's next day. No foreign key on the node
+    30-day horizon); NULL where none. No foreign key on the node
     or the region: a deleted node's row stays until a refresh subtracts it."""
 
     node = models.ForeignKey(
@@ -137,6 +137,7 @@ class CapacityNodeDays(models.Model):
     booked_us = ArrayField(models.BigIntegerField())
     booked_whole = ArrayField(models.BigIntegerField())
     due_at = models.DateTimeField(null=True)
+    first_day = models.DateField()
     as_of = models.DateTimeField()
 
     class Meta:

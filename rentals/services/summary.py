@@ -13,9 +13,11 @@ refresh catches up; readers fall back to the exact statements when the rows are 
 
 A refresh is incremental: it recomputes the nodes marked and those whose figures move by
 time alone by now (CapacityNodeDays.due_at), and moves the model's rows by the difference,
-so its cost follows what changed, not the fleet. It reads the model whole (the full
-refresh) where it cannot bound what changed: no summary yet, a new UTC day (every day
-moves), a mark naming no node, or more nodes owed than reading them all would cost."""
+so its cost follows what changed, not the fleet. The first refresh of a UTC day moves the
+days on by one (yesterday's rows go, the new last day is added) and recomputes the nodes
+whose holdings reach the days' end. It reads the model whole (the full refresh) where it
+cannot bound what changed: no summary yet, more than a day since the last, a mark naming no
+node, or more nodes owed than reading them all would cost."""
 
 import logging
 import time
@@ -42,6 +44,7 @@ logger = logging.getLogger(__name__)
 # A burst of changes queues one refresh per model: the first change's task runs this long
 # after it, once the mark that held the others back has expired (so its snapshot sees them).
 DEBOUNCE_SECONDS = 1
+DAY = timedelta(days=1)
 REFRESH_TASK = "rentals.tasks.capacity_summary_refresh_task"
 
 # A refresh's outcome: its statements' time in milliseconds, or why it did not run.
@@ -126,21 +129,29 @@ def capacity_summary_refresh(
             return "current"
         now = now or db_now()
         first = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        day_n = first + timedelta(days=SUMMARY_DAYS)
         params: dict[str, Any] = {
             "model": gpu_model_id, "active": NodeState.ACTIVE, "now": now, "first": first,
-            "days": SUMMARY_DAYS, "ahead": now + NODE_HORIZON, "horizon": NODE_HORIZON,
-            "version": version, "day0": first, "day_n": first + timedelta(days=SUMMARY_DAYS),
-            "day_us": DAY_US,
+            "first_day": first.date(), "days": SUMMARY_DAYS, "ahead": now + NODE_HORIZON,
+            "horizon": NODE_HORIZON, "version": version, "day0": first, "day_n": day_n,
+            "day_us": DAY_US, "last": (day_n - DAY).date(), "last_but_one": day_n - 2 * DAY,
         }  # fmt: skip
         started = time.perf_counter()
         cursor.execute(summary_sql.OWED, params)
         owed = {node for (node,) in cursor.fetchall()} | set(node_ids)
+        days_on = (now.date() - kept.as_of.date()).days if kept is not None else None
+        if days_on == 1 and not full:  # the day after the rows': the nodes at the days' end too
+            cursor.execute(summary_sql.ROLL_OWED, params)
+            owed |= {node for (node,) in cursor.fetchall()}
         if (
-            full or kept is None or kept.as_of > now or kept.as_of.date() != now.date()
+            full or kept is None or kept.as_of > now or days_on not in (0, 1)
             or None in owed or len(owed) > INCREMENTAL_NODES
         ):  # fmt: skip
             cursor.execute(summary_sql.REFRESH, params)
-        elif owed:
+            return (time.perf_counter() - started) * 1000
+        if days_on == 1:
+            cursor.execute(summary_sql.ROLL, params)
+        if owed:
             cursor.execute(summary_sql.REFRESH_NODES, {**params, "nodes": sorted(owed)})
         else:
             cursor.execute(summary_sql.STANDS, params)

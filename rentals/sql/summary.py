@@ -9,7 +9,7 @@ from rentals.sql.capacity import BUSY_BY_DAY
 from rentals.sql.holdings import held_day_span, holding_overlaps
 
 # Parameters: `model`, `active` (NodeState.ACTIVE), `now` (the rows' as_of), `first` (now's
-# UTC midnight), `days` (days of CapacityDay and BookedAheadDay), `ahead` (now + `horizon`,
+# UTC midnight) and `first_day` (its date), `days` (days of CapacityDay and BookedAheadDay), `ahead` (now + `horizon`,
 # CapacityNode's 30 days), `version` (the change version read before this statement),
 # `day0`, `day_n`, `day_us` (BookedAheadDay's days in µs), and for the incremental refresh
 # `nodes` (the node ids to recompute).
@@ -117,9 +117,9 @@ _SHARES = SQL(
 ), put_shares AS (
     INSERT INTO rentals_capacitynodedays
         (node_id, gpu_model_id, region_id, gpus, counted, busy_from, busy, booked_day,
-         booked_us, booked_whole, due_at, as_of)
+         booked_us, booked_whole, due_at, first_day, as_of)
     SELECT node_id, %(model)s, region_id, gpus, counted, busy_from, busy, booked_day,
-           booked_us, booked_whole, due_at, %(now)s
+           booked_us, booked_whole, due_at, %(first_day)s, %(now)s
     FROM shares
 ), put_nodes AS (
     INSERT INTO rentals_capacitynode
@@ -244,23 +244,28 @@ REFRESH = _REFRESH.format(
 # statement's writes are not visible to it). BookedAheadDay moves by the difference of the
 # parts per day, run through the same running sum. CapacityNode's rows of the named nodes
 # are replaced. A change of a node's region, size or state is a change like any other: the
-# old share leaves its old bucket, the new one enters its new one.
+# old share leaves its old bucket, the new one enters its new one. An old share computed on
+# an earlier UTC day (`first_day`) is read shifted to today's days (`shift`, negative): its
+# steps before today start today, its partial days before today fall away and its whole
+# days before today carry into today's running sum.
 _REFRESH_NODES = SQL(
     """
 WITH {shares}, old AS MATERIALIZED (
     DELETE FROM rentals_capacitynodedays
     WHERE gpu_model_id = %(model)s AND node_id = ANY(%(nodes)s)
-    RETURNING region_id, gpus, counted, busy_from, busy, booked_day, booked_us, booked_whole
+    RETURNING region_id, gpus, counted, busy_from, busy, booked_day, booked_us, booked_whole,
+              first_day - %(first_day)s AS shift
 ), busy_days AS (
     SELECT x.sign, x.region_id, x.gpus, d.k, s.b AS busy
-    FROM (SELECT -1 AS sign, region_id, gpus, busy_from, busy FROM old WHERE counted
+    FROM (SELECT -1 AS sign, region_id, gpus, busy_from, busy, shift FROM old WHERE counted
           UNION ALL
-          SELECT 1, region_id, gpus, busy_from, busy FROM shares WHERE counted) AS x
+          SELECT 1, region_id, gpus, busy_from, busy, 0 FROM shares WHERE counted) AS x
     CROSS JOIN LATERAL (
-        SELECT s.k, s.b, lead(s.k, 1, %(days)s) OVER (ORDER BY s.j) AS until
+        SELECT s.k + x.shift AS k, s.b,
+               lead(s.k + x.shift, 1, %(days)s) OVER (ORDER BY s.j) AS until
         FROM unnest(0 || x.busy_from, 0 || x.busy) WITH ORDINALITY AS s (k, b, j)
     ) AS s
-    CROSS JOIN LATERAL generate_series(s.k, s.until - 1) AS d (k)
+    CROSS JOIN LATERAL generate_series(greatest(s.k, 0), s.until - 1) AS d (k)
 ), bucket_moves AS (
     SELECT region_id, k, gpus, busy, sum(sign) AS delta
     FROM busy_days
@@ -306,12 +311,14 @@ WITH {shares}, old AS MATERIALIZED (
     DELETE FROM rentals_capacitynode
     WHERE gpu_model_id = %(model)s AND node_id = ANY(%(nodes)s)
 ), booked_moves AS (
-    SELECT u.i, sum(x.sign * u.us) AS us, sum(x.sign * u.whole) AS whole
-    FROM (SELECT -1 AS sign, booked_day, booked_us, booked_whole FROM old
+    SELECT greatest(u.i + x.shift, 0) AS i,
+           coalesce(sum(x.sign * u.us) FILTER (WHERE u.i + x.shift >= 0), 0) AS us,
+           sum(x.sign * u.whole) AS whole
+    FROM (SELECT -1 AS sign, booked_day, booked_us, booked_whole, shift FROM old
           UNION ALL
-          SELECT 1, booked_day, booked_us, booked_whole FROM shares) AS x
+          SELECT 1, booked_day, booked_us, booked_whole, 0 FROM shares) AS x
     CROSS JOIN LATERAL unnest(x.booked_day, x.booked_us, x.booked_whole) AS u (i, us, whole)
-    GROUP BY u.i
+    GROUP BY 1
 ), booked_delta AS (
     SELECT d.i, coalesce(m.us, 0) + %(day_us)s * sum(coalesce(m.whole, 0)) OVER (ORDER BY d.i)
                AS us
@@ -346,6 +353,43 @@ SELECT node_id FROM rentals_capacitynodedays WHERE gpu_model_id = %(model)s AND 
 
 # Nothing owed: the rows stand as they are, now as of `now`.
 STANDS = _SUMMARY
+
+# The first refresh of a UTC day, the day after the rows' (the incremental refresh's `ROLL`):
+# the rows of the days before `first_day` go, and the new last day (`last`) starts as a copy
+# of the day before it, which is what every node's share says of it, read shifted a day (a
+# share's last step runs on to the days' end; booked-ahead time past the days' end is in no
+# share). Then the nodes whose holdings touch either of those two days (`ROLL_OWED`, from
+# `last_but_one`, the old last day's start, to `day_n`) are recomputed, with those due:
+# every other node's share, shifted, says of each day what a full refresh would.
+ROLL = """
+WITH gone_buckets AS (
+    DELETE FROM rentals_capacitybucket WHERE gpu_model_id = %(model)s AND day < %(first_day)s
+), put_buckets AS (
+    INSERT INTO rentals_capacitybucket (gpu_model_id, region_id, day, gpus, busy, nodes)
+    SELECT gpu_model_id, region_id, %(last)s, gpus, busy, nodes
+    FROM rentals_capacitybucket WHERE gpu_model_id = %(model)s AND day = %(last)s - 1
+), gone_days AS (
+    DELETE FROM rentals_capacityday WHERE gpu_model_id = %(model)s AND day < %(first_day)s
+), put_days AS (
+    INSERT INTO rentals_capacityday
+        (gpu_model_id, region_id, day, max_gpus_on_one_node, free_whole_nodes, free_gpus, as_of)
+    SELECT gpu_model_id, region_id, %(last)s, max_gpus_on_one_node, free_whole_nodes,
+           free_gpus, %(now)s
+    FROM rentals_capacityday WHERE gpu_model_id = %(model)s AND day = %(last)s - 1
+), gone_ahead AS (
+    DELETE FROM rentals_bookedaheadday WHERE gpu_model_id = %(model)s AND day < %(first_day)s
+)
+INSERT INTO rentals_bookedaheadday (gpu_model_id, day, gpu_us, as_of)
+VALUES (%(model)s, %(last)s, 0, %(now)s)
+"""
+
+ROLL_OWED = """
+SELECT DISTINCT ag.node_id
+FROM rentals_allocationgpu ag
+JOIN catalog_node n ON n.id = ag.node_id
+WHERE n.gpu_model_id = %(model)s AND NOT ag.released
+  AND ag.ends_at > %(last_but_one)s AND ag.starts_at < %(day_n)s
+"""
 
 # Marks for the next refresh (CapacityChange): each of `nodes` (NULL: all) of each of
 # `models`, in the changing transaction.

@@ -35,7 +35,7 @@ from accounts.roles import acting_as
 from anchorgpu.scale import CUSTOMER, STAFF, generate_scale
 from catalog.models import GpuModel
 from core.db import db_now
-from rentals.models import Allocation, AllocationState, CapacitySummary
+from rentals.models import Allocation, AllocationState, CapacityNodeDays, CapacitySummary
 from rentals.placement import place_cluster_locked, place_locked
 from rentals.services import allocation_book, allocations_enforce, quote_create
 from rentals.services.summary import capacity_summaries_refresh, capacity_summary_refresh
@@ -75,16 +75,19 @@ WORKER_FIGURES = (
     "enforcement", "hourly_rollup", "minute_rollup", "retention", "placement_1",
     "placement_1_exact", "placement_8_soon", "placement_8_soon_exact", "placement_8",
     "placement_cluster_4", "capacity_refresh", "capacity_refresh_incremental",
-    "booked_ahead_exact",
+    "capacity_refresh_new_day", "booked_ahead_exact",
 )  # fmt: skip
 # Naturally per fleet (the issue): their growth may follow the fleet's, within a budget.
 # The minute rollup must end well inside its minute (beat starts one every minute).
 PER_FLEET = {"dashboard_7d": 150, "dashboard_90d": 150, "metrics": 1000,
              "hourly_rollup": 60_000, "minute_rollup": 15_000, "retention": 60_000}  # fmt: skip
-# The capacity read model: its full refresh (a new UTC day, a model's first), and the
-# refresh a booking queues (the booked node's share, and the nodes time made due meanwhile).
-BUDGET = {"enforcement": 1000, "capacity_refresh": 150, "capacity_refresh_incremental": 150}
+# The capacity read model: its full refresh (a model's first, or after a day without a
+# worker), the refresh a booking queues (the booked node's share, and the nodes time made due
+# meanwhile) and the first of a UTC day (the days move on; the nodes at their end are read).
+BUDGET = {"enforcement": 1000, "capacity_refresh": 150, "capacity_refresh_incremental": 150,
+          "capacity_refresh_new_day": 150}  # fmt: skip
 # The degraded mode: the capacity read model missing (no worker), the exact reads answer.
+# Their budget is the issue's 150 ms; they read the whole model, so they grow with the fleet.
 DEGRADED = {"availability_exact": 150, "book_page_exact": 150, "placement_1_exact": 150,
             "placement_8_soon_exact": 150, "booked_ahead_exact": 150}  # fmt: skip
 # Read after the hourly rollup has rolled the generated hour of raw samples into minutes:
@@ -181,6 +184,29 @@ def _rolled_back(name, call):
 
 class _Undo(Exception):
     pass
+
+
+def _new_day_refresh(gpu_model_id, now):
+    """The first refresh of the next UTC day, after the minute's run just before midnight
+    (untimed), each pair rolled back; `rows`: the nodes it read (the model has `nodes`)."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    times, read = [], None
+    for _ in range(RUNS + 1):  # the first warms
+        with transaction.atomic():
+            before = midnight - timedelta(minutes=1)
+            assert isinstance(capacity_summary_refresh(gpu_model_id=gpu_model_id, now=before),
+                              float)  # fmt: skip
+            started = time.perf_counter()
+            capacity_summary_refresh(
+                gpu_model_id=gpu_model_id, now=midnight + timedelta(seconds=30)
+            )
+            times.append((time.perf_counter() - started) * 1000)
+            shares = CapacityNodeDays.objects.filter(gpu_model_id=gpu_model_id)
+            read = shares.filter(first_day=midnight.date()).count()
+            nodes = shares.count()
+            transaction.set_rollback(True)
+    p50, p95 = _pcts(times[1:])
+    return {"p50_ms": p50, "p95_ms": p95, "peak_mib": None, "rows": read, "nodes": nodes}
 
 
 def _measure(client, staff_client, generated, gpus):
@@ -311,6 +337,7 @@ def _measure(client, staff_client, generated, gpus):
     for name, call in calls.items():
         if name not in AFTER_ROLLUP:
             measure(name, call)
+    figures["capacity_refresh_new_day"] = _new_day_refresh(h100.pk, now)
     _download(client, "/statement.csv")  # warm
     runs = [_download(client, "/statement.csv") for _ in range(RUNS)]
     figures["statement_csv"] = {
@@ -446,7 +473,7 @@ def test_a_year_of_business_at_scale(client, django_user_model):
         else:
             print(f"   scale_{name}_p50_ms: {figure['p50_ms']:.3g} ms (no budget)")
         if growth is not None:
-            bound = top / below if name in PER_FLEET else 1.5
+            bound = top / below if name in PER_FLEET or name in DEGRADED else 1.5
             target(f"scale_{name}_growth", growth, at_most=bound, unit="×")
     downloads = {}
     for key, (bound, limit) in DOWNLOAD.items():

@@ -156,9 +156,35 @@ def _equals_the_exact_reads(model, catalog, frankfurt):
     assert all(abs(ahead[k] - booked[k]) <= 1 for k in ahead), (ahead, booked)
 
 
+def _said(share, first_day):
+    """What a node's share says of each of the summary's days from `first_day`: its GPUs
+    held, and its booked-ahead GPU-µs (read shifted where it was computed on an earlier day,
+    as the incremental refresh reads it)."""
+    shift = (share.first_day - first_day).days
+    steps = [(k + shift, b) for k, b in zip([0, *share.busy_from], [0, *share.busy], strict=True)]
+    busy = [0] * SUMMARY_DAYS
+    for (k, b), (until, _b) in zip(steps, [*steps[1:], (SUMMARY_DAYS, 0)], strict=True):
+        for day in range(max(k, 0), until):
+            busy[day] = b
+    us, whole = [0] * SUMMARY_DAYS, [0] * SUMMARY_DAYS
+    for i, part_us, part_whole in zip(
+        share.booked_day, share.booked_us, share.booked_whole, strict=True
+    ):
+        whole[max(i + shift, 0)] += part_whole
+        if i + shift >= 0:
+            us[i + shift] += part_us
+    booked, running = [], 0
+    for day in range(SUMMARY_DAYS):
+        running += whole[day]
+        booked.append(us[day] + running * 86_400 * US)
+    return tuple(busy), tuple(booked)
+
+
 def _rows(model):
-    """Every row the model's summary keeps, its as_of and ids aside."""
+    """Every row the model's summary keeps, its as_of and ids aside; the nodes' shares by
+    what they say of each day."""
     of = {"gpu_model": model}
+    first_day = CapacitySummary.objects.get(gpu_model=model).as_of.date()
     return {
         "days": sorted(CapacityDay.objects.filter(**of).values_list(
             "region_id", "day", "max_gpus_on_one_node", "free_whole_nodes", "free_gpus")),
@@ -168,10 +194,8 @@ def _rows(model):
         "buckets": sorted(CapacityBucket.objects.filter(**of).values_list(
             "region_id", "day", "gpus", "busy", "nodes")),
         "shares": sorted(
-            (n, r, g, c, tuple(bf), tuple(b), tuple(bd), tuple(bu), tuple(bw), due)
-            for n, r, g, c, bf, b, bd, bu, bw, due in CapacityNodeDays.objects.filter(
-                **of).values_list("node_id", "region_id", "gpus", "counted", "busy_from",
-                                  "busy", "booked_day", "booked_us", "booked_whole", "due_at")
+            (s.node_id, s.region_id, s.gpus, s.counted, s.due_at, *_said(s, first_day))
+            for s in CapacityNodeDays.objects.filter(**of)
         ),
     }  # fmt: skip
 
@@ -189,7 +213,9 @@ def _equals_a_full_refresh(model, now):
 
 
 _STEPS = st.one_of(
-    st.tuples(st.just("book"), st.sampled_from(["h100", "l4"]), st.integers(0, 40),
+    # from now or near the days' end (the holdings a new day's refresh recomputes)
+    st.tuples(st.just("book"), st.sampled_from(["h100", "l4"]),
+              st.one_of(st.integers(0, 40), st.integers(86, 92)),
               st.integers(0, 23), st.integers(1, 8), st.sampled_from(["day", "week", "month"])),
     st.tuples(st.just("cancel"), st.integers(0, 9)),
     st.tuples(st.just("extend"), st.integers(0, 9)),
@@ -197,6 +223,7 @@ _STEPS = st.one_of(
               st.integers(1, 40)),
     st.tuples(st.just("node_state"), st.integers(0, 5), st.booleans()),
     st.tuples(st.just("travel"), st.sampled_from([1, 17, 60, 61, 2 * 60, 5 * 60, 13 * 60, 26 * 60])),
+    st.tuples(st.just("midnight"), st.integers(0, 90)),  # minutes into the next UTC day
     st.tuples(st.just("refresh")),
 )  # fmt: skip
 
@@ -261,6 +288,9 @@ def _incremental_equals_full(catalog, frankfurt, alice, steps):
             node.save(update_fields=["state"])
         elif kind == "travel":
             clock += timedelta(minutes=args[0])
+        elif kind == "midnight":
+            midnight = clock.replace(hour=0, minute=0, second=0, microsecond=0) + DAY
+            clock = midnight + timedelta(minutes=args[0])
         elif kind == "refresh":
             for model in models:
                 assert isinstance(capacity_summary_refresh(gpu_model_id=model.pk, now=clock), float)
@@ -269,7 +299,7 @@ def _incremental_equals_full(catalog, frankfurt, alice, steps):
 
 
 @pytest.mark.django_db
-def test_a_refresh_after_a_booking_reads_only_its_node_and_a_new_day_reads_all(
+def test_a_refresh_after_a_booking_reads_only_its_node_and_a_new_day_its_end(
     catalog, frankfurt, alice
 ):
     h100 = GpuModel.objects.get(slug="h100")
@@ -324,10 +354,26 @@ def test_a_refresh_after_a_booking_reads_only_its_node_and_a_new_day_reads_all(
     assert summary_sql.REFRESH_NODES in ran
     assert CapacityNode.objects.get(node=later.node).min_free_30d == 0
     _equals_the_exact_reads(h100, catalog, frankfurt)
-    # A new UTC day moves every day: the full refresh.
+    # A new UTC day moves the days on: yesterday's rows go, the new last day is added, and
+    # only the nodes due and those with holdings at the days' end are read.
+    # One holding runs past the days' end, one ends on their last day (another node).
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0) + DAY
+    end = book(alice, model="h100", count=8, period="week", starts_at=now + 88 * DAY)
+    last = book(alice, model="h100", count=1, period="day",
+                starts_at=midnight + 89 * DAY + timedelta(hours=5))  # fmt: skip
+    assert end.node_id != last.node_id
+    capacity_summary_refresh(gpu_model_id=h100.pk, now=midnight - timedelta(seconds=1))
     with statements_run() as ran:
         capacity_summary_refresh(gpu_model_id=h100.pk, now=midnight)
+    assert summary_sql.ROLL in ran and summary_sql.REFRESH_NODES in ran
+    assert summary_sql.REFRESH not in ran
+    assert {share.node_id for share in CapacityNodeDays.objects.filter(
+        gpu_model=h100, first_day=midnight.date())} == {end.node_id, last.node_id}  # fmt: skip
+    _equals_the_exact_reads(h100, catalog, frankfurt)
+    _equals_a_full_refresh(h100, midnight)
+    # Two days on (no worker for a day): the full refresh.
+    with statements_run() as ran:
+        capacity_summary_refresh(gpu_model_id=h100.pk, now=midnight + 2 * DAY)
     assert summary_sql.REFRESH in ran
     _equals_the_exact_reads(h100, catalog, frankfurt)
 
