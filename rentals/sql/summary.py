@@ -26,7 +26,7 @@ from rentals.sql.holdings import held_day_span, holding_overlaps
 # - `due_at`, the first instant after `now` where those change by time alone: a holding
 #   starting, one ending (it also leaves today's count, which counts from now), one's start
 #   entering the horizon. Holdings starting after the days enter the horizon after the next
-#   UTC midnight, where the summary is rewritten whole anyway;
+#   UTC midnight, whose first refresh reads their nodes (`ROLL_OWED`);
 # - its share of BookedAheadDay, the reports' BOOKED_AHEAD rule: allocations' GPU time per
 #   day from `first`, on nodes in any state, and its arithmetic: holdings grouped by their
 #   span, each span's microseconds on its first and last day, and the days between whole
