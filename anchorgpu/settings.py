@@ -412,6 +412,17 @@ WORKER_QUEUES = list(queues.ALL)
 CELERY_TASK_ALWAYS_EAGER = False
 
 # --- The product ------------------------------------------------------------------------
+telemetry_source = _read("TELEMETRY_SOURCE", "str", default="embedded")
+# Raw samples kept: hours where set, else days. With the operator's engine as the source the
+# engine keeps the raw history, and PostgreSQL needs raw samples only until the open hour is
+# rolled up and its holdings' edges written: that hour and one more by default. (The prune
+# never drops a sample the rollup has not read, however short this is.)
+if env.str("TELEMETRY_RAW_RETENTION_HOURS", default=""):
+    raw_retention = timedelta(hours=_read("TELEMETRY_RAW_RETENTION_HOURS", "float"))
+elif telemetry_source == "prometheus" and not env.str("TELEMETRY_RAW_RETENTION_DAYS", default=""):
+    raw_retention = timedelta(hours=2)
+else:
+    raw_retention = timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7))
 ANCHORGPU = {
     "CURRENCY": _read("ANCHORGPU_CURRENCY", "str", default="USD"),
     "QUOTE_VALIDITY": timedelta(seconds=_read("QUOTE_VALIDITY_SECONDS", "int", default=900)),
@@ -437,13 +448,7 @@ ANCHORGPU = {
     "STALE_AFTER_POLLS": _read("STALE_AFTER_POLLS", "int", default=4),
     # A node agent that has not asked for its state this long gets a flag (it asks every 10 s).
     "AGENT_SILENT_SECONDS": _read("AGENT_SILENT_SECONDS", "int", default=60),
-    # Hours, where set, instead of days: with TELEMETRY_SOURCE=prometheus the engine keeps
-    # the raw history, and PostgreSQL needs raw samples only until they are rolled up.
-    "RAW_RETENTION": (
-        timedelta(hours=_read("TELEMETRY_RAW_RETENTION_HOURS", "float"))
-        if env.str("TELEMETRY_RAW_RETENTION_HOURS", default="")
-        else timedelta(days=_read("TELEMETRY_RAW_RETENTION_DAYS", "int", default=7))
-    ),
+    "RAW_RETENTION": raw_retention,
     "PARTITIONS_AHEAD_DAYS": _read("TELEMETRY_PARTITIONS_AHEAD_DAYS", "int", default=3),
     # GPU ids per shard of the rollup: each shard's raw samples are read in one statement,
     # in its own transaction (GPU ids, not GPUs: ids a shard never had count too).
@@ -465,7 +470,7 @@ ANCHORGPU = {
     "ACTIVE_UTILISATION_PCT": _read("ACTIVE_UTILISATION_PCT", "float", default=5.0),
     # Where telemetry comes from: our own poller (`embedded`), or the operator's Prometheus,
     # VictoriaMetrics or Mimir (`prometheus`), read over its HTTP API (telemetry/remote.py).
-    "TELEMETRY_SOURCE": _read("TELEMETRY_SOURCE", "str", default="embedded"),
+    "TELEMETRY_SOURCE": telemetry_source,
     "PROMETHEUS": {
         # The API's base: http://prometheus:9090, http://vmselect:8481/select/0/prometheus,
         # http://mimir:8080/prometheus (…/api/v1/query is appended).
