@@ -19,18 +19,19 @@ from core.cache import breaker
 logger = logging.getLogger(__name__)
 
 
-def publish_once(task_name: str, *, within: float = 1.0) -> bool:
-    """Queue `task_name()` to run `within` seconds from now, unless one is already queued
-    from the last `within` seconds (a Redis key of that lifetime, across every process): a
-    sweep that catches up on all there is, so many commits make one run, and the run, due
-    when the key expires, comes after every commit whose call found the key. Whether it was
-    queued; with Redis away it is not, and the beat schedule runs the sweep anyway."""
-    if not cache.add(f"publish-once:{task_name}", 1, timeout=within):
+def publish_once(task_name: str, *args: int | str, within: float = 1.0) -> bool:
+    """Queue `task_name(*args)` to run `within` seconds from now, unless one with the same
+    arguments is already queued from the last `within` seconds (a Redis key of that
+    lifetime, across every process): a sweep that catches up on all there is, so many
+    commits make one run, and the run, due when the key expires, comes after every commit
+    whose call found the key. Whether it was queued; with Redis away it is not, and the beat
+    schedule runs the sweep anyway."""
+    if not cache.add(":".join(["publish-once", task_name, *map(str, args)]), 1, timeout=within):
         return False
     if not breaker.allows():
         return False
     try:
-        current_app.send_task(task_name, countdown=within)
+        current_app.send_task(task_name, args=list(args), countdown=within)
     except (RedisError, OSError, BrokerError) as exc:
         breaker.failure(exc)
         logger.warning("%s: left for the beat schedule (broker unavailable)", task_name)

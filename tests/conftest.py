@@ -187,7 +187,9 @@ def worker():
     tasks the purge dropped (a fixture's nodes queue one a moment before)."""
     app.control.purge()
     redis = cache._cache.get_client(write=True)
-    for mark in redis.scan_iter(match="*capacity-queued:*"):
+    for mark in redis.scan_iter(
+        match="*publish-once:rentals.tasks.capacity_summary_refresh_task:*"
+    ):
         redis.delete(mark)
     with start_worker(
         app, pool="solo", perform_ping_check=False, shutdown_timeout=10,

@@ -19,30 +19,25 @@ whose holdings reach the days' end. It reads the model whole (the full refresh) 
 cannot bound what changed: no summary yet, more than a day since the last, a mark naming no
 node, or more nodes owed than reading them all would cost."""
 
-import logging
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from celery import current_app
 from django.db import connection, transaction
-from kombu.exceptions import OperationalError as BrokerError
-from redis.exceptions import RedisError
 
 from catalog.models import GpuModel, NodeState
-from core.cache import breaker
 from core.dates import DAY_US
 from core.db import db_now
+from core.publish import publish_once
 from core.versions import CATALOG, bump, cache
 from rentals.models import CapacitySummary
 from rentals.selectors.summary import NODE_HORIZON, SUMMARY_DAYS
 from rentals.sql import summary as summary_sql
 
-logger = logging.getLogger(__name__)
-
-# A burst of changes queues one refresh per model: the first change's task runs this long
-# after it, once the mark that held the others back has expired (so its snapshot sees them).
+# A burst of changes queues one refresh per model (core.publish.publish_once): the first
+# change's task runs this long after it, once the mark that held the others back has
+# expired (so its snapshot sees them).
 DEBOUNCE_SECONDS = 1
 DAY = timedelta(days=1)
 REFRESH_TASK = "rentals.tasks.capacity_summary_refresh_task"
@@ -60,18 +55,6 @@ def capacity_version_key(gpu_model_id: int) -> str:
 def capacity_version(gpu_model_id: int) -> int:
     """The model's change version (0 where Redis has none or does not answer)."""
     return int(cache.get(capacity_version_key(gpu_model_id)) or 0)
-
-
-def _queue(gpu_model_id: int) -> None:
-    if not cache.add(f"capacity-queued:{gpu_model_id}", 1, timeout=DEBOUNCE_SECONDS):
-        return  # a refresh is queued and has not started: it will see this change
-    if not breaker.allows():
-        return
-    try:
-        current_app.send_task(REFRESH_TASK, args=[gpu_model_id], countdown=DEBOUNCE_SECONDS + 0.2)
-    except (RedisError, OSError, BrokerError) as exc:
-        breaker.failure(exc)
-        logger.warning("capacity refresh of model %s left for the minute's run", gpu_model_id)
 
 
 def holdings_changed(
@@ -102,7 +85,7 @@ def capacity_changed(
     def changed() -> None:
         for pk in ids:
             cache.incr_from_zero(capacity_version_key(pk))
-            _queue(pk)
+            publish_once(REFRESH_TASK, pk, within=DEBOUNCE_SECONDS)
 
     transaction.on_commit(changed)
 
