@@ -64,6 +64,12 @@ class GpuModelSerializer(serializers.ModelSerializer):
     notes = in_language("What to know before renting it")
     prices = PriceSerializer(source="current_prices", many=True)
     free_gpus_now = serializers.IntegerField()
+    free_gpus_as_of = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when `free_gpus_now` is from the capacity summary a worker keeps, the instant "
+        "it is as of (bookings since then are not counted yet; a booking checks again); null "
+        "when read from the holdings at the request",
+    )
     software = GpuModelSoftwareSerializer(
         help_text="the driver, CUDA and ROCm versions of the model's active nodes"
     )
@@ -87,6 +93,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
             "ram_gib_per_gpu",
             "prices",
             "free_gpus_now",
+            "free_gpus_as_of",
             "software",
         ]
 

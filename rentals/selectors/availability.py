@@ -15,7 +15,7 @@ from django.utils import timezone
 from catalog.models import GpuModel, Node, NodeState, Region
 from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
 from catalog.software import NO_REQUIRES, Requires
-from rentals.selectors.summary import capacity_days_summary
+from rentals.selectors.summary import capacity_days_summary, capacity_free_now
 from rentals.sql import capacity as capacity_sql
 from rentals.sql import holdings as holdings_sql
 
@@ -33,25 +33,34 @@ class Offer(TypedDict):
     """What `gpu_model_offers` sets on each model."""
 
     free_gpus_now: int
+    free_gpus_as_of: datetime | None  # from the capacity read model as of then; None: exact
     software: dict[str, Any]  # catalog.selectors.software_by_model's, one model's
 
 
 def gpu_model_offers(
     *, filters: Mapping[str, Any] | None = None, at: datetime | None = None
 ) -> "list[WithAnnotations[GpuModel, Offer]]":
-    """The catalog's models, each with `free_gpus_now`: three queries whatever the number of
-    models and GPUs (the models, their prices, and the free GPUs per model)."""
+    """The catalog's models, each with `free_gpus_now`: from the capacity read model where
+    the model's is fresh (`free_gpus_as_of` says as of when), else read exactly from the
+    live holdings (`free_gpus_as_of` None). Four queries whatever the number of models and
+    GPUs (the models, their prices, the summary's free GPUs, the software), five when some
+    model's summary is stale or missing (the exact read, which reads every live holding)."""
     at = at or timezone.now()
     # Each model gets the attributes `Offer` names below, before it is returned.
     models = cast(
         "list[WithAnnotations[GpuModel, Offer]]", list(gpu_model_list(filters=filters, at=at))
     )
-    with connection.cursor() as cursor:
-        cursor.execute(holdings_sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
-        free = dict(cursor.fetchall())
+    kept = capacity_free_now(gpu_model_ids=[model.pk for model in models], now=at)
+    exact: dict[int, int] = {}
+    if len(kept) < len(models):
+        with connection.cursor() as cursor:
+            cursor.execute(holdings_sql.FREE_NOW, {"now": at, "active": NodeState.ACTIVE})
+            exact = dict(cursor.fetchall())
     software = software_by_model()
     for model in models:
-        model.free_gpus_now = free.get(model.pk, 0)
+        model.free_gpus_now, model.free_gpus_as_of = kept.get(
+            model.pk, (exact.get(model.pk, 0), None)
+        )
         model.software = software.get(model.pk) or software_unknown()
     return models
 

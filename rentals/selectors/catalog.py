@@ -3,8 +3,11 @@ kept in Redis with the catalog version it was built at and the next instant its 
 change by time alone (a holding starting or ending, a scheduled price taking effect).
 
 A cached answer is served only while both hold, so it is never staler than a fresh one:
-bookings, cancellations and extensions (rentals services) and any catalog row saved or
-deleted (catalog.signals) bump the version when they commit."""
+bookings, cancellations and extensions (rentals services), any catalog row saved or
+deleted (catalog.signals) and a capacity refresh that moved a model's rows bump the version
+when they commit. Where every model's GPUs free now came from the capacity read model,
+those refreshes follow time for it, and the answer is kept only while the oldest of them
+is fresh enough to serve."""
 
 import hashlib
 import json
@@ -17,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core.versions import CATALOG, version, version_key
+from rentals.selectors.summary import FRESH
 from rentals.sql import capacity as capacity_sql
 
 KEEP = timedelta(hours=1)  # the longest a copy is kept even when nothing changes
@@ -24,8 +28,14 @@ KEEP = timedelta(hours=1)  # the longest a copy is kept even when nothing change
 
 def _next_change(now: datetime) -> datetime:
     with connection.cursor() as cursor:
-        cursor.execute(capacity_sql.CATALOG_NEXT_CHANGE, {"now": now})
-        upcoming = cursor.fetchone()[0]
+        cursor.execute(capacity_sql.CATALOG_SUMMARIES, {"fresh": now - FRESH})
+        unkept, oldest = cursor.fetchone()
+        if unkept == 0 and oldest is not None:  # every model's from its summary
+            cursor.execute(capacity_sql.CATALOG_NEXT_PRICE, {"now": now})
+            upcoming = min(cursor.fetchone()[0] or now + KEEP, oldest + FRESH)
+        else:
+            cursor.execute(capacity_sql.CATALOG_NEXT_CHANGE, {"now": now})
+            upcoming = cursor.fetchone()[0]
     return min(upcoming or now + KEEP, now + KEEP)
 
 

@@ -63,6 +63,18 @@ def booked_ahead_summary(
     return as_of, {(model, day): us for model, day, us in rows}
 
 
+def capacity_free_now(
+    *, gpu_model_ids: list[int], now: datetime | None = None
+) -> dict[int, tuple[int, datetime]]:
+    """Per model of `gpu_model_ids` whose summary is fresh, its GPUs free now on its active
+    nodes and the instant that is as of; the others are missing (read them exactly). One
+    query."""
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(summary_sql.FREE_NOW, {"models": gpu_model_ids, "fresh": now - FRESH})
+        return {model: (free, as_of) for model, as_of, free in cursor.fetchall()}
+
+
 def capacity_days_summary(
     *, gpu_model: GpuModel, start: datetime, days: int, region_id: int | None = None,
     requires: Requires = NO_REQUIRES, now: datetime | None = None,

@@ -131,13 +131,15 @@ def capacity_summary_refresh(
             or None in owed or len(owed) > INCREMENTAL_NODES
         ):  # fmt: skip
             cursor.execute(summary_sql.REFRESH, params)
-            return (time.perf_counter() - started) * 1000
-        if days_on == 1:
-            cursor.execute(summary_sql.ROLL, params)
-        if owed:
-            cursor.execute(summary_sql.REFRESH_NODES, {**params, "nodes": sorted(owed)})
+        elif days_on == 1 or owed:
+            if days_on == 1:
+                cursor.execute(summary_sql.ROLL, params)
+            moves = summary_sql.REFRESH_NODES if owed else summary_sql.STANDS
+            cursor.execute(moves, {**params, "nodes": sorted(owed)})
         else:
             cursor.execute(summary_sql.STANDS, params)
+            return (time.perf_counter() - started) * 1000
+        bump(CATALOG)  # the catalog's GPUs free now (rentals.selectors.catalog) moved with it
         return (time.perf_counter() - started) * 1000
 
 

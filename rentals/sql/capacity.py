@@ -386,7 +386,20 @@ FITTING_SPANS_IN_REGION = _FITTING_SPANS.format(region=_IN_REGION, stack=_STACK_
 
 
 # The next instant the catalog's figures change by time alone: a holding starting or
-# ending, a scheduled price taking effect.
+# ending, a scheduled price taking effect (`CATALOG_NEXT_PRICE`: all there is to wait for
+# where every model's GPUs free now come from the capacity read model, whose refresh moves
+# the catalog's version on).
+CATALOG_NEXT_PRICE = (
+    "SELECT min(effective_from) FROM catalog_gpuprice WHERE effective_from > %(now)s"
+)
+# The active models whose capacity summary is missing or older than `%(fresh)s`, and the
+# oldest summary's as_of.
+CATALOG_SUMMARIES = """
+SELECT count(*) FILTER (WHERE s.as_of IS NULL OR s.as_of < %(fresh)s), min(s.as_of)
+FROM catalog_gpumodel m
+LEFT JOIN rentals_capacitysummary s ON s.gpu_model_id = m.id
+WHERE m.is_active
+"""
 CATALOG_NEXT_CHANGE = """
 SELECT least(
     (SELECT min(starts_at) FROM rentals_allocationgpu WHERE NOT released AND starts_at > %(now)s),

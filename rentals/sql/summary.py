@@ -436,3 +436,15 @@ NODES_FULLEST_NOW = _nodes_fullest("free_now", ahead=False, in_region=False)
 NODES_FULLEST_NOW_IN_REGION = _nodes_fullest("free_now", ahead=False, in_region=True)
 NODES_FULLEST_AHEAD = _nodes_fullest("min_free_30d", ahead=True, in_region=False)
 NODES_FULLEST_AHEAD_IN_REGION = _nodes_fullest("min_free_30d", ahead=True, in_region=True)
+
+# The catalog's GPUs free now per model (`rentals.selectors.summary.capacity_free_now`), of
+# the models in `%(models)s` whose summary is fresh since `%(fresh)s`: the sum of its
+# counted nodes' free_now (CapacityNode, the (gpu_model, free_now) index alone), as of its
+# summary's `as_of`.
+FREE_NOW = """
+SELECT s.gpu_model_id, s.as_of,
+       coalesce((SELECT sum(c.free_now) FROM rentals_capacitynode c
+                 WHERE c.gpu_model_id = s.gpu_model_id), 0)::int
+FROM rentals_capacitysummary s
+WHERE s.gpu_model_id = ANY(%(models)s) AND s.as_of >= %(fresh)s
+"""

@@ -91,7 +91,9 @@ def test_model_list_query_count_is_constant(catalog, api):
         price(model, catalog.week, "100.00")
         price(model, catalog.day, "20.00")
         NodeFactory(gpu_model=model, gpus=4)
-    assert count() == before == 5  # the next change in time, models, prices, periods, stacks
+    # whether the capacity summaries serve, the next change in time, models, prices, the
+    # summaries' GPUs free now and, with none kept here, the holdings', periods, stacks
+    assert count() == before == 7
 
 
 def test_periods_options_regions(catalog, api):

@@ -31,6 +31,7 @@ from rentals.selectors.availability import (
     availability_calendar,
     availability_days,
     availability_days_read,
+    gpu_model_offers,
 )
 from rentals.selectors.summary import SUMMARY_DAYS, capacity_days_summary
 from rentals.services import allocation_cancel, allocation_extend, quote_create
@@ -425,6 +426,49 @@ def test_the_book_page_says_as_of_only_when_it_read_the_summary(catalog, alice, 
     assert "the booking checks again" in page
     CapacitySummary.objects.update(as_of=CapacitySummary.objects.get().as_of - timedelta(hours=1))
     assert 'id="calendar-as-of"' not in client.get("/book/h100/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_catalog_reads_gpus_free_now_from_the_summary_and_says_as_of(
+    catalog, alice, bob, client, api, django_capture_on_commit_callbacks
+):
+    """Where every model's summary is fresh the catalog's GPUs free now are its, as of its
+    refresh (a booking since is not counted until the next one), on the page and in the
+    API; stale or missing, the holdings are read and no "as of" is said."""
+    book(alice, model="h100", count=3, period="week")
+    exact = {m.slug: m.free_gpus_now for m in gpu_model_offers()}
+    assert {m.free_gpus_as_of for m in gpu_model_offers()} == {None}
+    assert "as-of" not in client.get("/").content.decode()
+    _refresh_all()
+    kept = {m.slug: (m.free_gpus_now, m.free_gpus_as_of) for m in gpu_model_offers()}
+    as_of = CapacitySummary.objects.get(gpu_model__slug="h100").as_of
+    assert {slug: free for slug, (free, _at) in kept.items()} == exact
+    assert kept["h100"][1] == as_of
+    page = client.get("/").content.decode()
+    assert f"(as of {as_of:%H:%M:%S})" in page
+    listed = {m["slug"]: m for m in api.get("/api/v1/gpu-models/").json()["results"]}
+    assert listed["h100"]["free_gpus_now"] == exact["h100"]
+    assert listed["h100"]["free_gpus_as_of"] is not None
+    # A booking: the summary still says what it did until its refresh, which the API's
+    # cached answer follows (the refresh moves the catalog's version on).
+    with django_capture_on_commit_callbacks(execute=True):
+        book(bob, model="h100", count=2, period="day")
+    assert {m.slug: m.free_gpus_now for m in gpu_model_offers()} == exact
+    listed = {m["slug"]: m for m in api.get("/api/v1/gpu-models/").json()["results"]}
+    assert listed["h100"]["free_gpus_now"] == exact["h100"]  # as of the refresh before
+    with django_capture_on_commit_callbacks(execute=True):
+        _refresh_all()
+    assert {m.slug: m.free_gpus_now for m in gpu_model_offers()} == {
+        **exact,
+        "h100": exact["h100"] - 2,
+    }
+    listed = {m["slug"]: m for m in api.get("/api/v1/gpu-models/").json()["results"]}
+    assert listed["h100"]["free_gpus_now"] == exact["h100"] - 2
+    # One model's rows too old: read exactly, no "as of" for it.
+    CapacitySummary.objects.filter(gpu_model__slug="l4").update(as_of=as_of - timedelta(hours=1))
+    offers = {m.slug: m for m in gpu_model_offers()}
+    assert offers["l4"].free_gpus_as_of is None and offers["h100"].free_gpus_as_of is not None
+    assert offers["l4"].free_gpus_now == exact["l4"]
 
 
 @pytest.mark.django_db
