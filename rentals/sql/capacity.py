@@ -402,7 +402,8 @@ WHERE m.is_active
 """
 CATALOG_NEXT_CHANGE = """
 SELECT least(
-    (SELECT min(starts_at) FROM rentals_allocationgpu WHERE NOT released AND starts_at > %(now)s),
+    (SELECT min(starts_at) FROM rentals_allocationgpu  -- a later start ends later: live
+     WHERE NOT released AND ends_at > %(now)s AND starts_at > %(now)s),
     (SELECT min(ends_at) FROM rentals_allocationgpu WHERE NOT released AND ends_at > %(now)s),
     (SELECT min(effective_from) FROM catalog_gpuprice WHERE effective_from > %(now)s)
 )
