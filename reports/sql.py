@@ -254,13 +254,16 @@ _ALLOCATIONS_WHERE = {
     "expiring": SQL("a.state = ANY(%(started)s) AND a.paid_until <= %(soon)s"),
     # Running since before `since`, and none of its GPUs over the active threshold in any
     # minute rolled up since then: one row per GPU (telemetry_gpubusy, kept by the minute
-    # rollup), not each GPU's minutes.
+    # rollup), not each GPU's minutes. OFFSET 0 keeps the check a probe per allocation, read
+    # in paid_until order and stopping at the limit; flattened into an anti-join, it hashed
+    # every holding ever written joined with every GPU's busy row (24 → 8.5 ms at 10k GPUs).
     "idle": SQL(
         """
 a.state = %(running)s AND a.paid_from <= %(since)s AND NOT EXISTS (
     SELECT 1 FROM rentals_allocationgpu ag
     JOIN telemetry_gpubusy b ON b.gpu_id = ag.gpu_id
-    WHERE ag.allocation_id = a.id AND b.at >= %(since)s)
+    WHERE ag.allocation_id = a.id AND b.at >= %(since)s
+    OFFSET 0)
 """
     ),
 }
