@@ -63,7 +63,9 @@ def test_a_quote_a_booking_and_the_catalog_over_http(catalog, alice_api, api):
         allocation.node.hostname, allocation.node.region.slug
     )  # fmt: skip
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
-    assert statements == 5  # a fresh answer: next change in time, models, prices, periods, stacks
+    # a fresh answer: whether the capacity summaries serve, the next change in time, models,
+    # prices, the summaries' GPUs free now and (none kept here) the holdings', periods, stacks
+    assert statements == 7
     statements, _page = _count(lambda: api.get("/api/v1/gpu-models/"))
     assert statements == 0  # the read model
 
