@@ -16,7 +16,7 @@ register = template.Library()
 
 
 @cache
-def _labels(field: Field) -> dict[Any, Any]:
+def _labels(field: "Field[Any, Any]") -> dict[Any, Any]:
     return dict(field.flatchoices)
 
 
@@ -24,5 +24,6 @@ def _labels(field: Field) -> dict[Any, Any]:
 def label(instance: Model, name: str) -> Any:
     """The label of `instance`'s choice in field `name` (its value where it has none)."""
     field = instance._meta.get_field(name)
+    assert isinstance(field, Field), f"{name} is not a concrete field"
     value = getattr(instance, field.attname)
     return _labels(field).get(value, value)
