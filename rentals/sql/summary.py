@@ -9,10 +9,11 @@ from rentals.sql.capacity import BUSY_BY_DAY
 from rentals.sql.holdings import held_day_span, holding_overlaps
 
 # Parameters: `model`, `active` (NodeState.ACTIVE), `now` (the rows' as_of), `first` (now's
-# UTC midnight) and `first_day` (its date), `days` (days of CapacityDay and BookedAheadDay), `ahead` (now + `horizon`,
-# CapacityNode's 30 days), `version` (the change version read before this statement),
-# `day0`, `day_n`, `day_us` (BookedAheadDay's days in µs), and for the incremental refresh
-# `nodes` (the node ids to recompute).
+# UTC midnight) and `first_day` (its date), `days` (days of CapacityDay and BookedAheadDay),
+# `ahead` (now + `horizon`, CapacityNode's 30 days), `version` (the change version read
+# before this statement), `day0`, `day_n`, `day_us` (BookedAheadDay's days in µs), for the
+# incremental refresh `nodes` (the node ids to recompute), and for a new day's (`ROLL`)
+# `last` (the last day's date) and `last_but_one` (the day before it, its start).
 #
 # Each node's share, computed alike by both (`_shares`): the nodes in scope (the model's,
 # or those of them named), those counted (active, with GPUs), their live holdings, and per
