@@ -43,7 +43,7 @@ from django.contrib.auth.hashers import make_password
 from django.db import connection, transaction
 from django.db.models import Max
 
-from accounts.models import Role, Team
+from accounts.models import BillingMode, Role, Team
 from accounts.roles import personal_team
 from anchorgpu import sql
 from catalog.demo import HOST_SHARE, gpu_identity, seed_catalog
@@ -612,6 +612,9 @@ def generate_scale(
     customer = User.objects.create_user(CUSTOMER, f"{CUSTOMER}@scale.example", "scale-password")
     User.objects.create_user(STAFF, f"{STAFF}@scale.example", "scale-password", is_staff=True)
     customer_team = personal_team(customer).pk
+    # Invoiced, as its generated history is and every generated team is (the column's
+    # default), whatever a new sign-up's mode is here (NEW_TEAM_BILLING_MODE).
+    Team.objects.filter(pk=customer_team).update(billing_mode=BillingMode.INVOICED)
     step("catalog and the benchmark's accounts")
 
     nodes = _fleet(world, gpus, regions, models, now)

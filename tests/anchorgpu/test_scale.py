@@ -3,6 +3,7 @@ the database enforces, at a size a test can afford; the benchmark writes the big
 
 import pytest
 
+from accounts.models import BillingMode, Team
 from anchorgpu.scale import CUSTOMER, fleet_gpu_identity, generate_scale
 from catalog.models import Gpu
 from rentals.models import Allocation, LedgerEntry
@@ -24,7 +25,9 @@ def test_generated_gpus_have_distinct_identities_at_100k():
 
 
 @pytest.mark.django_db
-def test_a_small_generated_year_is_written_whole():
+def test_a_small_generated_year_is_written_whole(settings):
+    # a sign-up pays by card here: the generated customer, with its invoiced history, does not
+    settings.ANCHORGPU = {**settings.ANCHORGPU, "NEW_TEAM_BILLING_MODE": "card"}
     generated = generate_scale(gpus=120, days=20, hourly_days=1, raw_hours=0.25,
                                log=lambda line: None)  # fmt: skip
     rows = generated["rows"]
@@ -36,6 +39,7 @@ def test_a_small_generated_year_is_written_whole():
         2000, allocations
     )
     assert LedgerEntry.objects.filter(team__personal_for__username=CUSTOMER).count() == 50_000
+    assert set(Team.objects.values_list("billing_mode", flat=True)) == {BillingMode.INVOICED}
     assert rows["fleet minutes"] > 0  # the rollup ran once over the raw samples
 
 
