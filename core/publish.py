@@ -19,6 +19,11 @@ from core.cache import breaker
 logger = logging.getLogger(__name__)
 
 
+def once_key(task_name: str, *args: int | str) -> str:
+    """The mark `publish_once` holds for `task_name(*args)` (a glob pattern given "*")."""
+    return ":".join(["publish-once", task_name, *map(str, args)])
+
+
 def publish_once(task_name: str, *args: int | str, within: float = 1.0) -> bool:
     """Queue `task_name(*args)` to run `within` seconds from now, unless one with the same
     arguments is already queued from the last `within` seconds (a Redis key of that
@@ -26,7 +31,7 @@ def publish_once(task_name: str, *args: int | str, within: float = 1.0) -> bool:
     commits make one run, and the run, due when the key expires, comes after every commit
     whose call found the key. Whether it was queued; with Redis away it is not, and the beat
     schedule runs the sweep anyway."""
-    if not cache.add(":".join(["publish-once", task_name, *map(str, args)]), 1, timeout=within):
+    if not cache.add(once_key(task_name, *args), 1, timeout=within):
         return False
     if not breaker.allows():
         return False

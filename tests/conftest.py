@@ -9,6 +9,7 @@ from django.utils import timezone, translation
 from rest_framework.test import APIClient
 
 from anchorgpu.celery import app
+from core.publish import once_key
 from tests import dbtemplate
 from tests.support.browser import chromium_path
 from tests.support.factories.accounts import person
@@ -183,13 +184,11 @@ def staff_api(staff):
 def worker():
     """A real Celery worker (solo pool) on the test broker. Tasks that earlier tests queued
     with no worker running are dropped first, so this test's tasks are not behind them; so
-    are the marks that say a capacity refresh is queued (`rentals.services.summary`), whose
-    tasks the purge dropped (a fixture's nodes queue one a moment before)."""
+    are the marks that say one is queued (core.publish.publish_once: a capacity refresh,
+    say, which a fixture's nodes queue a moment before), whose tasks the purge dropped."""
     app.control.purge()
     redis = cache._cache.get_client(write=True)
-    for mark in redis.scan_iter(
-        match="*publish-once:rentals.tasks.capacity_summary_refresh_task:*"
-    ):
+    for mark in redis.scan_iter(match="*" + once_key("*")):
         redis.delete(mark)
     with start_worker(
         app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
