@@ -163,7 +163,10 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
               AND (e.at, e.id) > (stop.at, stop.id)
             ORDER BY e.at, e.id LIMIT 1
         ) AS back ON true
-        WHERE (a.state = ANY(%(started)s) OR a.paid_until >= %(start)s)
+        -- stopped time ends by paid_until, so only allocations paid past the range's start
+        -- count: found by time (the index on state and paid_until, a range per state that
+        -- may have stopped), not among every allocation ever written
+        WHERE a.state = ANY(%(stoppable)s) AND a.paid_until > %(start)s
           AND a.paid_from <= %(now)s
           AND least(back.at, a.paid_until, %(now)s) > greatest(stop.at, %(start)s)),
        (SELECT coalesce(sum(cardinality(s.gpus) * extract(epoch FROM
