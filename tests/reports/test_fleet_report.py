@@ -179,8 +179,9 @@ def test_heatmap_cells_show_gpu_days_in_the_page_language():
 
 def test_stopped_gpu_hours_are_the_stopped_spans_within_the_range(catalog, alice):
     """The database's sum against `stopped_spans` in Python: a stop that ended, one still
-    open, one before the range, a stop clipped by the range's start, and an allocation
-    expired while stopped (its paid period ended within the week, before the day)."""
+    open, one before the range, stops clipped by the range's start (one left within the
+    range, one never left), and an allocation expired while stopped (its paid period ended
+    within the week, before the day)."""
     acting = acting_as(alice)
     closed = book(alice, model="l4", count=2, period="week")
     at = closed.paid_from
@@ -189,6 +190,8 @@ def test_stopped_gpu_hours_are_the_stopped_spans_within_the_range(catalog, alice
     allocation_stop(acting=acting, allocation=closed, now=at + timedelta(hours=40))
     open_ = book(alice, model="h100", count=1, period="week")
     allocation_stop(acting=acting, allocation=open_, now=at + timedelta(hours=45))
+    still = book(alice, model="l4", count=1, period="week")
+    allocation_stop(acting=acting, allocation=still, now=at + timedelta(hours=10))
     running = book(alice, model="h100", count=3, period="day")
     expired = book(alice, model="l4", count=1, period="day")
     allocation_stop(acting=acting, allocation=expired, now=at + timedelta(hours=3))
@@ -199,7 +202,7 @@ def test_stopped_gpu_hours_are_the_stopped_spans_within_the_range(catalog, alice
     for days in (1, 7):
         start = now - timedelta(days=days)
         expected = 0.0
-        for allocation in (closed, open_, running, expired):
+        for allocation in (closed, open_, still, running, expired):
             allocation.refresh_from_db()
             for a, b in stopped_spans(allocation=allocation, now=now):
                 overlap = (min(b, now) - max(a, start)).total_seconds()
