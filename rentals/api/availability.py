@@ -99,6 +99,11 @@ class AvailabilityWindowSerializer(serializers.Serializer):
         help_text="how many nodes (whole nodes of the network group, for `node_count`) the "
         "request fits on from `starts_at`; `nodes` names the first of them"
     )
+    as_of = serializers.DateTimeField(
+        allow_null=True, default_timezone=UTC,
+        help_text="this window (GPUs on one node from now) was read from the capacity read "
+        "model as of this instant (the booking checks again); null: read exactly",
+    )  # fmt: skip
 
 
 class AvailabilitySerializer(serializers.Serializer):
@@ -119,7 +124,7 @@ def availability(data: dict) -> dict:
     windows = start_windows(
         gpu_model=model, duration=duration, not_before=data["start"],
         gpu_count=data.get("gpu_count", 1), node_count=data.get("node_count"),
-        region_id=region.pk if region else None, requires=data["requires"],
+        region_id=region.pk if region else None, requires=data["requires"], kept=True,
     )  # fmt: skip
     days = (data["end"] - data["start"]).days + 1
     rows, as_of = availability_days_read(
@@ -139,7 +144,8 @@ class AvailabilityApi(APIView):
     """For the next 90 days, per day: the most GPUs free on one node, whole nodes free and
     GPUs free in all; and the next start times that fit the request (`gpu_count` GPUs on
     one node, or `node_count` whole nodes in one region), with where. Read from the same
-    holds that booking checks, so it is never more optimistic than a booking.
+    holds that booking checks, or, where a part carries `as_of`, from the capacity read
+    model as of that instant: the booking checks again.
 
     For signed-in customers (a session or a token): what is free when is a fleet's
     occupancy, not a public page; the catalog's `free_gpus_now` is public."""

@@ -15,9 +15,16 @@ from django.utils import timezone
 from catalog.models import GpuModel, Node, NodeState, Region
 from catalog.selectors import catalog_rows, gpu_model_list, software_by_model, software_unknown
 from catalog.software import NO_REQUIRES, Requires
-from rentals.selectors.summary import capacity_days_summary, capacity_free_now
+from rentals.selectors.summary import (
+    FRESH,
+    NODE_HORIZON,
+    capacity_as_of,
+    capacity_days_summary,
+    capacity_free_now,
+)
 from rentals.sql import capacity as capacity_sql
 from rentals.sql import holdings as holdings_sql
+from rentals.sql import summary as summary_sql
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -344,22 +351,28 @@ def cluster_fits(
 
 class StartWindow(TypedDict):
     """One of `start_windows`: when, in which region (slug), on which nodes (hostnames: at
-    most WINDOW_NODES_SHOWN, or a cluster's node count, fullest first) of how many."""
+    most WINDOW_NODES_SHOWN, or a cluster's node count, fullest first) of how many, and
+    the instant that is as of where the capacity read model answered (None: exactly)."""
 
     starts_at: datetime
     region: str
     nodes: list[str]
     nodes_total: int
+    as_of: datetime | None
 
 
 def start_windows(
     *, gpu_model: GpuModel, duration: timedelta, not_before: datetime, gpu_count: int = 1,
     node_count: int | None = None, region_id: int | None = None, limit: int = 5,
-    requires: Requires = NO_REQUIRES,
+    requires: Requires = NO_REQUIRES, kept: bool = False,
 ) -> list[StartWindow]:  # fmt: skip
     """The next start times at which the request fits, with where: `gpu_count` GPUs on one
     node, or `node_count` whole nodes of one network group for the same window. Capacity
-    only frees up when a holding ends, so those instants are the only candidates."""
+    only frees up when a holding ends, so those instants are the only candidates.
+
+    `kept`: where the answer is shown "as of" (pages, the availability API), GPUs on one
+    node from now may be read from the capacity read model (`_fitting_now_kept`); what
+    books or refuses (an earliest start offered with a refusal) asks exactly."""
     params = _params(
         gpu_model=gpu_model, duration=duration, gpu_count=gpu_count, node_count=node_count,
         region_id=region_id, requires=requires,
@@ -368,7 +381,13 @@ def start_windows(
         # Usually the request fits from `not_before` already: that is asked first, and only
         # when it does not give enough windows are the later candidates read, then asked in
         # time order, one statement each, until enough windows.
-        fitting = _fitting_at(cursor, not_before, params)
+        as_of, fitting = None, []
+        if kept and not node_count:
+            as_of, fitting = _fitting_now_kept(
+                cursor, gpu_model=gpu_model, t=not_before, params=params
+            )
+        if not fitting:  # not asked, or none fits as of the summary: ask exactly
+            as_of, fitting = None, _fitting_at(cursor, not_before, params)
         rows = [(not_before, where, nodes, total) for where, _group, nodes, total in fitting]
         spans = None  # asked at every candidate instant
         if not rows:
@@ -392,6 +411,24 @@ def start_windows(
                 if len(rows) >= limit:
                     break
     return [
-        {"starts_at": t, "region": where, "nodes": list(nodes), "nodes_total": total}
+        {"starts_at": t, "region": where, "nodes": list(nodes), "nodes_total": total,
+         "as_of": as_of if t == not_before else None}
         for t, where, nodes, total in rows[:limit]
-    ]
+    ]  # fmt: skip
+
+
+def _fitting_now_kept(
+    cursor: CursorWrapper, *, gpu_model: GpuModel, t: datetime, params: Mapping[str, Any]
+) -> tuple[datetime | None, list[tuple[Any, ...]]]:
+    """`_fitting_at`'s rows for GPUs on one node from `t`, read from the capacity read model
+    (`summary_sql.FITTING_NOW_KEPT`), with the instant they are as of; (None, []) where it
+    cannot answer: rows too old or missing, `t` not within FRESH of them (their free-now is
+    theirs), or the window ending past their horizon (their fewest free)."""
+    as_of = capacity_as_of(gpu_model=gpu_model)
+    if as_of is None or t - as_of > FRESH or t + params["duration"] > as_of + NODE_HORIZON:
+        return None, []
+    statement = (
+        summary_sql.FITTING_NOW_KEPT_IN_REGION if params["region"] else summary_sql.FITTING_NOW_KEPT
+    )
+    cursor.execute(statement, {**params, "t": t})
+    return as_of, cursor.fetchall()

@@ -349,7 +349,7 @@ def _availability_context(request, gpu_model, form) -> dict:
             gpu_model=gpu_model, duration=choice.period.duration * choice.period_count,
             not_before=now, gpu_count=choice.gpu_count,
             node_count=choice.node_count if choice.shape == "nodes" else None,
-            region_id=region_id, limit=3, requires=choice.requires,
+            region_id=region_id, limit=3, requires=choice.requires, kept=True,
         )  # fmt: skip
     return {
         "calendar_weeks": [[_calendar_cell(day) for day in week] for week in calendar.weeks],

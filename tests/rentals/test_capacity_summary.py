@@ -3,6 +3,7 @@ one is never served (the exact read answers, with no "as of"), pages say "as of"
 they read it, booking stays exact, and a change's commit refreshes it."""
 
 import contextlib
+import itertools
 import uuid
 from collections import defaultdict
 from datetime import timedelta
@@ -32,6 +33,7 @@ from rentals.selectors.availability import (
     availability_days,
     availability_days_read,
     gpu_model_offers,
+    start_windows,
 )
 from rentals.selectors.summary import SUMMARY_DAYS, capacity_days_summary
 from rentals.services import allocation_cancel, allocation_extend, quote_create
@@ -128,6 +130,23 @@ def _summary_equals_the_exact_reads(catalog, frankfurt, alice, bookings):
     _refresh_all()
     for slug in ("h100", "l4", "mi300x"):
         _equals_the_exact_reads(GpuModel.objects.get(slug=slug), catalog, frankfurt)
+        _windows_equal_the_exact_ones(GpuModel.objects.get(slug=slug), frankfurt)
+
+
+def _windows_equal_the_exact_ones(model, frankfurt):
+    """Start windows from now read from the summary (`kept`) are the exact ones, said as of
+    the summary's as_of."""
+    as_of = CapacitySummary.objects.get(gpu_model=model).as_of
+    for count, days, region_id in itertools.product((1, 3, 8), (1, 7), (None, frankfurt.pk)):
+        asked = {"gpu_model": model, "duration": days * DAY, "not_before": as_of,
+                 "gpu_count": count, "region_id": region_id}  # fmt: skip
+        exact = start_windows(**asked)
+        kept = start_windows(**asked, kept=True)
+        assert all(w["as_of"] is None for w in exact)
+        assert [w["as_of"] for w in kept] == [
+            as_of if w["starts_at"] == as_of else None for w in kept
+        ]
+        assert [{**w, "as_of": None} for w in kept] == exact, (count, days, region_id)
 
 
 def _equals_the_exact_reads(model, catalog, frankfurt):
@@ -424,8 +443,15 @@ def test_the_book_page_says_as_of_only_when_it_read_the_summary(catalog, alice, 
     page = client.get("/book/h100/").content.decode()
     assert 'id="calendar-as-of"' in page
     assert "the booking checks again" in page
+    assert 'id="windows-as-of"' in page  # the earliest start from now, from the summary too
+    api = client.get("/api/v1/availability/?gpu_model=h100&gpu_count=2&period=day").json()
+    assert api["windows"][0]["as_of"] == api["as_of"] is not None
     CapacitySummary.objects.update(as_of=CapacitySummary.objects.get().as_of - timedelta(hours=1))
-    assert 'id="calendar-as-of"' not in client.get("/book/h100/").content.decode()
+    page = client.get("/book/h100/").content.decode()
+    assert 'id="calendar-as-of"' not in page
+    assert 'id="windows-as-of"' not in page
+    api = client.get("/api/v1/availability/?gpu_model=h100&gpu_count=2&period=day").json()
+    assert api["windows"][0]["as_of"] is None
 
 
 @pytest.mark.django_db

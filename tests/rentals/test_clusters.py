@@ -251,7 +251,7 @@ def _windows_asking_every_instant(
             fitting = availability._fitting_at(cursor, t, params)
             rows += [(t, where, nodes, total) for where, _group, nodes, total in fitting]
     return [
-        {"starts_at": t, "region": w, "nodes": list(n), "nodes_total": total}
+        {"starts_at": t, "region": w, "nodes": list(n), "nodes_total": total, "as_of": None}
         for t, w, n, total in rows[:limit]
     ]
 
