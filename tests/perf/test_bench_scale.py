@@ -2,11 +2,11 @@
 customers, staff and workers wait for, and how it grows.
 
 Each size is generated afresh (`anchorgpu.scale.generate_scale`, the same as
-`manage.py generate_scale`), then every figure is timed: pages and other GETs as a real
-gunicorn answers them, everything else in this process (`_Viewer`). A GET's peak is the
-Python memory tracemalloc saw while the test client made one request in this process, with
-templates rendered as a server renders them (`templates_as_served`), on a separate pass so
-the timings run without it. Growth ratios compare the two largest sizes run, measured in
+`manage.py generate_scale`), then every figure is timed: pages, other GETs, quotes and
+bookings as a real gunicorn answers them, everything else in this process (`_Viewer`). A
+request's peak is the Python memory tracemalloc saw while the test client made it in this
+process, with templates rendered as a server renders them (`templates_as_served`), on a
+separate pass so the timings run without it. Growth ratios compare the two largest sizes run, measured in
 this one run: the machine is shared, so absolute figures are noisy and the ratios are what
 to read.
 
@@ -14,6 +14,7 @@ BENCH_SCALE_GPUS: a size to add (e.g. 100000) or a comma list that replaces 1000
 BENCH_SCALE_DAYS (365), BENCH_SCALE_RUNS (5), BENCH_SCALE_HOURLY_DAYS (7).
 """
 
+import json
 import math
 import os
 import statistics
@@ -102,26 +103,37 @@ def _pcts(times):
 
 
 class _Viewer:
-    """One signed-in user's requests. GETs go through Django's test client in this process
+    """One signed-in user's requests. They go through Django's test client in this process
     (the warm-up, and the pass tracemalloc watches) or, while `served` is set, to a real
     gunicorn with the same session: what the figures time. In this process a request runs
     some 60 frames deep under pytest, and CPython 3.11 allocates its frame stack in chunks
     it maps and unmaps as a call crosses a chunk's edge (cpython#142183, fixed on the 3.13
     and 3.14 branches in March 2026): at 10k GPUs the book page took 50 ms there against
     35 ms at the top of a script, with 15 times the mmap calls. A server's request runs at a depth of its own.
-    POSTs (quotes, bookings) stay in this process: the API refuses a session's POST without
-    its CSRF token."""
+    POSTs (quotes, bookings) go the same way, with the session's CSRF token (its cookie,
+    set by a page, sent back in the header), as a browser's script sends them."""
 
     served = False
 
     def __init__(self, client, http):
         self.client, self.http = client, http
+        self.csrf = None
 
     def get(self, url, **extra):
         return self.http.get(url, **extra) if self.served else self.client.get(url, **extra)
 
-    def post(self, *args, **kwargs):
-        return self.client.post(*args, **kwargs)
+    def post(self, url, data, *, content_type, headers=None):
+        if not self.served:
+            return self.client.post(url, data, content_type=content_type, headers=headers)
+        if self.csrf is None:
+            assert self.http.get("/book/h100-sxm/").status_code == 200  # its form sets the cookie
+            self.csrf = self.http.cookies[settings.CSRF_COOKIE_NAME]
+        response = self.http.post(
+            url, content=json.dumps(data),
+            headers={"Content-Type": content_type, "X-CSRFToken": self.csrf, **(headers or {})},
+        )  # fmt: skip
+        assert response.status_code < 300, (url, response.status_code, response.text[:300])
+        return response
 
 
 def _get(client, url, **extra):
@@ -323,12 +335,11 @@ def _measure(client, staff_client, generated, gpus):
         if before:
             before()
         peak = _peak_mib(call)
-        if name == "booking":
-            quotes[:] = [quote_for_booking().pk for _ in range(RUNS)]
+        if name == "booking":  # each booking takes one of the quotes made for it
+            quotes[:] = [quote_for_booking().pk for _ in range(RUNS + 1)]
         client.served = staff_client.served = True
         try:
-            if name != "booking":  # each booking takes one of the quotes made for it
-                call(0)  # the server's first request of a kind
+            call(0)  # the server's first request of a kind
             p50, p95 = _pcts(_timed(call, before=before))
         finally:
             client.served = staff_client.served = False
