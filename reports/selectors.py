@@ -39,6 +39,8 @@ from telemetry.selectors import (
 )
 
 _STARTED = [AllocationState.RUNNING, AllocationState.STOPPED]
+# The states an allocation may be in once it has been stopped (all but scheduled).
+_STOPPABLE = [*_STARTED, AllocationState.EXPIRED, AllocationState.CANCELLED]
 
 # How far back "busy now" looks for the newest minute rolled up: older is not "now".
 BUSY_NOW_WITHIN = timedelta(minutes=5)
@@ -299,7 +301,8 @@ def fleet_report(*, days: int = 7, now: datetime | None = None) -> dict[str, Any
     # A dict of Any: the stubs' list of adaptable values leaves out timedelta (an interval).
     params: dict[str, Any] = {
         "now": now, "start": start, "active": NodeState.ACTIVE, "retired": NodeState.RETIRED,
-        "stopped": AllocationState.STOPPED, "impaired_min": impaired_minimum(),
+        "stopped": AllocationState.STOPPED, "stoppable": _STOPPABLE,
+        "impaired_min": impaired_minimum(),
     }  # fmt: skip
     with reads_cursor() as cursor:
         cursor.execute(sql.FLEET_REPORT_NOW, params)

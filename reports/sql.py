@@ -145,66 +145,30 @@ WHERE NOT ag.released AND ag.allocation_id IS NOT NULL
   AND ag.starts_at < greatest(%(now)s, %(open_end)s)
 """
 
-# The stopped spans that may overlap [start, now), as (GPUs, paid from, paid until, stopped
-# at, left at: NULL while stopped), found by time, not among every allocation or stop ever
-# written. Three disjoint kinds: stops begun within the range (each with the first event
-# after it leaving "stopped"); stops begun before it and left after its start (the stop
-# before each event leaving "stopped" since then); stops begun before it and not left (each
-# stopped allocation's last). By the events' indexes on `at` and on (allocation, at, id),
-# and a probe per span for its allocation (OFFSET 0: not flattened into a hash of every
-# allocation ever written).
-_STOPPED_SPANS = """
-SELECT a.gpu_count, a.paid_from, a.paid_until, s.at, back.at
-FROM rentals_allocationevent s
-CROSS JOIN LATERAL (
-    SELECT a.gpu_count, a.paid_from, a.paid_until FROM rentals_allocation a
-    WHERE a.id = s.allocation_id OFFSET 0
-) AS a
-LEFT JOIN LATERAL (
-    SELECT e.at FROM rentals_allocationevent e
-    WHERE e.allocation_id = s.allocation_id AND e.from_state = %(stopped)s
-      AND (e.at, e.id) > (s.at, s.id)
-    ORDER BY e.at, e.id LIMIT 1
-) AS back ON true
-WHERE s.to_state = %(stopped)s AND s.at >= %(start)s AND s.at < %(now)s
-UNION ALL
-SELECT a.gpu_count, a.paid_from, a.paid_until, before.at, e.at
-FROM rentals_allocationevent e
-CROSS JOIN LATERAL (
-    SELECT s.at FROM rentals_allocationevent s
-    WHERE s.allocation_id = e.allocation_id AND s.to_state = %(stopped)s
-      AND (s.at, s.id) < (e.at, e.id)
-    ORDER BY s.at DESC, s.id DESC LIMIT 1
-) AS before
-CROSS JOIN LATERAL (
-    SELECT a.gpu_count, a.paid_from, a.paid_until FROM rentals_allocation a
-    WHERE a.id = e.allocation_id AND before.at < %(start)s OFFSET 0
-) AS a
-WHERE e.from_state = %(stopped)s AND e.at > %(start)s
-UNION ALL
-SELECT a.gpu_count, a.paid_from, a.paid_until, last.at, NULL
-FROM rentals_allocation a
-CROSS JOIN LATERAL (
-    SELECT s.at FROM rentals_allocationevent s
-    WHERE s.allocation_id = a.id AND s.to_state = %(stopped)s
-    ORDER BY s.at DESC, s.id DESC LIMIT 1
-) AS last
-WHERE a.state = %(stopped)s AND last.at < %(start)s
-"""
-
 # The page's top line in one statement (but GPUs allocated now, which BOOKED_AHEAD counts):
 # GPUs in the fleet, GPU-hours paid but stopped within the range (each stop to the next event
 # leaving "stopped" or the end of the paid period, whichever is first: an expiry leaves it
 # when enforcement runs, after that end; clipped to the range), impaired
 # GPU-hours within the range (the impaired spans' GPUs) and nodes per health.
-_FLEET_REPORT_NOW = SQL("""
+FLEET_REPORT_NOW = """
 SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(active)s),
-       (SELECT coalesce(sum(span.gpus * extract(epoch FROM
-                    least(span.left_at, span.paid_until, %(now)s)
-                    - greatest(span.stopped_at, %(start)s))), 0) / 3600
-        FROM ({stopped_spans}) AS span (gpus, paid_from, paid_until, stopped_at, left_at)
-        WHERE span.paid_from <= %(now)s
-          AND least(span.left_at, span.paid_until, %(now)s) > greatest(span.stopped_at, %(start)s)),
+       (SELECT coalesce(sum(a.gpu_count * extract(epoch FROM
+                    least(back.at, a.paid_until, %(now)s) - greatest(stop.at, %(start)s))),
+                0) / 3600
+        FROM rentals_allocation a
+        JOIN rentals_allocationevent stop ON stop.allocation_id = a.id AND stop.to_state = %(stopped)s
+        LEFT JOIN LATERAL (
+            SELECT e.at FROM rentals_allocationevent e
+            WHERE e.allocation_id = a.id AND e.from_state = %(stopped)s
+              AND (e.at, e.id) > (stop.at, stop.id)
+            ORDER BY e.at, e.id LIMIT 1
+        ) AS back ON true
+        -- stopped time ends by paid_until, so only allocations paid past the range's start
+        -- count: found by time (the index on state and paid_until, a range per state that
+        -- may have stopped), not among every allocation ever written
+        WHERE a.state = ANY(%(stoppable)s) AND a.paid_until > %(start)s
+          AND a.paid_from <= %(now)s
+          AND least(back.at, a.paid_until, %(now)s) > greatest(stop.at, %(start)s)),
        (SELECT coalesce(sum(cardinality(s.gpus) * extract(epoch FROM
                     least(coalesce(s.ended_at, %(now)s), %(now)s) - greatest(s.started_at, %(start)s))),
                 0) / 3600
@@ -215,8 +179,7 @@ SELECT (SELECT coalesce(sum(gpu_count), 0) FROM catalog_node WHERE state = %(act
        (SELECT json_object_agg(health, n ORDER BY health)
         FROM (SELECT health, count(*) AS n FROM catalog_node WHERE state <> %(retired)s
               GROUP BY health) AS h)
-""")
-FLEET_REPORT_NOW = _FLEET_REPORT_NOW.format(stopped_spans=SQL(_STOPPED_SPANS)).as_string()
+"""
 
 # Charges and refunds (`kinds`) per currency and rental period, net of VAT (VAT is not the
 # provider's revenue), each row naming its allocation's period: the closed days from

@@ -290,9 +290,8 @@ class AllocationEvent(models.Model):
                 "to_state", AllocationState, blank=True, name="rentals_allocationevent_to_valid"
             ),
         ]
-        # The fleet report's stopped GPU-hours: the stops and the events leaving "stopped"
-        # within a range (by `at`), and each one's stop before or first event after (by
-        # allocation), read from these alone (reports.sql.FLEET_REPORT_NOW).
+        # The fleet report's stopped GPU-hours: each stop, and the first event after it
+        # that leaves "stopped", both read from these alone (reports.sql.FLEET_REPORT_NOW).
         indexes = [
             models.Index(
                 fields=["allocation", "at", "id"], condition=Q(to_state=AllocationState.STOPPED),
@@ -301,14 +300,6 @@ class AllocationEvent(models.Model):
             models.Index(
                 fields=["allocation", "at", "id"], condition=Q(from_state=AllocationState.STOPPED),
                 name="rentals_event_stop_ends",
-            ),
-            models.Index(
-                fields=["at", "id"], include=["allocation"],
-                condition=Q(to_state=AllocationState.STOPPED), name="rentals_event_stops_at",
-            ),
-            models.Index(
-                fields=["at", "id"], include=["allocation"],
-                condition=Q(from_state=AllocationState.STOPPED), name="rentals_event_stop_ends_at",
             ),
         ]  # fmt: skip
 
