@@ -381,7 +381,8 @@ def start_windows(
         # Usually the request fits from `not_before` already: that is asked first, and only
         # when it does not give enough windows are the later candidates read, then asked in
         # time order, one statement each, until enough windows.
-        as_of, fitting = None, []
+        as_of: datetime | None = None
+        fitting: list[tuple[Any, ...]] = []
         if kept and not node_count:
             as_of, fitting = _fitting_now_kept(
                 cursor, gpu_model=gpu_model, t=not_before, params=params
