@@ -1,7 +1,7 @@
 """Capacity: the nodes with room (availability and placement), the calendar's free GPUs per
 day, the start windows that fit, and the catalog cache's clock."""
 
-from psycopg.sql import SQL, Composed, Identifier, Placeholder
+from psycopg.sql import SQL, Composable, Composed, Identifier, Placeholder
 
 from rentals.sql.holdings import (
     G_ID,
@@ -274,15 +274,12 @@ ORDER BY t
 # fleet (the count says how many fit). A node's
 # free GPUs are its GPU count (Node.gpu_count) less those held in the window, counted per
 # node from the live holdings (`gpus_held_per_node`): no GPU row is read, and only the
-# model's nodes' holdings are counted.
+# model's nodes' holdings are counted. `fitting_at` builds it from the nodes asked (`{nodes}`:
+# id, hostname, region_id, gpus, grp) and those of them whose holdings are read.
 _FITTING_AT = SQL(
     """
 WITH nodes AS MATERIALIZED (
-    SELECT n.id, n.hostname, n.region_id, n.gpu_count AS gpus,
-           CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp
-    FROM catalog_node n
-    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
-      AND (NOT %(whole)s OR n.network_group <> '') AND {stack}
+{nodes}
 ), held AS (
 {held}
 ), free AS (
@@ -300,14 +297,32 @@ HAVING count(*) >= %(nodes)s
 ORDER BY count(*), region, grp
 """
 )
-_FITTING_HELD = gpus_held_per_node(
-    node_ids=SQL("SELECT id FROM nodes"),
-    starts=Placeholder("t"),
-    ends=SQL("{}::timestamptz + {}").format(Placeholder("t"), Placeholder("duration")),
+_MODEL_NODES_FITTING = SQL(
+    """    SELECT n.id, n.hostname, n.region_id, n.gpu_count AS gpus,
+           CASE WHEN %(whole)s THEN n.network_group ELSE '' END AS grp
+    FROM catalog_node n
+    WHERE n.gpu_model_id = %(model)s AND n.state = %(active)s AND n.gpu_count > 0 {region}
+      AND (NOT %(whole)s OR n.network_group <> '') AND {stack}"""
 )
-FITTING_AT = _FITTING_AT.format(held=_FITTING_HELD, region=SQL(""), stack=_STACK_N).as_string()
-FITTING_AT_IN_REGION = _FITTING_AT.format(
-    held=_FITTING_HELD, region=_IN_REGION, stack=_STACK_N
+
+
+def fitting_at(*, nodes: Composable, held_nodes: Composable) -> Composed:
+    """FITTING_AT's statement over the nodes of `nodes` (a query), reading the holdings in
+    the window of those `held_nodes` (a query of ids) names: the others count as free."""
+    held = gpus_held_per_node(
+        node_ids=held_nodes,
+        starts=Placeholder("t"),
+        ends=SQL("{}::timestamptz + {}").format(Placeholder("t"), Placeholder("duration")),
+    )
+    return _FITTING_AT.format(nodes=nodes, held=held)
+
+
+_ALL_HELD = SQL("SELECT id FROM nodes")
+FITTING_AT = fitting_at(
+    nodes=_MODEL_NODES_FITTING.format(region=SQL(""), stack=_STACK_N), held_nodes=_ALL_HELD
+).as_string()
+FITTING_AT_IN_REGION = fitting_at(
+    nodes=_MODEL_NODES_FITTING.format(region=_IN_REGION, stack=_STACK_N), held_nodes=_ALL_HELD
 ).as_string()
 
 # The spans of start instants ≥ `not_before` at which the request fits for `duration`,

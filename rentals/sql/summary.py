@@ -5,8 +5,8 @@ model's rows by the difference between their old shares and their new ones."""
 
 from psycopg.sql import SQL, Composed, Identifier
 
-from rentals.sql.capacity import BUSY_BY_DAY, stack_meets
-from rentals.sql.holdings import gpus_held_per_node, held_day_span, holding_overlaps
+from rentals.sql.capacity import BUSY_BY_DAY, fitting_at, stack_meets
+from rentals.sql.holdings import held_day_span, holding_overlaps
 
 # Parameters: `model`, `active` (NodeState.ACTIVE), `now` (the rows' as_of), `first` (now's
 # UTC midnight) and `first_day` (its date), `days` (days of CapacityDay and BookedAheadDay),
@@ -439,7 +439,7 @@ NODES_FULLEST_AHEAD = _nodes_fullest("min_free_30d", ahead=True, in_region=False
 NODES_FULLEST_AHEAD_IN_REGION = _nodes_fullest("min_free_30d", ahead=True, in_region=True)
 
 # Where `%(count)s` GPUs on one node fit from `%(t)s` (within FRESH of the summary's as_of)
-# for `%(duration)s`, as rentals.sql.capacity.FITTING_AT answers it, but from the read model
+# for `%(duration)s`, FITTING_AT's statement (rentals.sql.capacity) over the read model
 # (`rentals.selectors.availability.start_windows`' first ask, shown "as of"): a node with
 # fewer than `count` GPUs free at as_of does not fit (the (gpu_model, free_now) index leaves
 # it unread); one with all its GPUs free over the whole horizon fits with all of them (the
@@ -447,41 +447,24 @@ NODES_FULLEST_AHEAD_IN_REGION = _nodes_fullest("min_free_30d", ahead=True, in_re
 # in the window read, exactly. (Its fewest free over the horizon is no answer: `count` free
 # at every instant need not be the same GPUs throughout.) At 10k GPUs, for one GPU on a
 # node of the benchmark's model that reads about 100 of its 443 nodes, for a whole node 7.
-_FITTING_NOW_KEPT = SQL(
-    """
-WITH nodes AS MATERIALIZED (
-    SELECT n.id, n.hostname, n.region_id, n.gpu_count AS gpus,
+_KEPT_NODES_FITTING = SQL(
+    """    SELECT n.id, n.hostname, n.region_id, n.gpu_count AS gpus, '' AS grp,
            c.min_free_30d = n.gpu_count AS free_throughout
     FROM rentals_capacitynode c
     JOIN catalog_node n ON n.id = c.node_id
     WHERE c.gpu_model_id = %(model)s AND c.free_now >= %(count)s
-      AND n.state = %(active)s AND n.gpu_count > 0 {region} AND {stack}
-), held AS (
-{held}
-), free AS (
-    SELECT nodes.hostname, r.slug AS region,
-           nodes.gpus - coalesce(held.gpus, 0) AS free
-    FROM nodes
-    JOIN catalog_region r ON r.id = nodes.region_id
-    LEFT JOIN held ON held.node_id = nodes.id
+      AND n.state = %(active)s AND n.gpu_count > 0 {region} AND {stack}"""
 )
-SELECT region, '', (array_agg(hostname ORDER BY free, hostname))[1:%(shown)s], count(*)::int
-FROM free
-WHERE free >= %(count)s
-GROUP BY region
-ORDER BY count(*), region
-"""
-)
-_FITTING_NOW_HELD = gpus_held_per_node(
-    node_ids=SQL("SELECT id FROM nodes WHERE NOT free_throughout"),
-    starts=SQL("%(t)s::timestamptz"),
-    ends=SQL("%(t)s::timestamptz + %(duration)s"),
-)
-FITTING_NOW_KEPT = _FITTING_NOW_KEPT.format(
-    held=_FITTING_NOW_HELD, region=SQL(""), stack=stack_meets("n")
+_NOT_FREE_THROUGHOUT = SQL("SELECT id FROM nodes WHERE NOT free_throughout")
+FITTING_NOW_KEPT = fitting_at(
+    nodes=_KEPT_NODES_FITTING.format(region=SQL(""), stack=stack_meets("n")),
+    held_nodes=_NOT_FREE_THROUGHOUT,
 ).as_string()
-FITTING_NOW_KEPT_IN_REGION = _FITTING_NOW_KEPT.format(
-    held=_FITTING_NOW_HELD, region=SQL("AND n.region_id = %(region)s"), stack=stack_meets("n")
+FITTING_NOW_KEPT_IN_REGION = fitting_at(
+    nodes=_KEPT_NODES_FITTING.format(
+        region=SQL("AND n.region_id = %(region)s"), stack=stack_meets("n")
+    ),
+    held_nodes=_NOT_FREE_THROUGHOUT,
 ).as_string()
 
 # The catalog's GPUs free now per model (`rentals.selectors.summary.capacity_free_now`), of
